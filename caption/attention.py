@@ -1,0 +1,118 @@
+"""Attention over the annotation vectors: the scorer of eq. 4 and the two φ functions of sec. 4.
+
+Notation (Xu et al., 2015):
+    a      annotations, L vectors a_i ∈ R^D per image                         (B, L, D)
+    h      previous LSTM hidden state h_{t-1}                                 (B, n)
+    e_t    attention logits e_ti = f_att(a_i, h_{t-1})                         (B, L)   eq. 4
+    α_t    attention weights softmax(e_t)                                      (B, L)   eq. 5
+    ẑ_t    context φ({a_i}, {α_ti})                                           (B, D)
+    s_t    hard attention: the sampled location, s_t ~ Multinoulli_L(α_t)     (B,)     eq. 8
+
+f_att follows the original code (arctic-captions, capgen.py):
+    e_ti = w · tanh(W_a a_i + W_h h_{t-1}) + c
+The annotation projection W_a a_i depends only on the image, so `project` runs once per image and
+`forward` adds the per-step query W_h h_{t-1} (computed by the decoder, fused with its other matmuls).
+
+Soft attention (sec. 4.2): φ = Σ_i α_ti a_i, the expected context.
+Hard attention (sec. 4.1): φ = a_{s_t}. With semi-sampling (sec. 4.1, last paragraph) a random
+subset of images (probability `semi_sampling` per image) uses the expected context instead.
+At evaluation, hard attention uses the expected context by default, as the original code does.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+AttentionKind = Literal["soft", "hard"]
+HardEvalContext = Literal["expected", "argmax", "sample"]
+
+
+class AdditiveScorer(nn.Module):
+    """f_att of eq. 4: e_ti = w · tanh(W_a a_i + W_h h_{t-1}) + c.
+
+    `layers > 1` stacks extra linear maps on the annotation side, as the original code's
+    `n_layers_att` (tanh between them only from the third layer on, as in capgen.py).
+    """
+
+    def __init__(self, *, annotation_dim: int, attention_dim: int, layers: int = 1):
+        super().__init__()
+        if layers < 1:
+            raise ValueError(f"attention_layers must be >= 1, got {layers}")
+        self.annotation_projection = nn.ModuleList(
+            [nn.Linear(annotation_dim, attention_dim)]
+            + [nn.Linear(attention_dim, attention_dim) for _ in range(layers - 1)]
+        )
+        self.score = nn.Linear(attention_dim, 1)  # w and c
+
+    def project(self, annotations: Tensor) -> Tensor:
+        """W_a a_i for every location, once per image: (B, L, D) -> (B, L, A)."""
+        projected = self.annotation_projection[0](annotations)
+        for index, layer in enumerate(self.annotation_projection[1:], start=1):
+            projected = layer(projected)
+            if index < len(self.annotation_projection) - 1:
+                projected = torch.tanh(projected)
+        return projected
+
+    def forward(self, projected: Tensor, query: Tensor) -> Tensor:
+        """Logits e_t from the projected annotations (B, L, A) and W_h h_{t-1} (B, A): (B, L)."""
+        return self.score(torch.tanh(projected + query[:, None, :])).squeeze(-1)
+
+
+@dataclass
+class AttentionOutput:
+    """What one attention step returns."""
+
+    context: Tensor  # φ(a, α_t) before the β gate                          (B, D)
+    alpha: Tensor  # attention weights α_t                                  (B, L)
+    location: Tensor | None = None  # hard: sampled or chosen location s_t  (B,)
+    log_alpha_location: Tensor | None = None  # hard: log α_{t, s_t}          (B,)
+    entropy: Tensor | None = None  # hard: H(α_t) = -Σ_i α_ti log α_ti       (B,)
+
+
+class SoftAttention(nn.Module):
+    """Deterministic soft attention: the expected context Σ_i α_ti a_i."""
+
+    def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
+        alpha = logits.softmax(dim=-1)  # (B, L)
+        context = torch.bmm(alpha[:, None, :], annotations).squeeze(1)  # (B, D)
+        return AttentionOutput(context=context, alpha=alpha)
+
+
+class HardAttention(nn.Module):
+    """Stochastic hard attention: one location s_t ~ Multinoulli_L(α_t) per word.
+
+    Training: sample s_t (no gradient flows through the sample; the REINFORCE term in
+    `caption.objectives` trains f_att through log α_{t,s_t}). `semi_sampled` marks the images that
+    use the expected context this sequence. Evaluation: `eval_context` picks the expected context
+    (the original code's choice), the argmax location, or a sample.
+    """
+
+    def __init__(self, *, eval_context: HardEvalContext = "expected"):
+        super().__init__()
+        self.eval_context = eval_context
+
+    def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
+        log_alpha = F.log_softmax(logits, dim=-1)  # (B, L)
+        alpha = log_alpha.exp()
+        entropy = -(alpha * log_alpha).sum(-1)  # (B,)
+        expected = torch.bmm(alpha[:, None, :], annotations).squeeze(1)  # (B, D)
+        mode = "sample" if self.training else self.eval_context
+        if mode == "expected":
+            location = alpha.argmax(-1)  # shown in overlays; the context is the expectation
+            return AttentionOutput(expected, alpha, location, log_alpha.gather(1, location[:, None]).squeeze(1), entropy)
+        if mode == "sample":
+            location = torch.multinomial(alpha.detach(), 1).squeeze(1)  # (B,)
+        else:
+            location = alpha.argmax(-1)
+        rows = torch.arange(annotations.shape[0], device=annotations.device)
+        context = annotations[rows, location]  # a_{s_t}: (B, D)
+        if semi_sampled is not None:
+            context = torch.where(semi_sampled[:, None], expected, context)
+        log_alpha_location = log_alpha[rows, location]  # (B,)
+        return AttentionOutput(context, alpha, location, log_alpha_location, entropy)
+
+
+ATTENTIONS: dict[AttentionKind, type[nn.Module]] = {"soft": SoftAttention, "hard": HardAttention}

@@ -1,0 +1,83 @@
+"""The generic per-image record shared by every dataset of the package, and the source interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class ShapeObject:
+    """One ground-truth object of a synthetic scene."""
+
+    kind: str  # "circle" | "square" | "triangle"
+    color: str  # colour name, e.g. "red"
+    size: str  # "small" | "large"
+    box: tuple[int, int, int, int]  # (x0, y0, x1, y1) in pixels, x0/y0 inclusive, x1/y1 exclusive
+
+    @property
+    def center(self) -> tuple[float, float]:
+        """The (x, y) centre of the box in pixel coordinates."""
+        x0, y0, x1, y1 = self.box
+        return (x0 + x1) / 2, (y0 + y1) / 2
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return {"kind": self.kind, "color": self.color, "size": self.size, "box": list(self.box)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ShapeObject:
+        """Inverse of :meth:`to_dict`."""
+        x0, y0, x1, y1 = (int(v) for v in data["box"])
+        return cls(kind=str(data["kind"]), color=str(data["color"]), size=str(data["size"]), box=(x0, y0, x1, y1))
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One image and its reference captions, whatever the dataset."""
+
+    image_id: int  # unique across all splits of a dataset
+    split: str  # "train" | "val" | "test"
+    references: tuple[str, ...]  # raw (untokenised) reference captions
+    file: str | None = None  # image path for on-disk datasets; None for in-memory images
+    objects: tuple[ShapeObject, ...] = ()  # ground-truth objects (built-in synthetic data only)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return {
+            "image_id": self.image_id,
+            "split": self.split,
+            "references": list(self.references),
+            "file": self.file,
+            "objects": [obj.to_dict() for obj in self.objects],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ImageRecord:
+        """Inverse of :meth:`to_dict`; ``file`` and ``objects`` may be absent."""
+        return cls(
+            image_id=int(data["image_id"]),
+            split=str(data["split"]),
+            references=tuple(str(ref) for ref in data["references"]),
+            file=data.get("file"),
+            objects=tuple(ShapeObject.from_dict(obj) for obj in data.get("objects", ())),
+        )
+
+
+class CaptionSource(ABC):
+    """Where a dataset's records and images come from; the data module needs nothing else.
+
+    Subclasses are chosen in a config by class path (`data.source.class_path`), each with its own
+    typed arguments: `caption.data.shapes.ShapesSource` for the built-in data.
+    """
+
+    @abstractmethod
+    def records(self) -> list[ImageRecord]:
+        """Every image of every split, with its references."""
+
+    @abstractmethod
+    def image(self, record: ImageRecord) -> Tensor:
+        """The image of `record` as a normalised float tensor (3, H, W), ready for the encoder."""

@@ -1,0 +1,138 @@
+"""Caption generation: greedy search and batched beam search.
+
+Both run every image of a batch at once (beam search keeps B×k rows, reordered with index
+arithmetic on tensors; no Python loop over images or beams), stop at `max_length` words even when
+a hypothesis never emits <end>, and return the per-word attention α (T×L) and gate β of the
+chosen caption so that it can be drawn (sec. 5.4).
+
+Notation: B images, k beams, T ≤ max_length generated words, L locations, V words.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from caption.decoder import Decoder, DecoderState
+from caption.text import Vocabulary
+
+
+@dataclass
+class Decoded:
+    """Generated captions, one per image. Token rows hold words, then <end> if emitted, then <pad>."""
+
+    tokens: Tensor  # word ids after <start>                         (B, T)
+    log_prob: Tensor  # log p(caption | a), <end> included             (B,)
+    alpha: Tensor  # attention weights for every generated word       (B, T, L)
+    beta: Tensor  # gate β for every generated word                   (B, T)
+    location: Tensor | None  # hard attention: chosen location s_t    (B, T)
+    lengths: Tensor  # generated words, <end> included                (B,)
+
+
+def _next_log_probs(
+    decoder: Decoder, words: Tensor, state: DecoderState, annotations: Tensor, projected: Tensor
+):
+    """Feed `words` (R,) through one decoder step: log p(y_t) (R, V) and the step's output."""
+    embedded, gates = decoder.word_gates(words)
+    out = decoder.step(gates, state, annotations, projected)
+    logits = decoder.output_logits(embedded, out.state.h, out.context)
+    return F.log_softmax(logits.float(), dim=-1), out
+
+
+@torch.inference_mode()
+def greedy(decoder: Decoder, annotations: Tensor, *, max_length: int = 20) -> Decoded:
+    """Pick the most probable word at every step. annotations: (B, L, D)."""
+    B = annotations.shape[0]
+    projected = decoder.project_annotations(annotations)  # (B, L, A), once per image
+    state = decoder.init_state(annotations)
+    words = torch.full((B,), Vocabulary.START, dtype=torch.long, device=annotations.device)
+    finished = torch.zeros(B, dtype=torch.bool, device=annotations.device)
+    log_prob = torch.zeros(B, device=annotations.device)
+    tokens, alphas, betas, locations = [], [], [], []
+    for _ in range(max_length):
+        log_probs, out = _next_log_probs(decoder, words, state, annotations, projected)  # (B, V)
+        words = log_probs.argmax(dim=-1).masked_fill(finished, Vocabulary.PAD)  # (B,)
+        log_prob += log_probs.gather(1, words[:, None]).squeeze(1).masked_fill(finished, 0.0)
+        tokens.append(words)
+        alphas.append(out.alpha)
+        betas.append(out.beta)
+        locations.append(out.location)
+        state = out.state
+        finished = finished | (words == Vocabulary.END)
+        if finished.all():
+            break
+    tokens_ = torch.stack(tokens, dim=1)  # (B, T)
+    return Decoded(
+        tokens=tokens_,
+        log_prob=log_prob,
+        alpha=torch.stack(alphas, dim=1),
+        beta=torch.stack(betas, dim=1),
+        location=None if locations[0] is None else torch.stack(locations, dim=1),
+        lengths=(tokens_ != Vocabulary.PAD).sum(dim=1),
+    )
+
+
+@torch.inference_mode()
+def beam_search(
+    decoder: Decoder,
+    annotations: Tensor,
+    *,
+    beam_size: int = 3,
+    max_length: int = 20,
+    length_penalty: float = 0.0,
+) -> Decoded:
+    """Keep the k most probable prefixes per image; return the best finished-or-capped hypothesis.
+
+    A hypothesis that emitted <end> stays in the beam with its score frozen (it may only be
+    extended by <pad> at no cost), so finished and unfinished hypotheses compete on equal terms.
+    At the end, hypotheses are ranked by log p / length^length_penalty (0 = raw log-probability).
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    B, k, device = annotations.shape[0], beam_size, annotations.device
+    projected = decoder.project_annotations(annotations).repeat_interleave(k, dim=0)  # (B·k, L, A)
+    state = decoder.init_state(annotations)
+    state = DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0))
+    annotations = annotations.repeat_interleave(k, dim=0)  # (B·k, L, D)
+
+    scores = torch.full((B, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    words = torch.full((B * k,), Vocabulary.START, dtype=torch.long, device=device)
+    finished = torch.zeros(B * k, dtype=torch.bool, device=device)
+    tokens = torch.empty(B * k, 0, dtype=torch.long, device=device)
+    alpha = annotations.new_empty(B * k, 0, annotations.shape[1])
+    beta = annotations.new_empty(B * k, 0)
+    location = None if not decoder.is_hard else torch.empty(B * k, 0, dtype=torch.long, device=device)
+    row_offset = (torch.arange(B, device=device) * k)[:, None]  # (B, 1)
+
+    for _ in range(max_length):
+        log_probs, out = _next_log_probs(decoder, words, state, annotations, projected)  # (B·k, V)
+        V = log_probs.shape[1]
+        log_probs[finished] = float("-inf")
+        log_probs[finished, Vocabulary.PAD] = 0.0
+        candidates = (scores.reshape(-1, 1) + log_probs).view(B, k * V)  # (B, k·V)
+        scores, flat = candidates.topk(k, dim=-1)  # (B, k)
+        rows = (row_offset + flat.div(V, rounding_mode="floor")).view(-1)  # parent row of each new beam (B·k,)
+        words = (flat % V).view(-1)  # (B·k,)
+        state = DecoderState(out.state.h[rows], out.state.c[rows])
+        tokens = torch.cat([tokens[rows], words[:, None]], dim=1)
+        alpha = torch.cat([alpha[rows], out.alpha[rows, None]], dim=1)
+        beta = torch.cat([beta[rows], out.beta[rows, None]], dim=1)
+        if location is not None:
+            location = torch.cat([location[rows], out.location[rows, None]], dim=1)
+        finished = finished[rows] | (words == Vocabulary.END)
+        if finished.all():
+            break
+
+    lengths = (tokens != Vocabulary.PAD).sum(dim=1).view(B, k)
+    ranking = scores / lengths.clamp(min=1).float() ** length_penalty if length_penalty else scores
+    best = (row_offset.squeeze(1) + ranking.argmax(dim=-1))  # (B,)
+    return Decoded(
+        tokens=tokens[best],
+        log_prob=scores.view(-1)[best],
+        alpha=alpha[best],
+        beta=beta[best],
+        location=None if location is None else location[best],
+        lengths=lengths.view(-1)[best],
+    )

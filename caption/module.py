@@ -1,0 +1,228 @@
+"""The LightningModule: encoder + decoder, wired to the objectives, decoding and metrics.
+
+Every hyperparameter is an explicit keyword argument here, set from YAML (`model:` section) and
+stored in the checkpoint with the vocabulary, so a checkpoint alone is enough for inference:
+
+    module = CaptionModule.load_from_checkpoint(path, weights_only=True)
+"""
+
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
+
+from caption.attention import AttentionKind, HardEvalContext
+from caption.decoder import Decoder
+from caption.decoding import Decoded, beam_search, greedy
+from caption.encoder import EncoderName, build_encoder
+from caption.metrics import METRICS, score_captions
+from caption.objectives import MovingAverageBaseline, Reward, hard_attention_loss, soft_attention_loss
+from caption.text import Vocabulary
+
+
+class CheckpointMismatchError(RuntimeError):
+    """A checkpoint that does not belong to this model or data."""
+
+
+class CaptionModule(L.LightningModule):
+    """Show, Attend and Tell as a LightningModule.
+
+    Args:
+        vocabulary: the words, specials first (linked from the data module by the CLI).
+        attention: "soft" (eq. 14) or "hard" (eq. 12).
+        encoder: "vgg16", "vgg19" (torchvision, paper) or "small_vgg" (built-in data, from scratch).
+        encoder_weights: "imagenet", "none" or a path to a torchvision-format state dict.
+        freeze_encoder: keep the CNN fixed (the paper); required for the torchvision encoders' cache.
+        encoder_channels: small_vgg only: channels of each conv block.
+        embed_dim / hidden_dim / attention_dim / attention_layers / init_layers / gate /
+        prev_word_output / context_output / dropout / inverse_temperature / semi_sampling /
+        hard_eval_context: see `caption.decoder.Decoder`.
+        alpha_c: λ of the doubly stochastic regulariser (eq. 14); 0 turns it off.
+        samples: hard attention: Monte Carlo samples N per caption (eq. 12).
+        reinforce_weight: hard attention: λ_r (original code: 0.1).
+        entropy_weight: hard attention: λ_e (original code: 0.002).
+        baseline_decay: hard attention: moving-average decay of the baseline (paper: 0.9).
+        reward: hard attention: "mean" per-token (original code) or "sum" (paper) log-likelihood.
+        optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
+        learning_rate: optimizer step size.
+        max_caption_length: words generated at most when decoding.
+        beam_size: beam width for test-time decoding (validation always decodes greedily).
+        length_penalty: rank final beams by log p / length^length_penalty.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocabulary: list[str],
+        attention: AttentionKind = "soft",
+        encoder: EncoderName = "vgg16",
+        encoder_weights: str = "imagenet",
+        freeze_encoder: bool = True,
+        encoder_channels: tuple[int, ...] = (16, 32, 64, 128),
+        embed_dim: int = 512,
+        hidden_dim: int = 1800,
+        attention_dim: int = 512,
+        attention_layers: int = 1,
+        init_layers: int = 1,
+        gate: bool = True,
+        prev_word_output: bool = True,
+        context_output: bool = True,
+        dropout: float = 0.5,
+        inverse_temperature: float = 1.0,
+        alpha_c: float = 1.0,
+        samples: int = 1,
+        reinforce_weight: float = 0.1,
+        entropy_weight: float = 0.002,
+        semi_sampling: float = 0.5,
+        baseline_decay: float = 0.9,
+        reward: Reward = "mean",
+        hard_eval_context: HardEvalContext = "expected",
+        optimizer: Literal["adam", "rmsprop"] = "adam",
+        learning_rate: float = 1e-3,
+        max_caption_length: int = 20,
+        beam_size: int = 3,
+        length_penalty: float = 0.0,
+    ):
+        super().__init__()
+        if samples < 1:
+            raise ValueError(f"model.samples must be >= 1, got {samples}")
+        if samples > 1 and attention != "hard":
+            raise ValueError("model.samples > 1 only makes sense with model.attention: hard")
+        self.save_hyperparameters()
+        self.vocabulary = Vocabulary(vocabulary)
+        self.encoder = build_encoder(encoder, weights=encoder_weights, freeze=freeze_encoder, channels=encoder_channels)
+        self.decoder = Decoder(
+            vocab_size=len(self.vocabulary),
+            annotation_dim=self.encoder.dim,
+            embed_dim=embed_dim,
+            hidden_dim=hidden_dim,
+            attention_dim=attention_dim,
+            attention=attention,
+            attention_layers=attention_layers,
+            init_layers=init_layers,
+            gate=gate,
+            prev_word_output=prev_word_output,
+            context_output=context_output,
+            dropout=dropout,
+            inverse_temperature=inverse_temperature,
+            semi_sampling=semi_sampling,
+            hard_eval_context=hard_eval_context,
+        )
+        self.baseline = MovingAverageBaseline(baseline_decay)
+        self._generated: list[tuple[int, str, list[str]]] = []  # (image id, caption, references)
+
+    # ----------------------------------------------------------------------------- model
+    def annotations(self, batch: dict[str, Any]) -> Tensor:
+        """(B, L, D) annotations: from the cache when the batch has them, else through the CNN."""
+        if "annotations" in batch:
+            return batch["annotations"].float()
+        if self.hparams.freeze_encoder:
+            with torch.no_grad():
+                return self.encoder(batch["image"])
+        return self.encoder(batch["image"])
+
+    def generate(self, annotations: Tensor, *, beam_size: int | None = None) -> Decoded:
+        """Captions for a batch of annotations: greedy when the beam size is 1, else beam search."""
+        beam_size = self.hparams.beam_size if beam_size is None else beam_size
+        if beam_size == 1:
+            return greedy(self.decoder, annotations, max_length=self.hparams.max_caption_length)
+        return beam_search(
+            self.decoder, annotations, beam_size=beam_size,
+            max_length=self.hparams.max_caption_length, length_penalty=self.hparams.length_penalty,
+        )
+
+    # -------------------------------------------------------------------------- training
+    def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor:
+        annotations, captions = self.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
+        if self.hparams.samples > 1:  # N Monte Carlo samples per caption (eq. 12)
+            annotations = annotations.repeat_interleave(self.hparams.samples, dim=0)
+            captions = captions.repeat_interleave(self.hparams.samples, dim=0)
+        output = self.decoder(annotations, captions)
+        targets = captions[:, 1:]
+        mask = (targets != Vocabulary.PAD).float()  # (B, T)
+        if self.decoder.is_hard:
+            terms = hard_attention_loss(
+                output, targets, mask, baseline=self.baseline.value,
+                reinforce_weight=self.hparams.reinforce_weight, entropy_weight=self.hparams.entropy_weight,
+                alpha_c=self.hparams.alpha_c, reward=self.hparams.reward,
+            )
+            self._update_baseline(terms.reward, terms.sampled)
+        else:
+            terms = soft_attention_loss(output, targets, mask, alpha_c=self.hparams.alpha_c)
+        logged = {f"train/{name}": value for name, value in terms.as_dict().items() if name != "tokens"}
+        logged["train/beta"] = (output.beta * mask).sum() / mask.sum()
+        if self.decoder.is_hard:
+            logged["train/baseline"] = self.baseline.value
+        self.log_dict(logged, prog_bar=False, batch_size=captions.shape[0])
+        self.log("loss", terms.loss, prog_bar=True, logger=False, batch_size=captions.shape[0])
+        return terms.loss
+
+    def _update_baseline(self, reward: Tensor, sampled: Tensor) -> None:
+        """b ← 0.9 b + 0.1 r̄, with r̄ the mean reward of the sampled captions over *all* ranks."""
+        totals = torch.stack([reward.nan_to_num(0.0) * sampled.sum(), sampled.sum().float()])
+        totals = self.trainer.strategy.reduce(totals, reduce_op="sum") if self._trainer is not None else totals
+        if totals[1] > 0:
+            self.baseline.update(totals[0] / totals[1])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        parameters = [p for p in self.parameters() if p.requires_grad]
+        optimizers = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop}
+        return optimizers[self.hparams.optimizer](parameters, lr=self.hparams.learning_rate)
+
+    # ------------------------------------------------------------------------ evaluation
+    def _decode_batch(self, batch: dict[str, Any], beam_size: int) -> None:
+        decoded = self.generate(self.annotations(batch), beam_size=beam_size)
+        for image_id, tokens, references in zip(batch["image_id"].tolist(), decoded.tokens.tolist(), batch["references"]):
+            self._generated.append((image_id, " ".join(self.vocabulary.decode(tokens)), references))
+
+    def _gathered_captions(self) -> tuple[dict[int, str], dict[int, list[str]]]:
+        """Captions from every rank, de-duplicated by image id (distributed samplers pad with repeats)."""
+        generated = self._generated
+        if self.trainer.world_size > 1:
+            everything: list[Any] = [None] * self.trainer.world_size
+            torch.distributed.all_gather_object(everything, generated)
+            generated = [item for part in everything for item in part]
+        self._generated = []
+        candidates = {image_id: caption for image_id, caption, _ in generated}
+        references = {image_id: refs for image_id, _, refs in generated}
+        return candidates, references
+
+    def validation_step(self, batch: dict[str, Any], batch_index: int) -> None:
+        self._decode_batch(batch, beam_size=1)
+
+    def on_validation_epoch_end(self) -> None:
+        candidates, references = self._gathered_captions()
+        scores = score_captions(candidates, references, metrics=("bleu4", "cider"))
+        # identical on every rank (computed from the gathered captions), so checkpointing agrees
+        self.log_dict({f"val/{name}": value for name, value in scores.items()}, prog_bar=True, rank_zero_only=False)
+
+    def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
+        self._decode_batch(batch, beam_size=self.hparams.beam_size)
+
+    def on_test_epoch_end(self) -> None:
+        candidates, references = self._gathered_captions()
+        scores = score_captions(candidates, references, metrics=METRICS)
+        self.log_dict({f"test/{name}": value for name, value in scores.items()})
+        examples = "\n".join(
+            f"  [{image_id}] {candidates[image_id]!r}\n      refs: {references[image_id][:2]}"
+            for image_id in sorted(candidates)[:5]
+        )
+        rank_zero_info(f"Example test captions (beam {self.hparams.beam_size}):\n{examples}")
+
+    # ----------------------------------------------------------------------- checkpoints
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse checkpoints of another project or trained on another vocabulary, by name."""
+        hyperparameters = checkpoint.get("hyper_parameters", {})
+        if "vocabulary" not in hyperparameters:
+            raise CheckpointMismatchError(
+                "this checkpoint has no vocabulary in its hyperparameters: it was not written by this "
+                "project's `caption fit` (or by an old version); retrain or pick another checkpoint"
+            )
+        if hyperparameters["vocabulary"] != self.hparams.vocabulary:
+            raise CheckpointMismatchError(
+                "the checkpoint's vocabulary differs from the one built from this config's data "
+                f"({len(hyperparameters['vocabulary'])} vs {len(self.hparams.vocabulary)} words): "
+                "use the config the checkpoint was trained with"
+            )

@@ -1,0 +1,219 @@
+import re
+
+import numpy as np
+import pytest
+
+from caption.data import shapes
+from caption.data.records import ImageRecord, ShapeObject
+from caption.data.shapes import BACKGROUND, COLORS, generate_shapes, load_shapes, object_for_word
+
+RELATIONS = ("left of", "right of", "above", "below")
+
+
+def _center(obj):
+    x0, y0, x1, y1 = obj.box
+    return (x0 + x1) / 2, (y0 + y1) / 2
+
+
+def _relation_from_boxes(a, b):
+    """Independent re-implementation: where is a relative to b (y grows downwards)."""
+    (ax, ay), (bx, by) = _center(a), _center(b)
+    dx, dy = bx - ax, by - ay
+    if abs(dx) > abs(dy) + 6:
+        return "left of" if dx > 0 else "right of"
+    if abs(dy) > abs(dx) + 6:
+        return "above" if dy > 0 else "below"
+    return None
+
+
+def _canonical(objects):
+    if len(objects) == 1:
+        (a,) = objects
+        return f"a {a.size} {a.color} {a.kind}"
+    a, b = objects
+    rel = _relation_from_boxes(a, b)
+    if rel in ("right of", "below"):
+        a, b = b, a
+        rel = _relation_from_boxes(a, b)
+    return f"a {a.size} {a.color} {a.kind} {rel} a {b.size} {b.color} {b.kind}"
+
+
+@pytest.fixture(scope="module")
+def data():
+    return generate_shapes(300, seed=7)
+
+
+def test_shapes_and_dtype(data):
+    images, records = data
+    assert images.shape == (300, 64, 64, 3) and images.dtype == np.uint8
+    assert len(records) == 300
+    assert [r.image_id for r in records] == list(range(300))
+    assert all(r.split == "train" and r.file is None for r in records)
+
+
+def test_determinism():
+    a_images, a_records = generate_shapes(20, seed=3)
+    b_images, b_records = generate_shapes(20, seed=3)
+    c_images, c_records = generate_shapes(20, seed=4)
+    assert a_images.tobytes() == b_images.tobytes() and a_records == b_records
+    assert a_images.tobytes() != c_images.tobytes() and a_records != c_records
+    prefix_images, prefix_records = generate_shapes(5, seed=3)
+    assert np.array_equal(prefix_images, a_images[:5]) and prefix_records == a_records[:5]
+
+
+def test_objects_distinct_kinds_inside_canvas_non_overlapping(data):
+    _, records = data
+    for r in records:
+        assert len(r.objects) == 2
+        assert len({o.kind for o in r.objects}) == 2
+        for o in r.objects:
+            x0, y0, x1, y1 = o.box
+            assert 0 <= x0 < x1 <= 64 and 0 <= y0 < y1 <= 64
+            assert o.color in COLORS and o.kind in shapes.KINDS
+            side = x1 - x0
+            assert y1 - y0 == side
+            assert (10 <= side <= 13) if o.size == "small" else (18 <= side <= 22)
+        (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = (o.box for o in r.objects)
+        assert ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0
+
+
+def test_pixels_match_objects(data):
+    images, records = data
+    for image, r in zip(images, records):
+        outside = np.ones(image.shape[:2], dtype=bool)
+        for o in r.objects:
+            x0, y0, x1, y1 = o.box
+            assert tuple(image[(y0 + y1) // 2, (x0 + x1) // 2]) == COLORS[o.color]
+            outside[y0:y1, x0:x1] = False
+        assert (image[outside] == BACKGROUND).all()
+
+
+def test_square_fills_its_box_and_triangle_points_up(data):
+    images, records = data
+    for image, r in zip(images, records):
+        for o in r.objects:
+            x0, y0, x1, y1 = o.box
+            patch = (image[y0:y1, x0:x1] == COLORS[o.color]).all(-1)
+            if o.kind == "square":
+                assert patch.all()
+            elif o.kind == "triangle":
+                assert patch[-1].sum() > patch[1].sum()
+            else:
+                assert not patch[0, 0] and patch[(y1 - y0) // 2].all()
+
+
+def test_five_distinct_references_with_canonical(data):
+    _, records = data
+    first_is_canonical = 0
+    for r in records:
+        assert len(r.references) == 5 and len(set(r.references)) == 5
+        assert _canonical(r.objects) in r.references
+        first_is_canonical += r.references[0] == _canonical(r.objects)
+    assert 0 < first_is_canonical < len(records)  # canonical caption is not always in first position
+
+
+def test_every_stated_relation_is_correct(data):
+    _, records = data
+    seen = set()
+    for r in records:
+        assert _relation_from_boxes(*r.objects) in ("left of", "above")  # canonical order
+        for ref in r.references:
+            rels = [rel for rel in RELATIONS if f" {rel} " in ref]
+            if not rels:
+                continue
+            (rel,) = rels
+            seen.add(rel)
+            kinds = re.findall(r"circle|square|triangle", ref)
+            assert len(kinds) == 2, ref
+            first, second = (object_for_word(r.objects, k) for k in kinds)
+            assert _relation_from_boxes(first, second) == rel, (ref, r.objects)
+            for o in (first, second):
+                assert o.color in ref or o.size in ref or f"the {o.kind}" in ref
+    assert seen == set(RELATIONS)
+
+
+def test_single_object_images():
+    _, records = generate_shapes(100, seed=1, num_objects=(1, 2))
+    counts = {len(r.objects) for r in records}
+    assert counts == {1, 2}
+    for r in records:
+        assert len(set(r.references)) == 5 and _canonical(r.objects) in r.references
+        if len(r.objects) == 1:
+            assert not any(f" {rel} " in ref for ref in r.references for rel in RELATIONS)
+
+
+def test_invalid_parameters():
+    with pytest.raises(ValueError):
+        generate_shapes(1, seed=0, num_objects=(2, 3))
+    with pytest.raises(ValueError):
+        generate_shapes(1, seed=0, image_size=16)
+
+
+def test_other_image_size():
+    images, records = generate_shapes(20, seed=0, image_size=128)
+    assert images.shape == (20, 128, 128, 3)
+    assert all(0 <= v <= 128 for r in records for o in r.objects for v in o.box)
+
+
+def test_object_for_word():
+    circle = ShapeObject("circle", "red", "small", (0, 0, 10, 10))
+    square = ShapeObject("square", "blue", "large", (20, 0, 40, 20))
+    assert object_for_word((circle, square), "square") is square
+    assert object_for_word((circle, square), "triangle") is None
+    assert object_for_word((circle, square), "red") is None
+
+
+def test_record_dict_round_trip(data):
+    _, records = data
+    assert [ImageRecord.from_dict(r.to_dict()) for r in records] == records
+    plain = ImageRecord(5, "val", ("a caption",), file="img/5.jpg")
+    assert ImageRecord.from_dict(plain.to_dict()) == plain
+
+
+def _small(root):
+    return load_shapes(root, num_train=30, num_val=10, num_test=10, seed=1)
+
+
+def test_load_shapes_splits(tmp_path):
+    images, records = _small(tmp_path)
+    assert images.shape == (50, 64, 64, 3)
+    assert [r.split for r in records] == ["train"] * 30 + ["val"] * 10 + ["test"] * 10
+    assert len({r.image_id for r in records}) == 50
+    train, val, test = images[:10], images[30:40], images[40:50]
+    assert not np.array_equal(train, val) and not np.array_equal(val, test)
+
+
+def test_load_shapes_cache_round_trip_and_reuse(tmp_path, monkeypatch):
+    images, records = _small(tmp_path)
+    (cache,) = tmp_path.iterdir()
+    assert sorted(p.name for p in cache.iterdir()) == ["images.npy", "records.json"]
+
+    def fail(*args, **kwargs):
+        raise AssertionError("cache was not reused")
+
+    monkeypatch.setattr(shapes, "generate_shapes", fail)
+    cached_images, cached_records = _small(tmp_path)
+    assert np.array_equal(cached_images, images) and cached_records == records
+
+    # different parameters live in a different cache directory
+    monkeypatch.undo()
+    load_shapes(tmp_path, num_train=5, num_val=1, num_test=1, seed=1)
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+@pytest.mark.parametrize("damage", ["records_garbage", "images_garbage", "images_truncated", "records_missing"])
+def test_load_shapes_regenerates_corrupt_cache(tmp_path, damage):
+    images, records = _small(tmp_path)
+    (cache,) = tmp_path.iterdir()
+    if damage == "records_garbage":
+        (cache / "records.json").write_text("{not json")
+    elif damage == "images_garbage":
+        (cache / "images.npy").write_bytes(b"garbage")
+    elif damage == "images_truncated":
+        data = (cache / "images.npy").read_bytes()
+        (cache / "images.npy").write_bytes(data[: len(data) // 2])
+    else:
+        (cache / "records.json").unlink()
+    again_images, again_records = _small(tmp_path)
+    assert np.array_equal(again_images, images) and again_records == records
+    assert _small(tmp_path)[1] == records  # and the repaired cache is readable
