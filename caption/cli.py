@@ -12,6 +12,7 @@ kept too. After `fit`, the best checkpoint is evaluated on the test split.
 """
 
 import sys
+from collections.abc import Callable
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
@@ -41,8 +42,15 @@ class CaptionCLI(LightningCLI):
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
 
 
+# Commands outside Lightning's fit/validate/test/predict: name -> function taking the remaining argv.
+COMMANDS: dict[str, Callable[[list[str]], None]] = {}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in COMMANDS:
+        COMMANDS[args[0]](args[1:])
+        return
     CaptionCLI(
         CaptionModule,
         CaptionDataModule,
