@@ -94,6 +94,10 @@ class HardAttention(nn.Module):
         super().__init__()
         self.eval_context = eval_context
 
+    def sample(self, alpha: Tensor) -> Tensor:
+        """s_t ~ Multinoulli_L(α_t): (B, L) -> (B,)."""
+        return torch.multinomial(alpha, 1).squeeze(1)
+
     def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
         log_alpha = F.log_softmax(logits, dim=-1)  # (B, L)
         alpha = log_alpha.exp()
@@ -104,7 +108,7 @@ class HardAttention(nn.Module):
             location = alpha.argmax(-1)  # shown in overlays; the context is the expectation
             return AttentionOutput(expected, alpha, location, log_alpha.gather(1, location[:, None]).squeeze(1), entropy)
         if mode == "sample":
-            location = torch.multinomial(alpha.detach(), 1).squeeze(1)  # (B,)
+            location = self.sample(alpha.detach())  # (B,)
         else:
             location = alpha.argmax(-1)
         rows = torch.arange(annotations.shape[0], device=annotations.device)

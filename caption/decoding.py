@@ -33,11 +33,16 @@ class Decoded:
 def _next_log_probs(
     decoder: Decoder, words: Tensor, state: DecoderState, annotations: Tensor, projected: Tensor
 ):
-    """Feed `words` (R,) through one decoder step: log p(y_t) (R, V) and the step's output."""
+    """Feed `words` (R,) through one decoder step: log p(y_t) (R, V) and the step's output.
+
+    <pad> and <start> are never generated (their log-probabilities are set to -inf).
+    """
     embedded, gates = decoder.word_gates(words)
     out = decoder.step(gates, state, annotations, projected)
     logits = decoder.output_logits(embedded, out.state.h, out.context)
-    return F.log_softmax(logits.float(), dim=-1), out
+    log_probs = F.log_softmax(logits.float(), dim=-1)
+    log_probs[:, [Vocabulary.PAD, Vocabulary.START]] = float("-inf")
+    return log_probs, out
 
 
 @torch.inference_mode()

@@ -1,0 +1,188 @@
+"""Shapes of every module, padding invariance, and the objectives against hand computation."""
+
+import math
+
+import pytest
+import torch
+
+from caption.attention import AdditiveScorer, HardAttention, SoftAttention
+from caption.decoder import Decoder
+from caption.encoder import SmallVGG, TorchvisionVGG, build_encoder
+from caption.objectives import (
+    MovingAverageBaseline,
+    caption_log_likelihood,
+    doubly_stochastic_penalty,
+    hard_attention_loss,
+    soft_attention_loss,
+)
+from caption.text import Vocabulary
+
+B, L, D, V = 3, 6, 8, 11
+
+
+def tiny_decoder(attention: str = "soft", **kwargs) -> Decoder:
+    torch.manual_seed(0)
+    options = dict(vocab_size=V, annotation_dim=D, embed_dim=7, hidden_dim=9, attention_dim=5, attention=attention)
+    return Decoder(**(options | kwargs))
+
+
+def captions_with_padding() -> torch.Tensor:
+    """Three captions of different lengths: <start> words <end> <pad>..."""
+    return torch.tensor(
+        [
+            [1, 4, 5, 6, 7, 2],
+            [1, 8, 2, 0, 0, 0],
+            [1, 9, 10, 2, 0, 0],
+        ]
+    )
+
+
+def test_encoder_shapes():
+    images = torch.randn(2, 3, 64, 64)
+    assert SmallVGG(channels=(4, 8, 16, 32))(images).shape == (2, 8 * 8, 32)  # 3 pools: 64 -> 8
+    vgg = TorchvisionVGG(name="vgg16", weights="none")
+    assert vgg(torch.randn(1, 3, 64, 64)).shape == (1, 4 * 4, 512)  # /16, before the final pool
+    assert vgg.dim == 512 and not any(p.requires_grad for p in vgg.parameters())
+    vgg.train()
+    assert not vgg.training, "a frozen encoder stays in eval mode"
+
+
+def test_encoder_rejects_conflicting_settings():
+    with pytest.raises(ValueError, match="small_vgg trains from scratch"):
+        build_encoder("small_vgg", weights="imagenet", freeze=True)
+    with pytest.raises(ValueError, match="encoder must be one of"):
+        build_encoder("resnet50", weights="none", freeze=True)  # type: ignore[arg-type]
+
+
+def test_attention_shapes_and_projection_once():
+    scorer = AdditiveScorer(annotation_dim=D, attention_dim=5, layers=2)
+    annotations = torch.randn(B, L, D)
+    projected = scorer.project(annotations)
+    assert projected.shape == (B, L, 5)
+    logits = scorer(projected, torch.randn(B, 5))
+    assert logits.shape == (B, L)
+    soft = SoftAttention()(annotations, logits)
+    assert soft.context.shape == (B, D) and soft.alpha.shape == (B, L)
+    torch.testing.assert_close(soft.alpha.sum(-1), torch.ones(B))
+    torch.testing.assert_close(soft.context, (soft.alpha[..., None] * annotations).sum(1))
+    hard = HardAttention().train()(annotations, logits)
+    assert hard.location.shape == (B,) and hard.log_alpha_location.shape == (B,) and hard.entropy.shape == (B,)
+    torch.testing.assert_close(hard.context, annotations[torch.arange(B), hard.location])
+
+
+def test_hard_attention_semi_sampling_and_eval_modes():
+    annotations, logits = torch.randn(B, L, D), torch.randn(B, L)
+    expected = SoftAttention()(annotations, logits).context
+    semi = torch.tensor([True, False, True])
+    out = HardAttention().train()(annotations, logits, semi)
+    torch.testing.assert_close(out.context[semi], expected[semi])
+    torch.testing.assert_close(out.context[1], annotations[1, out.location[1]])
+    torch.testing.assert_close(HardAttention(eval_context="expected").eval()(annotations, logits).context, expected)
+    argmax = HardAttention(eval_context="argmax").eval()(annotations, logits)
+    torch.testing.assert_close(argmax.context, annotations[torch.arange(B), logits.argmax(-1)])
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_decoder_output_shapes(attention):
+    decoder = tiny_decoder(attention)
+    captions = captions_with_padding()
+    out = decoder(torch.randn(B, L, D), captions)
+    T = captions.shape[1] - 1
+    assert out.logits.shape == (B, T, V)
+    assert out.alpha.shape == (B, T, L) and out.beta.shape == (B, T)
+    torch.testing.assert_close(out.alpha.sum(-1), torch.ones(B, T))
+    assert ((out.beta > 0) & (out.beta < 1)).all()
+    if attention == "hard":
+        assert out.location.shape == out.log_alpha_location.shape == out.entropy.shape == (B, T)
+        assert out.semi_sampled.shape == (B,)
+    else:
+        assert out.location is None and out.semi_sampled is None
+
+
+def test_gate_off_gives_beta_one():
+    out = tiny_decoder(gate=False)(torch.randn(B, L, D), captions_with_padding())
+    assert torch.equal(out.beta, torch.ones_like(out.beta))
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_padded_batch_loss_equals_each_caption_alone(attention):
+    """Padding never changes a caption's log-likelihood or regulariser (hard: expected context in eval)."""
+    decoder = tiny_decoder(attention).eval()
+    annotations, captions = torch.randn(B, L, D), captions_with_padding()
+    targets, mask = captions[:, 1:], (captions[:, 1:] != Vocabulary.PAD).float()
+    out = decoder(annotations, captions)
+    batch_ll = caption_log_likelihood(out.logits, targets, mask)
+    batch_penalty = doubly_stochastic_penalty(out.alpha, mask)
+    for i in range(B):
+        length = int((captions[i] != Vocabulary.PAD).sum())
+        alone = captions[i : i + 1, :length]
+        out_i = decoder(annotations[i : i + 1], alone)
+        ones = torch.ones(1, length - 1)
+        torch.testing.assert_close(caption_log_likelihood(out_i.logits, alone[:, 1:], ones)[0], batch_ll[i])
+        torch.testing.assert_close(doubly_stochastic_penalty(out_i.alpha, ones)[0], batch_penalty[i])
+
+
+def test_init_state_depends_on_mean_annotation_only():
+    decoder = tiny_decoder(init_layers=2)
+    annotations = torch.randn(1, L, D)
+    shuffled = annotations[:, torch.randperm(L)]
+    torch.testing.assert_close(decoder.init_state(annotations).h, decoder.init_state(shuffled).h)
+
+
+def test_caption_log_likelihood_by_hand():
+    logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]]]))  # (1, 2, 3)
+    targets = torch.tensor([[1, 0]])
+    mask = torch.tensor([[1.0, 0.0]])  # second step is padding
+    torch.testing.assert_close(caption_log_likelihood(logits, targets, mask), torch.tensor([math.log(0.25)]))
+
+
+def test_doubly_stochastic_penalty_by_hand_excludes_padding():
+    alpha = torch.tensor(
+        [
+            [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.9, 0.1, 0.0]],  # third step is padding
+            [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
+        ]
+    )
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    # caption 0: Σ_t α = (0.7, 0.8, 0.5) -> 0.09 + 0.04 + 0.25 ; caption 1: (2, 0, 1) -> 1 + 1 + 0
+    expected = torch.tensor([0.09 + 0.04 + 0.25, 2.0])
+    torch.testing.assert_close(doubly_stochastic_penalty(alpha, mask), expected)
+
+
+def test_soft_loss_is_eq_14():
+    decoder = tiny_decoder().eval()
+    captions = captions_with_padding()
+    targets, mask = captions[:, 1:], (captions[:, 1:] != 0).float()
+    out = decoder(torch.randn(B, L, D), captions)
+    terms = soft_attention_loss(out, targets, mask, alpha_c=0.7)
+    expected = (-caption_log_likelihood(out.logits, targets, mask) + 0.7 * doubly_stochastic_penalty(out.alpha, mask))
+    torch.testing.assert_close(terms.loss, expected.mean())
+    assert terms.tokens == mask.sum() == 5 + 2 + 3
+
+
+def test_hard_loss_terms_by_hand():
+    decoder = tiny_decoder("hard", semi_sampling=0.0).train()
+    captions = captions_with_padding()
+    targets, mask = captions[:, 1:], (captions[:, 1:] != 0).float()
+    out = decoder(torch.randn(B, L, D), captions)
+    terms = hard_attention_loss(
+        out, targets, mask, baseline=torch.tensor(-1.5), reinforce_weight=0.1, entropy_weight=0.01, alpha_c=0.0,
+        reward="mean",
+    )
+    ll = caption_log_likelihood(out.logits, targets, mask)
+    reward = ll.detach() / mask.sum(1)
+    log_p_s = (out.log_alpha_location * mask).sum(1)
+    entropy = (out.entropy * mask).sum(1)
+    expected = -ll - 0.1 * (reward + 1.5) * log_p_s - 0.01 * entropy
+    torch.testing.assert_close(terms.loss, expected.mean())
+    torch.testing.assert_close(terms.reward, reward.mean())
+
+
+def test_baseline_moving_average():
+    baseline = MovingAverageBaseline(0.9)
+    assert baseline.value == 0.0 and "value" in baseline.state_dict()
+    b = 0.0
+    for r in (-3.0, -2.0, -2.5):
+        baseline.update(torch.tensor(r))
+        b = 0.9 * b + 0.1 * r
+        assert math.isclose(baseline.value.item(), b, rel_tol=1e-6)
