@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from caption.errors import ConfigError
+
 AttentionKind = Literal["soft", "hard"]
 HardEvalContext = Literal["expected", "argmax", "sample"]
 
@@ -40,7 +42,7 @@ class AdditiveScorer(nn.Module):
     def __init__(self, *, annotation_dim: int, attention_dim: int, layers: int = 1):
         super().__init__()
         if layers < 1:
-            raise ValueError(f"attention_layers must be >= 1, got {layers}")
+            raise ConfigError(f"model.attention_layers must be >= 1, got {layers}")
         self.annotation_projection = nn.ModuleList(
             [nn.Linear(annotation_dim, attention_dim)]
             + [nn.Linear(attention_dim, attention_dim) for _ in range(layers - 1)]

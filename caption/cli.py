@@ -18,12 +18,14 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from caption.data.datamodule import CaptionDataModule
+from caption.errors import CaptionError
 from caption.module import CaptionModule
 
 
 class CaptionCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
+        parser.link_arguments("data.image_size", "model.image_size", apply_on="instantiate")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults(
             {
@@ -46,7 +48,7 @@ class CaptionCLI(LightningCLI):
 COMMANDS: dict[str, Callable[[list[str]], None]] = {}
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in COMMANDS:
         COMMANDS[args[0]](args[1:])
@@ -54,10 +56,17 @@ def main(argv: list[str] | None = None) -> None:
     CaptionCLI(
         CaptionModule,
         CaptionDataModule,
-        args=args,
+        args=argv,
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        run(argv)
+    except CaptionError as error:
+        sys.exit(f"caption: error: {error}")
 
 
 if __name__ == "__main__":

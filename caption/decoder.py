@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from caption.errors import ConfigError
 from caption.attention import ATTENTIONS, AdditiveScorer, AttentionKind, HardEvalContext, HardAttention
 
 
@@ -103,11 +104,11 @@ class Decoder(nn.Module):
     ):
         super().__init__()
         if attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {sorted(ATTENTIONS)}, got {attention!r}")
+            raise ConfigError(f"model.attention must be one of {sorted(ATTENTIONS)}, got {attention!r}")
         if not 0.0 <= semi_sampling <= 1.0:
-            raise ValueError(f"semi_sampling is a probability, got {semi_sampling}")
+            raise ConfigError(f"model.semi_sampling is a probability, got {semi_sampling}")
         if init_layers < 1:
-            raise ValueError(f"init_layers must be >= 1, got {init_layers}")
+            raise ConfigError(f"model.init_layers must be >= 1, got {init_layers}")
         self.hidden_dim = hidden_dim
         self.attention_dim = attention_dim
         self.gate = gate

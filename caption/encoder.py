@@ -16,6 +16,8 @@ import torch
 from torch import Tensor, nn
 from torchvision import models
 
+from caption.errors import CaptionError, ConfigError
+
 EncoderName = Literal["vgg16", "vgg19", "small_vgg"]
 
 # name -> (torchvision builder, weights enum, number of `features` layers up to the last conv's ReLU)
@@ -25,7 +27,7 @@ TORCHVISION_VGG = {
 }
 
 
-class EncoderWeightsError(RuntimeError):
+class EncoderWeightsError(CaptionError):
     """The requested encoder weights cannot be found or read."""
 
 
@@ -121,8 +123,8 @@ def build_encoder(
     """The encoder named in a config; every encoder has `.dim` (D) and maps images to (B, L, D)."""
     if name == "small_vgg":
         if weights != "none" or freeze:
-            raise ValueError("encoder small_vgg trains from scratch: set encoder_weights: none and freeze_encoder: false")
+            raise ConfigError("encoder small_vgg trains from scratch: set encoder_weights: none and freeze_encoder: false")
         return SmallVGG(channels=channels)
     if name in TORCHVISION_VGG:
         return TorchvisionVGG(name=name, weights=weights, freeze=freeze)
-    raise ValueError(f"encoder must be one of vgg16, vgg19, small_vgg; got {name!r}")
+    raise ConfigError(f"encoder must be one of vgg16, vgg19, small_vgg; got {name!r}")

@@ -17,13 +17,10 @@ from caption.attention import AttentionKind, HardEvalContext
 from caption.decoder import Decoder
 from caption.decoding import Decoded, beam_search, greedy
 from caption.encoder import EncoderName, build_encoder
+from caption.errors import CheckpointError, ConfigError
 from caption.metrics import METRICS, score_captions
 from caption.objectives import MovingAverageBaseline, Reward, hard_attention_loss, soft_attention_loss
 from caption.text import Vocabulary
-
-
-class CheckpointMismatchError(RuntimeError):
-    """A checkpoint that does not belong to this model or data."""
 
 
 class CaptionModule(L.LightningModule):
@@ -50,6 +47,8 @@ class CaptionModule(L.LightningModule):
         max_caption_length: words generated at most when decoding.
         beam_size: beam width for test-time decoding (validation always decodes greedily).
         length_penalty: rank final beams by log p / length^length_penalty.
+        image_size: (H, W) of the encoder's training inputs, set from the data by the CLI
+            (`data.image_size`); `caption describe` resizes new images to it for small_vgg.
     """
 
     def __init__(
@@ -84,12 +83,13 @@ class CaptionModule(L.LightningModule):
         max_caption_length: int = 20,
         beam_size: int = 3,
         length_penalty: float = 0.0,
+        image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
         if samples < 1:
-            raise ValueError(f"model.samples must be >= 1, got {samples}")
+            raise ConfigError(f"model.samples must be >= 1, got {samples}")
         if samples > 1 and attention != "hard":
-            raise ValueError("model.samples > 1 only makes sense with model.attention: hard")
+            raise ConfigError("model.samples > 1 only makes sense with model.attention: hard")
         self.save_hyperparameters()
         self.vocabulary = Vocabulary(vocabulary)
         self.encoder = build_encoder(encoder, weights=encoder_weights, freeze=freeze_encoder, channels=encoder_channels)
@@ -216,12 +216,12 @@ class CaptionModule(L.LightningModule):
         """Refuse checkpoints of another project or trained on another vocabulary, by name."""
         hyperparameters = checkpoint.get("hyper_parameters", {})
         if "vocabulary" not in hyperparameters:
-            raise CheckpointMismatchError(
+            raise CheckpointError(
                 "this checkpoint has no vocabulary in its hyperparameters: it was not written by this "
                 "project's `caption fit` (or by an old version); retrain or pick another checkpoint"
             )
         if hyperparameters["vocabulary"] != self.hparams.vocabulary:
-            raise CheckpointMismatchError(
+            raise CheckpointError(
                 "the checkpoint's vocabulary differs from the one built from this config's data "
                 f"({len(hyperparameters['vocabulary'])} vs {len(self.hparams.vocabulary)} words): "
                 "use the config the checkpoint was trained with"

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from caption.data.records import CaptionSource, ImageRecord
+from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
 
 
@@ -93,8 +94,14 @@ class CaptionDataModule(L.LightningDataModule):
         max_length: int = 50,
     ):
         super().__init__()
+        # Under the CLI the hyperparameters are the config (the source as class_path + init_args): the
+        # checkpoint keeps them so that `caption evaluate` can rebuild this data. A source object made
+        # in Python cannot go into a weights_only checkpoint, so it is left out.
+        self.save_hyperparameters()
+        if not isinstance(self.hparams["source"], dict):
+            self.save_hyperparameters(ignore="source")
         if batch_size < 1 or eval_batch_size < 1:
-            raise ValueError("data.batch_size and data.eval_batch_size must be >= 1")
+            raise ConfigError("data.batch_size and data.eval_batch_size must be >= 1")
         self.source = source
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
@@ -107,7 +114,7 @@ class CaptionDataModule(L.LightningDataModule):
     def split(self, name: str) -> list[ImageRecord]:
         records = [record for record in self.source.records() if record.split == name]
         if not records:
-            raise ValueError(f"the data source has no images in the {name!r} split")
+            raise ConfigError(f"data.source has no images in the {name!r} split: check the dataset files and split names")
         return records
 
     @property
@@ -117,6 +124,12 @@ class CaptionDataModule(L.LightningDataModule):
             captions = (tokenize(reference) for record in self.split("train") for reference in record.references)
             self._vocabulary = Vocabulary.build(captions, min_count=self.min_count, max_size=self.max_vocab_size)
         return self._vocabulary.to_list()
+
+    @property
+    def image_size(self) -> list[int]:
+        """[H, W] of the images fed to the encoder (the first training image's), stored with the model."""
+        height, width = self.source.image(self.split("train")[0]).shape[-2:]
+        return [int(height), int(width)]  # a list, like every sequence the CLI stores, for plain YAML
 
     def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
         return DataLoader(

@@ -67,11 +67,34 @@ class ImageRecord:
         )
 
 
+@dataclass(frozen=True)
+class BadImage:
+    """An image that cannot be used for training or evaluation, and why."""
+
+    image_id: int  # the record's image id
+    split: str  # the record's split
+    file: str | None  # the image path, if the image lives on disk
+    reason: str  # what is wrong, e.g. "file not found"
+
+    def __str__(self) -> str:
+        return f"{self.file} (image {self.image_id}, {self.split}): {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict."""
+        return {"image_id": self.image_id, "split": self.split, "file": self.file, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BadImage:
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(data["image_id"]), str(data["split"]), data["file"], str(data["reason"]))
+
+
 class CaptionSource(ABC):
     """Where a dataset's records and images come from; the data module needs nothing else.
 
     Subclasses are chosen in a config by class path (`data.source.class_path`), each with its own
-    typed arguments: `caption.data.shapes.ShapesSource` for the built-in data.
+    typed arguments: `caption.data.shapes.ShapesSource` for the built-in data,
+    `caption.data.karpathy.KarpathySource` and `caption.data.karpathy.CocoSource` for image files.
     """
 
     @abstractmethod
@@ -81,3 +104,11 @@ class CaptionSource(ABC):
     @abstractmethod
     def image(self, record: ImageRecord) -> Tensor:
         """The image of `record` as a normalised float tensor (3, H, W), ready for the encoder."""
+
+    def check(self, records: list[ImageRecord], *, decode: bool) -> list[BadImage]:
+        """The images of `records` that cannot be read: none for in-memory data.
+
+        Sources of image files override this: `decode=False` reads each file's header only,
+        `decode=True` decodes every image (slower, and catches truncated or corrupt data too).
+        """
+        return []

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from caption.errors import ConfigError
 from caption.data.records import CaptionSource, ImageRecord, ShapeObject
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ COLORS: dict[str, tuple[int, int, int]] = {
     "yellow": (240, 210, 40),
 }
 BACKGROUND = (32, 32, 32)
+PIXEL_MEAN, PIXEL_STD = 0.5, 0.25  # ShapesSource.image: (pixels / 255 - mean) / std, roughly unit variance
 # Object side lengths in pixels for a 64x64 canvas (inclusive range); scaled with image_size.
 SIDES = {"small": (10, 13), "large": (18, 22)}
 MARGIN = 6  # the dominant centre offset must exceed the other by this many pixels (at 64x64)
@@ -166,11 +168,11 @@ def draw_scene(objects: Sequence[ShapeObject], image_size: int) -> np.ndarray:
 def _check_params(image_size: int, num_objects: tuple[int, int], seed: int) -> None:
     lo, hi = num_objects
     if not 1 <= lo <= hi <= 2:
-        raise ValueError(f"num_objects must satisfy 1 <= min <= max <= 2, got {num_objects}")
+        raise ConfigError(f"num_objects must satisfy 1 <= min <= max <= 2, got {num_objects}")
     if image_size < 32:
-        raise ValueError(f"image_size must be >= 32, got {image_size}")
+        raise ConfigError(f"image_size must be >= 32, got {image_size}")
     if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+        raise ConfigError(f"seed must be >= 0, got {seed}")
 
 
 def generate_shapes(
@@ -324,4 +326,4 @@ class ShapesSource(CaptionSource):
     def image(self, record: ImageRecord) -> torch.Tensor:
         self._load()
         pixels = torch.from_numpy(self._images[self._rows[record.image_id]])  # (H, W, 3) uint8
-        return (pixels.permute(2, 0, 1).float() / 255.0 - 0.5) / 0.25  # (3, H, W), roughly unit variance
+        return (pixels.permute(2, 0, 1).float() / 255.0 - PIXEL_MEAN) / PIXEL_STD  # (3, H, W)

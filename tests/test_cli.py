@@ -1,0 +1,78 @@
+"""`caption fit` and `caption test` end to end through the real command line, on tiny settings."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from caption.module import CaptionModule
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_overrides(root: Path) -> list[str]:
+    """A few steps of a tiny model on a few images: the whole pipeline in seconds."""
+    return [
+        "--trainer.max_epochs", "1",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.default_root_dir", str(root),
+        "--trainer.logger.init_args.save_dir", str(root),
+        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
+        "--model.encoder_channels", "[4, 8, 8]",
+        "--model.max_caption_length", "8",
+        "--data.batch_size", "16", "--data.eval_batch_size", "8",
+        "--data.source.init_args.root", str(root / "data"),
+        "--data.source.init_args.num_train", "12",
+        "--data.source.init_args.num_val", "6",
+        "--data.source.init_args.num_test", "6",
+    ]
+
+
+def run_caption(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["configs/shapes_soft.yaml", "configs/shapes_hard.yaml"])
+def test_fit_then_test_through_the_cli(tmp_path, config):
+    fit = run_caption("fit", "--config", config, *tiny_overrides(tmp_path))
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    output = fit.stdout + fit.stderr
+    assert "test/bleu4" in output and "test/meteor" in output, "fit ends by testing the best checkpoint"
+    assert "Example test captions" in output
+
+    checkpoints = sorted((tmp_path / "logs").glob("version_*/checkpoints/*.ckpt"))
+    names = {path.name for path in checkpoints}
+    assert "last.ckpt" in names and any(name.startswith("best-") for name in names)
+    last = next(path for path in checkpoints if path.name == "last.ckpt")
+
+    module = CaptionModule.load_from_checkpoint(last, weights_only=True, map_location="cpu")
+    assert module.hparams.attention == ("hard" if "hard" in config else "soft")
+    assert module.vocabulary.itos[:4] == ["<pad>", "<start>", "<end>", "<unk>"] and len(module.vocabulary) > 10
+    if module.hparams.attention == "hard":
+        state = torch.load(last, weights_only=True, map_location="cpu")["state_dict"]
+        assert state["baseline.value"] != 0, "the baseline moved during training and is saved"
+
+    test = run_caption("test", "--config", config, *tiny_overrides(tmp_path), "--ckpt_path", str(last))
+    assert test.returncode == 0, test.stderr[-3000:]
+    assert "test/cider" in test.stdout + test.stderr
+
+
+def test_bad_config_value_names_the_key(tmp_path):
+    result = run_caption("fit", "--config", "configs/shapes_soft.yaml", "--model.attention", "medium")
+    assert result.returncode != 0
+    assert "model.attention" in result.stderr and "medium" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_conflicting_settings_are_rejected_early(tmp_path):
+    result = run_caption(
+        "fit", "--config", "configs/shapes_soft.yaml", *tiny_overrides(tmp_path), "--model.samples", "4"
+    )
+    assert result.returncode != 0
+    assert "model.samples" in result.stderr
