@@ -125,7 +125,8 @@ class Decoder(nn.Module):
         self.init_c = nn.Linear(annotation_dim, hidden_dim)
         # f_att (eq. 4) and φ (sec. 4).
         self.scorer = AdditiveScorer(annotation_dim=annotation_dim, attention_dim=attention_dim, layers=attention_layers)
-        self.attention = HardAttention(eval_context=hard_eval_context) if attention == "hard" else ATTENTIONS[attention]()
+        attention_options = {"eval_context": hard_eval_context} if attention == "hard" else {}
+        self.attention = ATTENTIONS[attention](**attention_options)
         # LSTM (eq. 1): T [E y_{t-1}; h_{t-1}; ẑ_t] split by what each part depends on.
         self.word_to_gates = nn.Linear(embed_dim, 4 * hidden_dim)  # once for all steps
         self.context_to_gates = nn.Linear(annotation_dim, 4 * hidden_dim, bias=False)
