@@ -17,6 +17,7 @@ from collections.abc import Callable
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from caption.data import features
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError
 from caption.module import CaptionModule
@@ -26,6 +27,8 @@ class CaptionCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
         parser.link_arguments("data.image_size", "model.image_size", apply_on="instantiate")
+        for key in ("encoder", "encoder_weights", "freeze_encoder"):  # the feature cache is checked against them
+            parser.link_arguments(f"model.{key}", f"data.{key}")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults(
             {
@@ -45,7 +48,9 @@ class CaptionCLI(LightningCLI):
 
 
 # Commands outside Lightning's fit/validate/test/predict: name -> function taking the remaining argv.
-COMMANDS: dict[str, Callable[[list[str]], None]] = {}
+COMMANDS: dict[str, Callable[[list[str]], None]] = {
+    "features": features.features_command,
+}
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -20,10 +20,11 @@ from caption.errors import CaptionError, ConfigError
 
 EncoderName = Literal["vgg16", "vgg19", "small_vgg"]
 
-# name -> (torchvision builder, weights enum, number of `features` layers up to the last conv's ReLU)
+# name -> (torchvision builder, weights enum, number of `features` layers up to the last conv's ReLU,
+#          torchvision's layer configuration of `features`)
 TORCHVISION_VGG = {
-    "vgg16": (models.vgg16, models.VGG16_Weights.IMAGENET1K_V1, 30),
-    "vgg19": (models.vgg19, models.VGG19_Weights.IMAGENET1K_V1, 36),
+    "vgg16": (models.vgg16, models.VGG16_Weights.IMAGENET1K_V1, 30, "D"),
+    "vgg19": (models.vgg19, models.VGG19_Weights.IMAGENET1K_V1, 36, "E"),
 }
 
 
@@ -36,7 +37,7 @@ def _imagenet_state_dict(name: str) -> dict[str, Tensor]:
     filename = os.path.basename(weights.url)
     folder = Path(torch.hub.get_dir()) / "checkpoints"
     try:
-        return weights.get_state_dict(progress=True, check_hash=True)
+        return weights.get_state_dict(progress=True, check_hash=True, map_location="cpu", weights_only=True)
     except Exception as error:  # no network, bad file: tell the user where the file goes
         raise EncoderWeightsError(
             f"could not load ImageNet weights for {name} ({error.__class__.__name__}: {error}). "
@@ -71,13 +72,25 @@ class TorchvisionVGG(nn.Module):
 
     def __init__(self, *, name: Literal["vgg16", "vgg19"] = "vgg16", weights: str = "imagenet", freeze: bool = True):
         super().__init__()
-        builder, _, depth = TORCHVISION_VGG[name]
-        vgg = builder(weights=None)
-        if weights == "imagenet":
-            vgg.load_state_dict(_imagenet_state_dict(name))
-        elif weights != "none":
-            vgg.load_state_dict(_file_state_dict(weights), strict=False)
-        self.features = vgg.features[:depth]
+        builder, _, depth, layers = TORCHVISION_VGG[name]
+        if weights == "none":  # torchvision's own random initialisation
+            self.features = builder(weights=None).features[:depth]
+        else:  # just the layers used (the classifier's 120M parameters take seconds to build), then loaded
+            self.features = models.vgg.make_layers(models.vgg.cfgs[layers])[:depth]
+            state = _imagenet_state_dict(name) if weights == "imagenet" else _file_state_dict(weights)
+            kept = {  # the layers before `depth`, keyed relative to `features`; the classifier is not used
+                key.removeprefix("features."): value
+                for key, value in state.items()
+                if key.startswith("features.") and int(key.split(".")[1]) < depth
+            }
+            try:
+                self.features.load_state_dict(kept)
+            except RuntimeError as error:
+                origin = f"the ImageNet weights of {name}" if weights == "imagenet" else weights
+                raise EncoderWeightsError(
+                    f"{origin} do not fit {name}'s layers features[:{depth}]: is it a torchvision {name} "
+                    f"state dict? ({error})"
+                ) from None
         self.dim = 512
         self.freeze = freeze
         if freeze:

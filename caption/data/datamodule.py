@@ -6,29 +6,65 @@ the training split only and handed to the model (the CLI links `data.vocabulary`
 `model.vocabulary`), so every checkpoint carries the words it was trained with.
 """
 
-from typing import Any
+import os
+from dataclasses import replace
+from typing import Any, Literal
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from caption.data.features import FeatureCache, cache_config
+from caption.data.images import report_bad_images
 from caption.data.records import CaptionSource, ImageRecord
+from caption.data.sampler import LengthBatchSampler
 from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
 
+LongCaptions = Literal["truncate", "drop"]
+TOUCHED = {"truncate": "truncated", "drop": "left out"}  # what `long_captions` did, for the log
+
+
+def inputs(source: CaptionSource, features: FeatureCache | None, record: ImageRecord) -> dict[str, Tensor]:
+    """{"annotations": (L, D)} from the feature cache if there is one, else {"image": (3, H, W)}."""
+    if features is not None:
+        return {"annotations": features.annotations(record.image_id)}
+    return {"image": source.image(record)}
+
 
 class CaptionPairs(Dataset):
-    """One item per (image, reference caption) of the given records."""
+    """One item per (image, reference caption) of the given records.
 
-    def __init__(self, source: CaptionSource, records: list[ImageRecord], vocabulary: Vocabulary, max_length: int):
+    Captions longer than `max_length` words are cut to that length or left out (`long_captions`),
+    counted in `truncated` and `dropped`. `lengths[i]` is item i's length in tokens with <start>/<end>.
+    """
+
+    def __init__(
+        self,
+        source: CaptionSource,
+        records: list[ImageRecord],
+        vocabulary: Vocabulary,
+        max_length: int,
+        long_captions: LongCaptions = "truncate",
+        features: FeatureCache | None = None,
+    ):
         self.source = source
         self.records = records
+        self.features = features
         self.items: list[tuple[int, list[int]]] = []
+        self.truncated = self.dropped = 0
         for index, record in enumerate(records):
             for reference in record.references:
-                tokens = tokenize(reference)[:max_length]
+                tokens = tokenize(reference)
+                if len(tokens) > max_length and long_captions == "drop":
+                    self.dropped += 1
+                    continue
+                self.truncated += len(tokens) > max_length
                 if tokens:
-                    self.items.append((index, vocabulary.encode(tokens)))
+                    self.items.append((index, vocabulary.encode(tokens[:max_length])))
+        self.lengths = [len(caption) for _, caption in self.items]
 
     def __len__(self) -> int:
         return len(self.items)
@@ -36,15 +72,17 @@ class CaptionPairs(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         record_index, caption = self.items[index]
         record = self.records[record_index]
-        return {"image": self.source.image(record), "caption": torch.tensor(caption), "image_id": record.image_id}
+        item = inputs(self.source, self.features, record)  # {"image": (3, H, W)} or {"annotations": (L, D)}
+        return {**item, "caption": torch.tensor(caption), "image_id": record.image_id}
 
 
 class Images(Dataset):
     """One item per image, with all its references tokenised and re-joined (for scoring)."""
 
-    def __init__(self, source: CaptionSource, records: list[ImageRecord]):
+    def __init__(self, source: CaptionSource, records: list[ImageRecord], features: FeatureCache | None = None):
         self.source = source
         self.records = records
+        self.features = features
 
     def __len__(self) -> int:
         return len(self.records)
@@ -52,13 +90,14 @@ class Images(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         record = self.records[index]
         references = [" ".join(tokenize(reference)) for reference in record.references]
-        return {"image": self.source.image(record), "image_id": record.image_id, "references": references}
+        return {**inputs(self.source, self.features, record), "image_id": record.image_id, "references": references}
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack images, pad captions with <pad> to (B, T+1), keep references as lists."""
+    """Stack images (or cached annotations), pad captions with <pad> to (B, T+1), keep references as lists."""
+    key = "annotations" if "annotations" in items[0] else "image"
     batch: dict[str, Any] = {
-        "image": torch.stack([item["image"] for item in items]),
+        key: torch.stack([item[key] for item in items]),  # (B, 3, H, W) or (B, L, D)
         "image_id": torch.tensor([item["image_id"] for item in items]),
     }
     if "caption" in items[0]:
@@ -79,7 +118,18 @@ class CaptionDataModule(L.LightningDataModule):
         num_workers: DataLoader worker processes.
         min_count: words seen fewer times in training captions become <unk>.
         max_vocab_size: keep at most this many words besides the specials (None: no limit).
-        max_length: training captions are truncated to this many words.
+        max_length: training captions longer than this many words are cut or left out (`long_captions`).
+        long_captions: "truncate" (keep the first max_length words) or "drop" (the original code's
+            maxlen); how many captions this touched is logged.
+        same_length_batches: training batches of captions of one length, so no padding (the paper,
+            sec. 4.3; `caption.data.sampler.LengthBatchSampler`, also under DDP).
+        on_bad_image: "error" stops before training, naming every image that cannot be used;
+            "skip" leaves them out and lists them (also in the feature cache's manifest).
+        check_images: how images are checked before training without a feature cache: "header"
+            (fast) or "decode" (decodes every image; also finds truncated files).
+        features: folder of the feature cache that `caption features` writes (None: run the CNN on images).
+        encoder / encoder_weights / freeze_encoder: linked from model.* by the CLI; the feature cache
+            must have been built with them.
     """
 
     def __init__(
@@ -92,6 +142,14 @@ class CaptionDataModule(L.LightningDataModule):
         min_count: int = 1,
         max_vocab_size: int | None = None,
         max_length: int = 50,
+        long_captions: LongCaptions = "truncate",
+        same_length_batches: bool = False,
+        on_bad_image: Literal["error", "skip"] = "error",
+        check_images: Literal["header", "decode"] = "header",
+        features: str | None = None,
+        encoder: str = "vgg16",
+        encoder_weights: str = "imagenet",
+        freeze_encoder: bool = True,
     ):
         super().__init__()
         # Under the CLI the hyperparameters are the config (the source as class_path + init_args): the
@@ -109,10 +167,39 @@ class CaptionDataModule(L.LightningDataModule):
         self.min_count = min_count
         self.max_vocab_size = max_vocab_size
         self.max_length = max_length
+        self.long_captions = long_captions
+        self.same_length_batches = same_length_batches
+        self.on_bad_image = on_bad_image
+        self.check_images = check_images
+        self.features = features
+        self.encoder = encoder
+        self.encoder_weights = encoder_weights
+        self.freeze_encoder = freeze_encoder
         self._vocabulary: Vocabulary | None = None
+        self._records: list[ImageRecord] | None = None
+        self._bad: set[int] | None = None  # ids of images that cannot be used
+        self._cache: FeatureCache | None = None
+
+    def records(self) -> list[ImageRecord]:
+        """The source's records without captions that have no letter or digit (empty, whitespace,
+        punctuation); an image left with no caption is left out. Both are counted in a warning."""
+        if self._records is None:
+            self._records, empty, uncaptioned = [], 0, []
+            for record in self.source.records():
+                references = tuple(text for text in record.references if any(ch.isalnum() for ch in text))
+                empty += len(record.references) - len(references)
+                if references:
+                    self._records.append(replace(record, references=references))
+                else:
+                    uncaptioned.append(record.image_id)
+            if empty:
+                rank_zero_warn(f"left out {empty} captions without words (empty, whitespace or punctuation only)"
+                               + (f" and {len(uncaptioned)} images left without captions (ids {uncaptioned[:10]})"
+                                  if uncaptioned else ""))
+        return self._records
 
     def split(self, name: str) -> list[ImageRecord]:
-        records = [record for record in self.source.records() if record.split == name]
+        records = [record for record in self.records() if record.split == name]
         if not records:
             raise ConfigError(f"data.source has no images in the {name!r} split: check the dataset files and split names")
         return records
@@ -131,6 +218,24 @@ class CaptionDataModule(L.LightningDataModule):
         height, width = self.source.image(self.split("train")[0]).shape[-2:]
         return [int(height), int(width)]  # a list, like every sequence the CLI stores, for plain YAML
 
+    def usable(self, name: str) -> list[ImageRecord]:
+        """The records of split `name` whose images can be used (see `on_bad_image`)."""
+        if self._bad is None:  # once: bad images come from the feature cache, or from checking the files
+            records = self.records()
+            if self.features is not None:
+                config = cache_config(encoder=self.encoder, weights=self.encoder_weights,
+                                      freeze=self.freeze_encoder, source=self.source, records=records)
+                self._cache = FeatureCache(self.features, config)
+                bad = self._cache.skipped
+            else:
+                bad = self.source.check(records, decode=self.check_images == "decode")
+            report_bad_images(bad, total=len(records), on_bad_image=self.on_bad_image)
+            self._bad = {image.image_id for image in bad}
+        records = [record for record in self.split(name) if record.image_id not in self._bad]
+        if not records:
+            raise ConfigError(f"every image of the {name!r} split was left out as bad (data.on_bad_image: skip)")
+        return records
+
     def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
         return DataLoader(
             dataset,
@@ -142,12 +247,30 @@ class CaptionDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        vocabulary = Vocabulary(self.vocabulary)
-        return self._loader(CaptionPairs(self.source, self.split("train"), vocabulary, self.max_length), self.batch_size, True)
+        records = self.usable("train")
+        dataset = CaptionPairs(self.source, records, Vocabulary(self.vocabulary), self.max_length,
+                               long_captions=self.long_captions, features=self._cache)
+        touched = dataset.truncated + dataset.dropped
+        rank_zero_info(
+            f"Training on {len(dataset)} captions of {len(records)} images"
+            f"{' from the feature cache ' + self.features if self._cache else ''}; {touched} captions longer than "
+            f"data.max_length={self.max_length} words were {TOUCHED[self.long_captions]}."
+        )
+        if not self.same_length_batches:
+            return self._loader(dataset, self.batch_size, True)
+        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
+        sampler = LengthBatchSampler(
+            DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False),
+            batch_size=self.batch_size,
+            lengths=dataset.lengths,
+            seed=int(os.environ.get("PL_GLOBAL_SEED", 0)),  # the seed Lightning gives its distributed samplers
+        )
+        return DataLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
+                          persistent_workers=self.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader(Images(self.source, self.split("val")), self.eval_batch_size, False)
+        return self._loader(Images(self.source, self.usable("val"), self._cache), self.eval_batch_size, False)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(Images(self.source, self.split("test")), self.eval_batch_size, False)
+        return self._loader(Images(self.source, self.usable("test"), self._cache), self.eval_batch_size, False)
 

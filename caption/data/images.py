@@ -1,0 +1,202 @@
+"""Image files: robust reading, the paper's input transform, and up-front checks.
+
+Every image becomes 8-bit RGB whatever mode Pillow reads it in (grayscale, palette, RGBA, CMYK,
+16-bit, float), turned upright by its EXIF orientation, then goes through the transform that
+ships with torchvision's VGG weights (`VGG16_Weights.IMAGENET1K_V1.transforms()`): resize the short
+side to 256, centre-crop 224×224, ImageNet mean/std — the paper's preprocessing (sec. 4.3).
+
+A file that cannot be used raises `BadImageError` with the reason: missing, empty, not an image,
+smaller than `min_side`, over Pillow's decompression-bomb limit (`PIL.Image.MAX_IMAGE_PIXELS`,
+89.5 megapixels by default), truncated or corrupt. `ImageFileSource.check` finds them before
+training, so the data module can stop or leave them out (`data.on_bad_image`).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from abc import abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from lightning.pytorch.utilities import rank_zero_warn
+from PIL import Image, ImageOps, UnidentifiedImageError
+from torch import Tensor
+from torchvision import models
+from torchvision.transforms._presets import ImageClassification
+
+from caption.data.records import BadImage, CaptionSource, ImageRecord
+from caption.errors import CaptionError
+
+# The preset of the ImageNet VGG weights (VGG19_Weights.IMAGENET1K_V1 has the same one).
+WEIGHTS = models.VGG16_Weights.IMAGENET1K_V1
+WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel
+ALPHA_MODES = ("RGBA", "RGBa", "LA", "La", "PA")
+BACKGROUND = (255, 255, 255, 255)  # ours: transparent pixels are shown on white
+HINT = (
+    "run `caption features` or set data.check_images: decode to find every bad image before training, "
+    "and fix them or set data.on_bad_image: skip to leave them out"
+)
+
+
+class BadImageError(CaptionError, ValueError):
+    """An image that cannot be used; the message says why (and, from a source, which file and record)."""
+
+
+def _open(path: str, *, min_side: int) -> Image.Image:
+    """Open `path` lazily (the header only) and check it exists, is an image, and has a sane size."""
+    if not os.path.isfile(path):
+        raise BadImageError("file not found")
+    if os.path.getsize(path) == 0:
+        raise BadImageError("empty file (0 bytes)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(path)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+        raise BadImageError(f"refused as a possible decompression bomb: {error}") from None
+    except UnidentifiedImageError:
+        raise BadImageError("not an image file Pillow can read") from None
+    except OSError as error:
+        raise BadImageError(f"cannot open: {error}") from None
+    width, height = image.size
+    if min(width, height) < min_side:
+        image.close()
+        raise BadImageError(f"{width}x{height} pixels, smaller than min_side={min_side}")
+    return image
+
+
+def inspect_image(path: str, *, min_side: int) -> None:
+    """Check `path` from its header alone (fast): raises `BadImageError` if it cannot be used."""
+    _open(path, min_side=min_side).close()
+
+
+def _to_8bit(image: Image.Image) -> Image.Image:
+    """A 16/32-bit integer or float grayscale image rescaled to 8-bit "L" (not clipped at 255)."""
+    pixels = np.asarray(image, dtype=np.float64)  # (H, W)
+    peak = float(pixels.max(initial=0.0))
+    if image.mode.startswith("I;16"):
+        scale = 65535.0
+    elif image.mode == "F" and peak <= 1.0:
+        scale = 1.0
+    else:
+        scale = 255.0 if peak <= 255 else 65535.0 if peak <= 65535 else peak
+    return Image.fromarray(np.clip(np.rint(pixels / scale * 255.0), 0, 255).astype(np.uint8))
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """8-bit RGB from any Pillow mode: wide modes rescaled, transparency composited on white."""
+    if image.mode in WIDE_MODES:
+        image = _to_8bit(image)
+    if image.mode in ALPHA_MODES or (image.mode == "P" and "transparency" in image.info):
+        image = Image.alpha_composite(Image.new("RGBA", image.size, BACKGROUND), image.convert("RGBA"))
+    return image.convert("RGB")
+
+
+def read_rgb(path: str, *, min_side: int) -> Image.Image:
+    """Decode `path` fully, apply its EXIF orientation and return it as 8-bit RGB.
+
+    Raises `BadImageError` (with the reason) for anything that is not a whole, usable image.
+    """
+    with _open(path, min_side=min_side) as image:
+        try:
+            image.load()  # truncated or corrupt data fails here
+            upright = ImageOps.exif_transpose(image)
+        except (OSError, SyntaxError, ValueError) as error:
+            raise BadImageError(f"cannot decode ({error})") from None
+    try:
+        return to_rgb(upright)
+    except (OSError, ValueError) as error:
+        raise BadImageError(f"cannot convert mode {upright.mode} to RGB ({error})") from None
+
+
+def image_transform(*, resize_size: int | None = None, crop_size: int | None = None) -> ImageClassification:
+    """The VGG weights' own preset, optionally with other sizes (e.g. small images in tests)."""
+    sizes = {name: size for name, size in (("resize_size", resize_size), ("crop_size", crop_size)) if size is not None}
+    return WEIGHTS.transforms(**sizes)
+
+
+def describe_transform(transform: ImageClassification) -> dict[str, Any]:
+    """Every setting of the transform, as plain JSON (stored in the feature cache's manifest)."""
+    return {
+        "resize_size": list(transform.resize_size),
+        "crop_size": list(transform.crop_size),
+        "mean": list(transform.mean),
+        "std": list(transform.std),
+        "interpolation": transform.interpolation.value,
+        "antialias": transform.antialias,
+    }
+
+
+def report_bad_images(bad: list[BadImage], *, total: int, on_bad_image: str) -> None:
+    """Stop (on_bad_image "error") or warn (on_bad_image "skip") about `bad`, naming each file and record."""
+    if not bad:
+        return
+    shown = "; ".join(str(image) for image in bad[:10]) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
+    summary = f"{len(bad)} of {total} images cannot be used: {shown}"
+    if on_bad_image == "error":
+        raise BadImageError(f"{summary}. Fix or remove them, or set data.on_bad_image: skip to leave them out")
+    rank_zero_warn(f"leaving out {summary} (data.on_bad_image: skip)")
+
+
+class ImageFileSource(CaptionSource):
+    """A `CaptionSource` whose images are files: robust reading, the VGG transform, up-front checks.
+
+    Subclasses read their annotation files in `read_records` and pass the image settings here.
+
+    Args:
+        resize_size: the short side is resized to this (None: the weights' preset, 256).
+        crop_size: then centre-cropped to a square of this side (None: the weights' preset, 224).
+        min_side: images whose short side is smaller are bad (ours: 32; a 1×1 image is no photo).
+    """
+
+    def __init__(self, *, resize_size: int | None, crop_size: int | None, min_side: int):
+        if min_side < 1:
+            raise ValueError(f"source.min_side must be >= 1, got {min_side}")
+        self.transform = image_transform(resize_size=resize_size, crop_size=crop_size)
+        self.min_side = min_side
+        self._records: list[ImageRecord] | None = None
+
+    @abstractmethod
+    def read_records(self) -> list[ImageRecord]:
+        """Parse the annotation files into records (every split); called once."""
+
+    def records(self) -> list[ImageRecord]:
+        if self._records is None:
+            self._records = self.read_records()
+        return self._records
+
+    def image(self, record: ImageRecord) -> Tensor:
+        """(3, crop, crop) normalised; raises `BadImageError` naming the file and record."""
+        try:
+            rgb = read_rgb(record.file, min_side=self.min_side)
+        except BadImageError as error:
+            bad = BadImage(record.image_id, record.split, record.file, str(error))
+            raise BadImageError(f"bad image {bad}; {HINT}") from None
+        return self.transform(rgb)
+
+    def problem(self, record: ImageRecord, *, decode: bool) -> str | None:
+        """Why the image of `record` cannot be used, or None if it can."""
+        try:
+            if decode:
+                read_rgb(record.file, min_side=self.min_side)
+            else:
+                inspect_image(record.file, min_side=self.min_side)
+        except BadImageError as error:
+            return str(error)
+        return None
+
+    def check(self, records: list[ImageRecord], *, decode: bool) -> list[BadImage]:
+        # Pillow releases the GIL while reading and decoding, so threads share the work.
+        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+            problems = list(pool.map(lambda record: self.problem(record, decode=decode), records))
+        return [
+            BadImage(record.image_id, record.split, record.file, problem)
+            for record, problem in zip(records, problems)
+            if problem is not None
+        ]
+
+    def describe_transform(self) -> dict[str, Any]:
+        """The transform's settings (see `describe_transform`)."""
+        return describe_transform(self.transform)

@@ -1,0 +1,214 @@
+"""COCO, Flickr8k and Flickr30k on the standard (Karpathy) splits, and any dataset in the same format.
+
+Karpathy's `dataset_coco.json`, `dataset_flickr8k.json` and `dataset_flickr30k.json` hold
+
+    {"images": [{"filepath": "val2014",            # COCO only: sub-folder of the image root
+                 "filename": "COCO_val2014_000000391895.jpg",
+                 "split": "train" | "restval" | "val" | "test",
+                 "sentences": [{"raw": "A man riding ...", "tokens": ["a", "man", ...], ...}, ...],
+                 "imgid": 0, "cocoid": 391895}, ...]}  # cocoid: COCO only
+
+`restval` (30,504 COCO val2014 images outside the 5,000/5,000 val/test) joins the training split by
+default, giving COCO's 113,287 / 5,000 / 5,000. Every reference is kept for scoring. Captions are
+re-tokenised from `raw` with `caption.text.tokenize`, like every other source, so training targets,
+references and generated text are split into words the same way. COCO image ids are the `cocoid`s
+(the ids of the official annotations); other datasets use `imgid`.
+
+`CocoSource` reads the official caption files (`captions_train2014.json`, `captions_val2014.json`:
+`images[].id/file_name`, `annotations[].image_id/caption`) and takes the split of each image from a
+split file: Karpathy's `dataset_coco.json` (its `cocoid` and `split`) or `{"train": [ids], ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from typing import Any, Literal
+
+from caption.data.images import ImageFileSource
+from caption.data.records import ImageRecord
+from caption.errors import CaptionError
+
+KARPATHY_SPLITS = ("train", "restval", "val", "test")
+Restval = Literal["train", "drop"]
+
+
+class DatasetFormatError(CaptionError, ValueError):
+    """An annotation or split file that is not in the expected format; the message names the file and field."""
+
+
+def read_json(path: str) -> Any:
+    """Parse a JSON file; a missing or malformed file raises `DatasetFormatError` naming it."""
+    if not os.path.isfile(path):
+        raise DatasetFormatError(f"{path} does not exist (see data/README.md for where dataset files go)")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise DatasetFormatError(f"{path} is not valid UTF-8 JSON: {error}") from None
+
+
+def field(entry: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """`entry[name]`, which must exist and have type `kind`; `where` locates the entry in error messages."""
+    if not isinstance(entry, dict) or name not in entry:
+        raise DatasetFormatError(f"{where} has no {name!r} field")
+    value = entry[name]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DatasetFormatError(f"{where}.{name} is {value!r}; expected {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def map_split(split: str, restval: Restval, where: str) -> str | None:
+    """A Karpathy split name as one of ours (train/val/test), or None for a dropped restval image."""
+    if split not in KARPATHY_SPLITS:
+        raise DatasetFormatError(f"{where}.split is {split!r}; expected one of {', '.join(KARPATHY_SPLITS)}")
+    if split == "restval":
+        return "train" if restval == "train" else None
+    return split
+
+
+def unique_ids(records: list[ImageRecord], path: str) -> list[ImageRecord]:
+    """`records`, after checking that no image id appears twice."""
+    seen: set[int] = set()
+    for record in records:
+        if record.image_id in seen:
+            raise DatasetFormatError(f"{path}: image id {record.image_id} appears more than once")
+        seen.add(record.image_id)
+    return records
+
+
+class KarpathySource(ImageFileSource):
+    """A dataset in Karpathy's JSON format (COCO, Flickr8k, Flickr30k, or your own).
+
+    Args:
+        annotations: the dataset file, e.g. data/coco/dataset_coco.json.
+        images: the image root; an image is at images/filepath/filename (filepath: COCO only).
+        restval: "train" (default: COCO's 113,287 training images) or "drop".
+        resize_size / crop_size / min_side: see `caption.data.images.ImageFileSource`.
+    """
+
+    def __init__(
+        self,
+        *,
+        annotations: str,
+        images: str,
+        restval: Restval = "train",
+        resize_size: int | None = None,
+        crop_size: int | None = None,
+        min_side: int = 32,
+    ):
+        super().__init__(resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        self.annotations = annotations
+        self.images = images
+        self.restval = restval
+
+    def read_records(self) -> list[ImageRecord]:
+        data = read_json(self.annotations)
+        entries = field(data, "images", list, self.annotations)
+        records = []
+        for index, entry in enumerate(entries):
+            where = f"{self.annotations}: images[{index}]"
+            split = map_split(field(entry, "split", str, where), self.restval, where)
+            filename = field(entry, "filename", str, where)
+            image_id = field(entry, "cocoid" if "cocoid" in entry else "imgid", int, where)
+            references = tuple(self._raw(sentence, f"{where}.sentences[{k}]")
+                               for k, sentence in enumerate(field(entry, "sentences", list, where)))
+            if split is not None:
+                file = os.path.join(self.images, entry.get("filepath", ""), filename)
+                records.append(ImageRecord(image_id, split, references, file=file))
+        return unique_ids(records, self.annotations)
+
+    @staticmethod
+    def _raw(sentence: Any, where: str) -> str:
+        """The raw caption, or its tokens joined if a hand-made file has only those."""
+        if isinstance(sentence, dict) and "raw" not in sentence and "tokens" in sentence:
+            return " ".join(str(token) for token in field(sentence, "tokens", list, where))
+        return field(sentence, "raw", str, where)
+
+
+class CocoSource(ImageFileSource):
+    """The official COCO caption annotations on a split given by a separate file.
+
+    Args:
+        annotations: official caption files, e.g. [captions_train2014.json, captions_val2014.json].
+        images: one image folder per annotation file, e.g. [data/coco/train2014, data/coco/val2014].
+        splits: Karpathy's dataset_coco.json (split per cocoid) or {"train": [ids], "val": [...], "test": [...]}.
+            Images of the annotation files that the split file does not list are left out.
+        restval: "train" (default) or "drop", for a Karpathy split file.
+        resize_size / crop_size / min_side: see `caption.data.images.ImageFileSource`.
+    """
+
+    def __init__(
+        self,
+        *,
+        annotations: list[str],
+        images: list[str],
+        splits: str,
+        restval: Restval = "train",
+        resize_size: int | None = None,
+        crop_size: int | None = None,
+        min_side: int = 32,
+    ):
+        super().__init__(resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        if len(annotations) != len(images):
+            raise ValueError(
+                f"source.annotations and source.images must pair up (one image folder per annotation file); "
+                f"got {len(annotations)} and {len(images)}"
+            )
+        self.annotations = annotations
+        self.images = images
+        self.splits = splits
+        self.restval = restval
+
+    def read_splits(self) -> dict[int, str]:
+        """COCO image id -> train/val/test, from the split file."""
+        data = read_json(self.splits)
+        if isinstance(data, dict) and "images" in data:  # Karpathy's dataset_coco.json
+            splits = {}
+            for index, entry in enumerate(field(data, "images", list, self.splits)):
+                where = f"{self.splits}: images[{index}]"
+                split = map_split(field(entry, "split", str, where), self.restval, where)
+                if split is not None:
+                    splits[field(entry, "cocoid", int, where)] = split
+            return splits
+        if not isinstance(data, dict) or not data or not set(data) <= {"train", "val", "test"}:
+            raise DatasetFormatError(
+                f"{self.splits}: expected Karpathy's dataset_coco.json or {{\"train\": [ids], \"val\": [ids], "
+                f"\"test\": [ids]}}"
+            )
+        splits = {}
+        for split in data:
+            for image_id in field(data, split, list, self.splits):
+                if not isinstance(image_id, int) or isinstance(image_id, bool):
+                    raise DatasetFormatError(f"{self.splits}: {split} holds {image_id!r}; expected integer COCO ids")
+                splits[image_id] = split
+        return splits
+
+    def read_records(self) -> list[ImageRecord]:
+        splits = self.read_splits()
+        files: dict[int, str] = {}
+        captions: dict[int, list[str]] = defaultdict(list)
+        for path, folder in zip(self.annotations, self.images):
+            data = read_json(path)
+            for index, entry in enumerate(field(data, "images", list, path)):
+                where = f"{path}: images[{index}]"
+                files[field(entry, "id", int, where)] = os.path.join(folder, field(entry, "file_name", str, where))
+            for index, entry in enumerate(field(data, "annotations", list, path)):
+                where = f"{path}: annotations[{index}]"
+                captions[field(entry, "image_id", int, where)].append(field(entry, "caption", str, where))
+        missing = sorted(set(splits) - set(files))
+        if missing:
+            raise DatasetFormatError(
+                f"{self.splits} lists {len(missing)} images that no annotation file has (e.g. ids {missing[:5]}): "
+                f"give every annotation file the split covers (COCO: captions_train2014.json and captions_val2014.json)"
+            )
+        uncaptioned = sorted(image_id for image_id in splits if not captions[image_id])
+        if uncaptioned:
+            raise DatasetFormatError(f"{len(uncaptioned)} images have no caption in {self.annotations} "
+                                     f"(e.g. ids {uncaptioned[:5]})")
+        return [
+            ImageRecord(image_id, splits[image_id], tuple(captions[image_id]), file=files[image_id])
+            for image_id in sorted(files)
+            if image_id in splits
+        ]

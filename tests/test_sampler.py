@@ -1,0 +1,114 @@
+"""Same-length batches: every caption once per epoch, one length per batch, the same number of batches on
+every DDP rank (also after Lightning injects its distributed sampler), and almost no padding."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from lightning.fabric.utilities.data import _replace_dunder_methods
+from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.utilities.data import _update_dataloader
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+
+from caption.data.datamodule import CaptionDataModule
+from caption.data.records import CaptionSource, ImageRecord
+from caption.data.sampler import LengthBatchSampler
+from caption.text import Vocabulary
+
+
+def coco_like_lengths(count: int, seed: int = 0) -> np.ndarray:
+    """Caption lengths in words shaped like COCO's: mostly 8-14 words (mean about 10.5), 1% from 15 to 30."""
+    rng = np.random.default_rng(seed)
+    lengths = 8 + rng.poisson(2.5, size=count)
+    tail = rng.random(count) < 0.01
+    lengths[tail] = rng.integers(15, 31, size=tail.sum())
+    return lengths
+
+
+class WordsSource(CaptionSource):
+    """In-memory records whose captions have the given numbers of words."""
+
+    def __init__(self, lengths):
+        captions = [" ".join(["w"] * int(n)) for n in lengths]
+        self._records = [ImageRecord(k, "train", tuple(captions[5 * k : 5 * k + 5])) for k in range(len(lengths) // 5)]
+
+    def records(self):
+        return self._records
+
+    def image(self, record):
+        return torch.zeros(3, 4, 4)
+
+
+def batches(sampler, epoch=0):
+    sampler.sampler.set_epoch(epoch)  # what Lightning does at every epoch
+    return list(sampler)
+
+
+def make(lengths, *, replicas=1, rank=0, batch_size=8, drop_last=False, seed=0):
+    carrier = DistributedSampler(range(len(lengths)), num_replicas=replicas, rank=rank, shuffle=False)
+    return LengthBatchSampler(carrier, batch_size, drop_last, lengths=lengths, seed=seed)
+
+
+def test_one_process_every_item_once_one_length_per_batch():
+    lengths = coco_like_lengths(1000)
+    sampler = make(lengths)
+    epoch0, epoch1 = batches(sampler, 0), batches(sampler, 1)
+    for epoch in (epoch0, epoch1):
+        assert sorted(i for batch in epoch for i in batch) == list(range(1000))
+        assert all(len({lengths[i] for i in batch}) == 1 and 1 <= len(batch) <= 8 for batch in epoch)
+        assert len(epoch) == len(sampler) == sum(-(-n // 8) for n in Counter(lengths).values())
+    assert epoch0 != epoch1 and batches(sampler, 0) == epoch0, "reshuffled each epoch, reproducibly"
+    assert len({lengths[batch[0]] for batch in epoch0[:10]}) > 1, "lengths are interleaved, not in order"
+
+
+@pytest.mark.parametrize("replicas", [2, 3, 4])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_ranks_get_equal_shares_of_the_same_batches(replicas, drop_last):
+    lengths = coco_like_lengths(997, seed=replicas)
+    shares = [batches(make(lengths, replicas=replicas, rank=rank, drop_last=drop_last), 3) for rank in range(replicas)]
+    assert len({len(share) for share in shares}) == 1, "every rank takes the same number of steps (or DDP hangs)"
+    assert len(shares[0]) == len(make(lengths, replicas=replicas, drop_last=drop_last))
+    everything = make(lengths, drop_last=drop_last)
+    everything.sampler.set_epoch(3)
+    global_batches = everything.global_batches()
+    seen = Counter(tuple(batch) for share in shares for batch in share)
+    assert set(seen) <= {tuple(batch) for batch in global_batches}
+    if drop_last:
+        assert all(count == 1 for count in seen.values()) and len(seen) >= len(global_batches) - replicas + 1
+    else:
+        assert {tuple(batch) for batch in global_batches} == set(seen), "no batch is lost"
+        assert sum(seen.values()) - len(global_batches) < replicas, "fewer repeats than ranks"
+
+
+def test_lightning_injects_its_distributed_sampler_and_keeps_ours():
+    data = CaptionDataModule(source=WordsSource(coco_like_lengths(400)), batch_size=8, same_length_batches=True)
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        loader = data.train_dataloader()  # as Lightning's trainer calls the hook
+    injected = DistributedSampler(loader.dataset, num_replicas=2, rank=1, shuffle=False)
+    distributed = _update_dataloader(loader, injected, mode=RunningStage.TRAINING)
+    sampler = distributed.batch_sampler
+    assert isinstance(sampler, LengthBatchSampler) and sampler.sampler is injected
+    assert sampler.lengths == loader.batch_sampler.lengths and sampler.batch_size == 8
+    expected = make(loader.batch_sampler.lengths, replicas=2, rank=1)
+    assert batches(sampler, 2) == batches(expected, 2)
+
+
+def padding_waste(loader) -> float:
+    """Share of the caption tensor's tokens that are <pad>, over an epoch."""
+    padded = total = 0
+    for batch in loader:
+        captions = batch["caption"]
+        padded += int((captions == Vocabulary.PAD).sum())
+        total += captions.numel()
+    return padded / total
+
+
+def test_padding_waste_on_coco_like_lengths():
+    source = WordsSource(coco_like_lengths(5000, seed=1))
+    grouped = CaptionDataModule(source=source, batch_size=64, same_length_batches=True).train_dataloader()
+    random = CaptionDataModule(source=source, batch_size=64, same_length_batches=False).train_dataloader()
+    grouped_waste, random_waste = padding_waste(grouped), padding_waste(random)
+    assert grouped_waste < 0.05
+    assert random_waste > 0.15, f"random batches of COCO-like captions pad much more ({random_waste:.1%})"
+    assert len(grouped.dataset) == len(random.dataset) == sum(len(batch) for batch in grouped.batch_sampler)
