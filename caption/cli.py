@@ -8,15 +8,26 @@ Training and evaluation are Lightning's own subcommands, driven by YAML configs:
     caption fit --config configs/shapes_soft.yaml --print_config    # every setting, with its default
 
 The best checkpoint is chosen on validation BLEU-4 (the paper's model selection); `last.ckpt` is
-kept too. After `fit`, the best checkpoint is evaluated on the test split.
+kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the end and on SIGTERM), both in
+`<trainer.default_root_dir>/checkpoints`, so a killed or pre-empted run continues with
+`caption fit ... --ckpt_path last`. After `fit`, the best checkpoint is evaluated on the test split.
+Checkpoints are always loaded with weights_only=True (`caption.checkpoints`).
 """
 
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from caption.callbacks import PeriodicCheckpoint
+from caption.checkpoints import SafeCheckpointIO, read_checkpoint
 from caption.data import features
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError
@@ -30,15 +41,40 @@ class CaptionCLI(LightningCLI):
         for key in ("encoder", "encoder_weights", "freeze_encoder"):  # the feature cache is checked against them
             parser.link_arguments(f"model.{key}", f"data.{key}")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(PeriodicCheckpoint, "periodic_checkpoint")
         parser.set_defaults(
             {
                 "checkpoint.monitor": "val/bleu4",
                 "checkpoint.mode": "max",
-                "checkpoint.save_last": True,
+                "checkpoint.save_last": False,  # periodic_checkpoint writes last.ckpt
                 "checkpoint.filename": "best-epoch{epoch}-step{step}",
                 "checkpoint.auto_insert_metric_name": False,
             }
         )
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt_path and Path(ckpt_path).is_file():
+            read_checkpoint(ckpt_path)
+
+    def before_instantiate_classes(self) -> None:
+        """Checkpoints go to <default_root_dir>/checkpoints, not the logger's new version folder of each
+        run, so that a restarted run finds them with --ckpt_path last."""
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        if config.checkpoint.dirpath is None:
+            root = config.trainer.default_root_dir or os.getcwd()
+            config.checkpoint.dirpath = os.path.join(root, "checkpoints")
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors)."""
+        plugins = kwargs.get("plugins") or []
+        plugins = plugins if isinstance(plugins, list) else [plugins]
+        if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
+        return super().instantiate_trainer(**kwargs)
 
     def after_fit(self) -> None:
         """Evaluate the best checkpoint (or the final weights if none was selected) on the test split."""
@@ -46,6 +82,8 @@ class CaptionCLI(LightningCLI):
         best = checkpoint.best_model_path if checkpoint is not None else ""
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
 
+
+TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
 
 # Commands outside Lightning's fit/validate/test/predict: name -> function taking the remaining argv.
 COMMANDS: dict[str, Callable[[list[str]], None]] = {
@@ -72,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
         run(argv)
     except CaptionError as error:
         sys.exit(f"caption: error: {error}")
+    except SIGTERMException:  # stopped (pre-empted) after saving last.ckpt: not finished, resumable
+        sys.exit(TERMINATED)
 
 
 if __name__ == "__main__":

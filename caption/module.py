@@ -10,17 +10,21 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
 from caption.attention import AttentionKind, HardEvalContext
 from caption.decoder import Decoder
 from caption.decoding import Decoded, beam_search, greedy
 from caption.encoder import EncoderName, build_encoder
-from caption.errors import CheckpointError, ConfigError
+from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.metrics import METRICS, score_captions
-from caption.objectives import MovingAverageBaseline, Reward, hard_attention_loss, soft_attention_loss
+from caption.objectives import LossTerms, MovingAverageBaseline, Reward, hard_attention_loss, soft_attention_loss
 from caption.text import Vocabulary
+
+
+class NonFiniteLossError(CaptionError, FloatingPointError):
+    """A NaN or infinite training loss, with model.on_nonfinite_loss: error."""
 
 
 class CaptionModule(L.LightningModule):
@@ -47,6 +51,9 @@ class CaptionModule(L.LightningModule):
         max_caption_length: words generated at most when decoding.
         beam_size: beam width for test-time decoding (validation always decodes greedily).
         length_penalty: rank final beams by log p / length^length_penalty.
+        on_nonfinite_loss: when the loss is NaN/inf on any rank: stop, naming the step and the loss terms
+            ("error"), or skip the batch on every rank and count it in train/nonfinite_batches ("skip").
+        compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
         image_size: (H, W) of the encoder's training inputs, set from the data by the CLI
             (`data.image_size`); `caption describe` resizes new images to it for small_vgg.
     """
@@ -83,6 +90,8 @@ class CaptionModule(L.LightningModule):
         max_caption_length: int = 20,
         beam_size: int = 3,
         length_penalty: float = 0.0,
+        on_nonfinite_loss: Literal["error", "skip"] = "error",
+        compile: bool = False,
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
@@ -112,6 +121,9 @@ class CaptionModule(L.LightningModule):
         )
         self.baseline = MovingAverageBaseline(baseline_decay)
         self._generated: list[tuple[int, str, list[str]]] = []  # (image id, caption, references)
+        self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
+        if compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
+            self.decoder.step = torch.compile(self.decoder.step)
 
     # ----------------------------------------------------------------------------- model
     def annotations(self, batch: dict[str, Any]) -> Tensor:
@@ -134,7 +146,7 @@ class CaptionModule(L.LightningModule):
         )
 
     # -------------------------------------------------------------------------- training
-    def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor:
+    def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
         annotations, captions = self.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
         if self.hparams.samples > 1:  # N Monte Carlo samples per caption (eq. 12)
             annotations = annotations.repeat_interleave(self.hparams.samples, dim=0)
@@ -148,9 +160,12 @@ class CaptionModule(L.LightningModule):
                 reinforce_weight=self.hparams.reinforce_weight, entropy_weight=self.hparams.entropy_weight,
                 alpha_c=self.hparams.alpha_c, reward=self.hparams.reward,
             )
-            self._update_baseline(terms.reward, terms.sampled)
         else:
             terms = soft_attention_loss(output, targets, mask, alpha_c=self.hparams.alpha_c)
+        if not self._finite_on_every_rank(terms, batch_index):
+            return None  # Lightning then skips backward and the optimizer step; the baseline is left as it was
+        if self.decoder.is_hard:
+            self._update_baseline(terms.reward, terms.sampled)
         logged = {f"train/{name}": value for name, value in terms.as_dict().items() if name != "tokens"}
         logged["train/beta"] = (output.beta * mask).sum() / mask.sum()
         if self.decoder.is_hard:
@@ -158,6 +173,26 @@ class CaptionModule(L.LightningModule):
         self.log_dict(logged, prog_bar=False, batch_size=captions.shape[0])
         self.log("loss", terms.loss, prog_bar=True, logger=False, batch_size=captions.shape[0])
         return terms.loss
+
+    def _finite_on_every_rank(self, terms: LossTerms, batch_index: int) -> bool:
+        """False (skip) or NonFiniteLossError (error) when the loss is NaN/inf on any rank. The decision is
+        all-reduced, so every rank skips or stops together and DDP never waits on a rank that left."""
+        nonfinite = not bool(torch.isfinite(terms.loss))
+        if self._trainer is not None:
+            nonfinite = self.trainer.strategy.reduce_boolean_decision(nonfinite, all=False)
+        if not nonfinite:
+            return True
+        values = ", ".join(f"{name}={value.item():.4g}" for name, value in terms.as_dict().items())
+        where = f"global step {self.global_step} (epoch {self.current_epoch}, batch {batch_index})"
+        if self.hparams.on_nonfinite_loss == "error":
+            raise NonFiniteLossError(
+                f"non-finite training loss at {where}; this rank's loss terms: {values}. Lower model.learning_rate, "
+                "set trainer.gradient_clip_val, or set model.on_nonfinite_loss: skip to skip such batches"
+            )
+        self.nonfinite_batches += 1
+        rank_zero_warn(f"skipped a batch with a non-finite loss at {where} ({values}); {self.nonfinite_batches} so far")
+        self.log("train/nonfinite_batches", float(self.nonfinite_batches))
+        return False
 
     def _update_baseline(self, reward: Tensor, sampled: Tensor) -> None:
         """b ← 0.9 b + 0.1 r̄, with r̄ the mean reward of the sampled captions over *all* ranks."""
@@ -189,22 +224,31 @@ class CaptionModule(L.LightningModule):
         references = {image_id: refs for image_id, _, refs in generated}
         return candidates, references
 
+    def _corpus_scores(
+        self, candidates: dict[int, str], references: dict[int, list[str]], metrics: tuple[str, ...]
+    ) -> dict[str, float]:
+        """Scored once, on rank 0 (METEOR runs Java), and broadcast: every rank logs the same values, so
+        checkpointing and early stopping take the same decision everywhere."""
+        scores = score_captions(candidates, references, metrics=metrics) if self.trainer.is_global_zero else None
+        return self.trainer.strategy.broadcast(scores)
+
     def validation_step(self, batch: dict[str, Any], batch_index: int) -> None:
         self._decode_batch(batch, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
         candidates, references = self._gathered_captions()
-        scores = score_captions(candidates, references, metrics=("bleu4", "cider"))
-        # identical on every rank (computed from the gathered captions), so checkpointing agrees
-        self.log_dict({f"val/{name}": value for name, value in scores.items()}, prog_bar=True, rank_zero_only=False)
+        scores = self._corpus_scores(candidates, references, metrics=("bleu4", "cider"))
+        # equal on every rank already: sync_dist with "max" keeps them exact (and Lightning quiet)
+        logged = {f"val/{name}": value for name, value in scores.items()}
+        self.log_dict(logged, prog_bar=True, sync_dist=True, reduce_fx="max")
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
         self._decode_batch(batch, beam_size=self.hparams.beam_size)
 
     def on_test_epoch_end(self) -> None:
         candidates, references = self._gathered_captions()
-        scores = score_captions(candidates, references, metrics=METRICS)
-        self.log_dict({f"test/{name}": value for name, value in scores.items()})
+        scores = self._corpus_scores(candidates, references, metrics=METRICS)
+        self.log_dict({f"test/{name}": value for name, value in scores.items()}, sync_dist=True, reduce_fx="max")
         examples = "\n".join(
             f"  [{image_id}] {candidates[image_id]!r}\n      refs: {references[image_id][:2]}"
             for image_id in sorted(candidates)[:5]
@@ -212,6 +256,9 @@ class CaptionModule(L.LightningModule):
         rank_zero_info(f"Example test captions (beam {self.hparams.beam_size}):\n{examples}")
 
     # ----------------------------------------------------------------------- checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["nonfinite_batches"] = self.nonfinite_batches
+
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse checkpoints of another project or trained on another vocabulary, by name."""
         hyperparameters = checkpoint.get("hyper_parameters", {})
@@ -226,3 +273,4 @@ class CaptionModule(L.LightningModule):
                 f"({len(hyperparameters['vocabulary'])} vs {len(self.hparams.vocabulary)} words): "
                 "use the config the checkpoint was trained with"
             )
+        self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)

@@ -46,7 +46,7 @@ def test_fit_then_test_through_the_cli(tmp_path, config):
     assert "test/bleu4" in output and "test/meteor" in output, "fit ends by testing the best checkpoint"
     assert "Example test captions" in output
 
-    checkpoints = sorted((tmp_path / "logs").glob("version_*/checkpoints/*.ckpt"))
+    checkpoints = sorted((tmp_path / "checkpoints").glob("*.ckpt"))  # <default_root_dir>/checkpoints
     names = {path.name for path in checkpoints}
     assert "last.ckpt" in names and any(name.startswith("best-") for name in names)
     last = next(path for path in checkpoints if path.name == "last.ckpt")

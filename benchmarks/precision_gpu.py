@@ -1,0 +1,106 @@
+"""Training speed and peak GPU memory at the paper's COCO sizes: fp32 against bf16-mixed, soft and hard.
+
+Synthetic features stand in for COCO (nothing to download): annotations of 14×14×512 (L=196, D=512,
+VGG conv5 at 224×224), captions of 16 words plus <end> over 10,000 words, batch 64, word embedding 512,
+LSTM 1800, attention 512 (the original code's COCO config). Every run is a short `Trainer.fit` of the
+real CaptionModule (encoder skipped: the batches carry annotations, as with the feature cache).
+
+    python benchmarks/precision_gpu.py                          # on a GPU: prints a Markdown table
+    python benchmarks/precision_gpu.py --device cpu --tiny      # smoke test of the script itself
+"""
+
+import argparse
+import time
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from caption.module import CaptionModule
+from caption.text import Vocabulary
+
+
+class SyntheticCaptions(Dataset):
+    """Ready-made batches: random annotations (B, L, D) and random captions <start> w_1..w_T <end>."""
+
+    def __init__(self, *, batches: int, batch_size: int, locations: int, dim: int, words: int, length: int):
+        generator = torch.Generator().manual_seed(0)
+        self.annotations = torch.randn(batch_size, locations, dim, generator=generator).relu()
+        body = torch.randint(len(Vocabulary.SPECIALS), words, (batch_size, length), generator=generator)
+        start = torch.full((batch_size, 1), Vocabulary.START)
+        end = torch.full((batch_size, 1), Vocabulary.END)
+        self.caption = torch.cat([start, body, end], dim=1)  # (B, T+1)
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"annotations": self.annotations, "caption": self.caption, "image_id": torch.arange(len(self.caption))}
+
+
+class Timer(L.Callback):
+    """Seconds per optimizer step after `warmup` steps, and the peak CUDA memory of the run."""
+
+    def __init__(self, warmup: int):
+        self.warmup, self.start, self.seconds_per_step = warmup, 0.0, float("nan")
+
+    def _now(self, module: L.LightningModule) -> float:
+        if module.device.type == "cuda":
+            torch.cuda.synchronize(module.device)
+        return time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, *_):
+        if trainer.global_step == self.warmup:
+            self.start = self._now(module)
+
+    def on_train_end(self, trainer, module):
+        self.seconds_per_step = (self._now(module) - self.start) / (trainer.global_step - self.warmup)
+
+
+def measure(attention: str, precision: str, args: argparse.Namespace) -> tuple[float, float]:
+    sizes = dict(embed_dim=8, hidden_dim=16, attention_dim=8) if args.tiny else dict(
+        embed_dim=512, hidden_dim=1800, attention_dim=512
+    )
+    words, locations = (50, 9) if args.tiny else (10_000, 196)
+    vocabulary = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(words - len(Vocabulary.SPECIALS))]
+    module = CaptionModule(
+        vocabulary=vocabulary, attention=attention, encoder="vgg16", encoder_weights="none", **sizes,
+    )
+    steps = args.warmup + args.steps
+    data = SyntheticCaptions(batches=steps, batch_size=args.batch_size, locations=locations,
+                             dim=module.encoder.dim, words=words, length=args.length)
+    timer = Timer(args.warmup)
+    trainer = L.Trainer(
+        accelerator=args.device, devices=1, precision=precision, max_steps=steps, limit_val_batches=0,
+        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        gradient_clip_val=5.0, callbacks=[timer],
+    )
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    trainer.fit(module, DataLoader(data, batch_size=None, num_workers=2, pin_memory=args.device == "cuda"))
+    peak = torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else float("nan")
+    return 1.0 / timer.seconds_per_step, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--steps", type=int, default=50, help="timed optimizer steps per run")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (allocator, kernel selection)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--length", type=int, default=16, help="words per caption (plus <end>)")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes, to check the script runs")
+    args = parser.parse_args()
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    print(f"{device}, batch {args.batch_size}, {args.length + 1} target words per caption, {args.steps} timed steps")
+    print("| attention | precision | steps/s | captions/s | peak memory (GiB) |\n|---|---|---|---|---|")
+    for attention in ("soft", "hard"):
+        for precision in ("32-true", "bf16-mixed"):
+            steps_per_second, peak = measure(attention, precision, args)
+            print(f"| {attention} | {precision} | {steps_per_second:.2f} | {steps_per_second * args.batch_size:.0f} "
+                  f"| {peak:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Loading checkpoints safely: always `weights_only=True`, and a clear message naming the file.
+
+A Lightning checkpoint is a pickle. `torch.load(weights_only=True)` only rebuilds tensors and plain
+containers, so a file whose pickle would import or call anything else (a planted `os.system`, a
+foreign class) is refused instead of executed. Every path that reads a checkpoint goes through
+`read_checkpoint`:
+
+- the CLI (`caption fit/test --ckpt_path ...`): Lightning loads through `SafeCheckpointIO`, which the
+  CLI installs in every Trainer;
+- inference code: `load_module(path)` returns the `CaptionModule`, vocabulary and hyperparameters
+  included.
+"""
+
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from caption.errors import CheckpointError
+from caption.module import CaptionModule
+
+
+def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
+    """torch.load(path, weights_only=True), with errors that name the file and say what to do."""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "weights only" not in str(error).lower():
+            raise CheckpointError(f"{path}: not a PyTorch checkpoint ({error})") from None
+        found = re.search(r"unsupported global[^\n]*", str(error), flags=re.IGNORECASE)
+        raise CheckpointError(
+            f"{path}: refused to load: its pickle asks for more than tensors and plain values "
+            f"({found.group(0) if found else 'an object weights_only=True does not allow'}), so loading it could "
+            "run code. Use a checkpoint written by `caption fit`; never load this file with weights_only=False "
+            "unless you made it yourself"
+        ) from None
+    except (EOFError, KeyError, RuntimeError) as error:
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): {error}") from None
+    if not isinstance(checkpoint, dict) or "vocabulary" not in checkpoint.get("hyper_parameters", {}):
+        raise CheckpointError(
+            f"{path}: not a checkpoint of this project (no vocabulary in its hyperparameters): it was not written "
+            "by `caption fit`, or by an old version; retrain or pick another checkpoint"
+        )
+    return checkpoint
+
+
+def load_module(path: _PATH, map_location: Any = "cpu") -> CaptionModule:
+    """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`."""
+    read_checkpoint(path, map_location=map_location)
+    module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True)
+    return module.eval()
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint IO, loading through `read_checkpoint`: weights_only=True whatever the caller asks."""
+
+    def load_checkpoint(
+        self, path: _PATH, map_location: Any = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        return read_checkpoint(path, map_location=map_location or "cpu")

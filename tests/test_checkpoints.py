@@ -1,0 +1,211 @@
+"""Checkpoints: resuming a killed run, saving on SIGTERM, and refusing unsafe or foreign files.
+
+The fault tests run `caption fit` in a subprocess, kill it, and resume it with `--ckpt_path last`;
+`probes.Probe` (tests/probes.py) records what the resumed run starts from.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from caption.checkpoints import SafeCheckpointIO, load_module, read_checkpoint
+from caption.cli import TERMINATED
+from caption.data.datamodule import CaptionDataModule
+from caption.data.shapes import ShapesSource
+from caption.errors import CheckpointError
+from caption.module import CaptionModule
+from probes import optimizer_summary, read_probe
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny(root: Path) -> list[str]:
+    """Hard attention (so the baseline is part of the state) at tiny sizes, no validation."""
+    return [
+        "--config", "configs/shapes_hard.yaml",
+        "--trainer.default_root_dir", str(root),
+        "--trainer.logger.init_args.save_dir", str(root),
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.limit_val_batches", "0",
+        "--trainer.callbacks+=probes.Probe",
+        "--model.hidden_dim", "16", "--model.embed_dim", "8", "--model.attention_dim", "8",
+        "--model.encoder_channels", "[4, 8]", "--model.max_caption_length", "8",
+        "--data.batch_size", "8", "--data.eval_batch_size", "8",
+        "--data.source.init_args.root", str(root / "data"),
+        "--data.source.init_args.num_train", "40",
+        "--data.source.init_args.num_val", "8",
+        "--data.source.init_args.num_test", "8",
+    ]
+
+
+def environment(probe: Path) -> dict[str, str]:
+    probe.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "CAPTION_PROBE_DIR": str(probe)}
+
+
+def start(*args: str, probe: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=environment(probe),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def run(*args: str, probe: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=environment(probe),
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def wait_for(condition: Callable[[], bool], process: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None:
+            raise AssertionError(f"caption fit ended early ({process.returncode}):\n{process.stdout.read()[-4000:]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError("timed out")
+        time.sleep(0.05)
+
+
+def steps_done(probe: Path) -> list[int]:
+    return [record["global_step"] for record in read_probe(probe, 0) if record["event"] == "batch_end"]
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_from_the_last_periodic_checkpoint(tmp_path):
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    args = [*tiny(tmp_path), "--periodic_checkpoint.every_n_train_steps", "3"]
+    first = start("fit", *args, "--trainer.max_steps", "1000", probe=tmp_path / "probe1")
+    wait_for(last.exists, first)
+    first.send_signal(signal.SIGKILL)  # no chance to save anything more
+    first.wait()
+    saved = torch.load(last, weights_only=True)
+    step = saved["global_step"]
+    assert step >= 3 and step % 3 == 0 and max(steps_done(tmp_path / "probe1")) >= step
+    parameters = float(sum(p.detach().double().sum() for p in load_module(last).parameters()))
+
+    resumed = run("fit", *args, "--trainer.max_steps", str(step + 4), "--ckpt_path", "last", probe=tmp_path / "probe2")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    records = read_probe(tmp_path / "probe2", 0)
+    begin = next(record for record in records if record["event"] == "train_start")
+    assert begin["global_step"] == step and begin["epoch"] == saved["epoch"]
+    assert begin["baseline"] == saved["state_dict"]["baseline.value"].item() != 0
+    assert begin["parameters"] == parameters
+    expected = optimizer_summary(saved["optimizer_states"][0])
+    assert {name: begin[name] for name in expected} == expected and expected["optimizer_step"] == step
+    assert steps_done(tmp_path / "probe2") == list(range(step + 1, step + 5)), "continues from the saved step"
+    assert torch.load(last, weights_only=True)["global_step"] == step + 4
+
+
+@pytest.mark.slow
+def test_sigterm_saves_last_checkpoint_then_exits(tmp_path):
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    args = [*tiny(tmp_path), "--periodic_checkpoint.every_n_train_steps", "0", "--trainer.max_steps", "1000"]
+    process = start("fit", *args, probe=tmp_path / "probe")
+    wait_for(lambda: len(steps_done(tmp_path / "probe")) >= 2, process)
+    assert not last.exists()
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == TERMINATED, output[-4000:]
+    assert "SIGTERM: saved" in output and "--ckpt_path last" in output
+    saved = torch.load(last, weights_only=True)
+    assert saved["global_step"] == steps_done(tmp_path / "probe")[-1], "saved after the batch it was in"
+    assert saved["optimizer_states"] and saved["state_dict"]["baseline.value"] != 0
+
+
+# ------------------------------------------------------------------------------------------ loading
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A real checkpoint: 2 steps of hard attention, in process."""
+    root = tmp_path_factory.mktemp("checkpoint")
+    data = CaptionDataModule(
+        source=ShapesSource(root=str(root / "data"), num_train=10, num_val=2, num_test=2), batch_size=8
+    )
+    model = CaptionModule(
+        vocabulary=data.vocabulary, attention="hard", encoder="small_vgg", encoder_weights="none",
+        freeze_encoder=False, encoder_channels=(4, 8), embed_dim=8, hidden_dim=16, attention_dim=8,
+    )
+    trainer = L.Trainer(
+        max_steps=2, limit_val_batches=0, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=root,
+    )
+    trainer.fit(model, datamodule=data)
+    trainer.save_checkpoint(root / "model.ckpt")
+    return root / "model.ckpt"
+
+
+class Planted:
+    """Unpickling this runs `touch <marker>`: what a malicious checkpoint would do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def malicious(checkpoint: Path, folder: Path) -> tuple[Path, Path]:
+    """The real checkpoint with a planted object; returns (file, marker that must never appear)."""
+    content = torch.load(checkpoint, weights_only=True)
+    marker = folder / "code-was-run"
+    content["hyper_parameters"]["note"] = Planted(marker)
+    path = folder / "malicious.ckpt"
+    torch.save(content, path)
+    return path, marker
+
+
+def test_load_module_restores_model_vocabulary_and_baseline(checkpoint):
+    module = load_module(checkpoint)
+    saved = torch.load(checkpoint, weights_only=True)
+    assert not module.training
+    assert module.vocabulary.to_list() == saved["hyper_parameters"]["vocabulary"]
+    assert module.hparams.attention == "hard" and module.hparams.hidden_dim == 16
+    assert module.baseline.value.item() == saved["state_dict"]["baseline.value"].item() != 0
+    for name, value in module.state_dict().items():
+        assert torch.equal(value, saved["state_dict"][name]), name
+
+
+def test_malicious_pickle_is_refused_without_running_it(checkpoint, tmp_path):
+    path, marker = malicious(checkpoint, tmp_path)
+    for load in (load_module, read_checkpoint, SafeCheckpointIO().load_checkpoint):
+        with pytest.raises(CheckpointError, match="refused to load") as error:
+            load(path)
+        assert str(path) in str(error.value) and "posix.system" in str(error.value)
+    assert not marker.exists()
+
+
+def test_foreign_corrupt_and_missing_files_get_clear_messages(tmp_path):
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"state_dict": {"weight": torch.zeros(2)}}, foreign)  # e.g. another project's Lightning checkpoint
+    with pytest.raises(CheckpointError, match="not a checkpoint of this project") as error:
+        load_module(foreign)
+    assert str(foreign) in str(error.value)
+
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(foreign.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="not a readable PyTorch checkpoint") as error:
+        read_checkpoint(truncated)
+    assert str(truncated) in str(error.value)
+
+    with pytest.raises(CheckpointError, match="no such checkpoint file"):
+        read_checkpoint(tmp_path / "missing.ckpt")
+
+
+@pytest.mark.slow
+def test_cli_refuses_a_malicious_checkpoint_with_a_clear_message(checkpoint, tmp_path):
+    path, marker = malicious(checkpoint, tmp_path)
+    result = run("test", *tiny(tmp_path), "--ckpt_path", str(path), probe=tmp_path / "probe")
+    assert result.returncode != 0
+    assert f"caption: error: {path}: refused to load" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not marker.exists()

@@ -1,0 +1,141 @@
+"""DDP correctness, on CPU with 2 processes (gloo), through the real CLI in a subprocess.
+
+Lightning's `ddp` strategy starts the other rank by re-running the command line, so these tests
+run `python -m caption.cli` (never pytest itself). `probes.Probe` (tests/probes.py) records, on
+every rank, the baseline, a parameter checksum and the metrics after every step / evaluation.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from caption.checkpoints import load_module
+from caption.cli import main
+from caption.metrics import METRICS
+from probes import read_probe
+
+REPO = Path(__file__).resolve().parents[1]
+DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
+SINGLE = ["--trainer.devices", "1", "--trainer.accelerator", "cpu"]
+
+
+def tiny(root: Path) -> list[str]:
+    """Hard attention (it has the baseline) at tiny sizes; 7 val/test images, so a 2-rank sampler pads."""
+    return [
+        "--config", "configs/shapes_hard.yaml",
+        "--config", str(root / "scaleout.yaml"),
+        "--trainer.default_root_dir", str(root),
+        "--trainer.enable_progress_bar", "false",
+        "--model.hidden_dim", "16", "--model.embed_dim", "8", "--model.attention_dim", "8",
+        "--model.encoder_channels", "[4, 8]", "--model.max_caption_length", "8",
+        "--data.batch_size", "8", "--data.eval_batch_size", "3",
+        "--data.source.init_args.root", str(root / "data"),
+        "--data.source.init_args.num_train", "40",
+        "--data.source.init_args.num_val", "7",
+        "--data.source.init_args.num_test", "7",
+    ]
+
+
+def write_extra_config(root: Path) -> None:
+    """Both loggers, the learning-rate and throughput monitors, and the probe."""
+    (root / "scaleout.yaml").write_text(
+        f"""
+trainer:
+  log_every_n_steps: 2
+  logger:
+    - class_path: lightning.pytorch.loggers.CSVLogger
+      init_args: {{save_dir: {root}, name: logs}}
+    - class_path: lightning.pytorch.loggers.TensorBoardLogger
+      init_args: {{save_dir: {root}, name: tensorboard}}
+  callbacks:
+    - class_path: lightning.pytorch.callbacks.LearningRateMonitor
+    - class_path: caption.callbacks.TokensPerSecond
+    - class_path: probes.Probe
+"""
+    )
+
+
+def caption(*args: str, probe: Path) -> tuple[subprocess.CompletedProcess, float]:
+    probe.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+           "CAPTION_PROBE_DIR": str(probe)}
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    return result, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def ddp_fit(tmp_path_factory):
+    """8 steps of hard attention on 2 ranks, validating every 4 steps, then the test of the best checkpoint."""
+    root = tmp_path_factory.mktemp("ddp")
+    write_extra_config(root)
+    result, seconds = caption(
+        "fit", *tiny(root), *DDP, "--trainer.max_steps", "8", "--trainer.val_check_interval", "4",
+        probe=root / "probe",
+    )
+    print(f"2-process DDP fit + test: {seconds:.1f} s")
+    assert result.returncode == 0, result.stderr[-4000:]
+    return root
+
+
+@pytest.mark.slow
+def test_ddp_fit_keeps_every_rank_identical(ddp_fit):
+    ranks = [read_probe(ddp_fit / "probe", rank) for rank in (0, 1)]
+    assert all(record["world_size"] == 2 for records in ranks for record in records)
+    steps = [[r for r in records if r["event"] == "batch_end"] for records in ranks]
+    assert [r["global_step"] for r in steps[0]] == [r["global_step"] for r in steps[1]] == list(range(1, 9))
+    for on_0, on_1 in zip(*steps):
+        # the baseline is updated from the all-reduced reward, so ranks agree after every step
+        # (from each rank's own batch they would differ here: DDP only re-broadcasts buffers at the next forward)
+        assert on_0["baseline"] == on_1["baseline"], on_0["global_step"]
+        assert on_0["parameters"] == on_1["parameters"]
+    baselines = [r["baseline"] for r in steps[0]]
+    assert baselines[0] != 0 and len(set(baselines)) == len(baselines), "the baseline moves every step"
+
+    validations = [[r["metrics"] for r in records if r["event"] == "validation_end"] for records in ranks]
+    assert len(validations[0]) == 2 and validations[0] == validations[1], "checkpointing metrics agree on all ranks"
+    assert set(validations[0][0]) == {"val/bleu4", "val/cider"}
+
+    checkpoints = ddp_fit / "checkpoints"
+    assert any(path.name.startswith("best-") for path in checkpoints.iterdir())
+    module = load_module(checkpoints / "last.ckpt")  # one process, no distributed setup
+    final = [next(r["baseline"] for r in records if r["event"] == "train_end") for records in ranks]
+    assert module.baseline.value.item() == final[0] == final[1]
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 8
+
+
+@pytest.mark.slow
+def test_ddp_fit_logs_to_both_loggers(ddp_fit):
+    header = next((ddp_fit / "logs").glob("version_*/metrics.csv")).read_text().splitlines()[0].split(",")
+    for column in ("train/tokens_per_sec", "lr-Adam", "train/baseline", "train/nll", "val/bleu4", "test/cider"):
+        assert column in header, column
+    assert list((ddp_fit / "tensorboard").glob("version_*/events.out.tfevents.*"))
+
+
+@pytest.mark.slow
+def test_two_process_evaluation_equals_one_process(ddp_fit, monkeypatch):
+    """`caption test` of the best checkpoint on 2 ranks (7 images: the sampler pads rank 1 with a repeat) and on
+    1 process (in this process) give the same metrics, and so does the test that ended the 2-rank fit."""
+    [best] = [str(path) for path in (ddp_fit / "checkpoints").iterdir() if path.name.startswith("best-")]
+    two, seconds = caption("test", *tiny(ddp_fit), *DDP, "--ckpt_path", best, probe=ddp_fit / "probe_test2")
+    assert two.returncode == 0, two.stderr[-4000:]
+    print(f"2-process caption test: {seconds:.1f} s")
+    monkeypatch.setenv("CAPTION_PROBE_DIR", str(ddp_fit / "probe_test1"))
+    (ddp_fit / "probe_test1").mkdir()
+    main(["test", *tiny(ddp_fit), *SINGLE, "--ckpt_path", best])
+
+    def test_metrics(probe: str, rank: int) -> dict[str, float]:
+        [metrics] = [r["metrics"] for r in read_probe(ddp_fit / probe, rank) if r["event"] == "test_end"]
+        return metrics
+
+    single = test_metrics("probe_test1", 0)
+    assert set(single) == {f"test/{name}" for name in METRICS}
+    for probe, rank in [("probe_test2", 0), ("probe_test2", 1), ("probe", 0), ("probe", 1)]:
+        assert test_metrics(probe, rank) == single, (probe, rank)
