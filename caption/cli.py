@@ -26,6 +26,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from caption import compare, describe, evaluate
 from caption.callbacks import PeriodicCheckpoint
 from caption.checkpoints import SafeCheckpointIO, read_checkpoint
 from caption.data import features
@@ -88,6 +89,9 @@ TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell rep
 # Commands outside Lightning's fit/validate/test/predict: name -> function taking the remaining argv.
 COMMANDS: dict[str, Callable[[list[str]], None]] = {
     "features": features.features_command,
+    "describe": describe.main,
+    "evaluate": evaluate.main,
+    "compare": compare.main,
 }
 
 

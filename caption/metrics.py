@@ -7,42 +7,63 @@ joined by spaces); `ptb_tokenize` applies coco-caption's PTB tokenizer (Java) fo
 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
+
+`attention_accuracy` scores where the model looked, on data with object boxes (the built-in data):
+the share of generated object words whose attention peak falls inside the box of the named object.
 """
 
+import math
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import torch
 from pycocoevalcap.bleu.bleu import Bleu
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.meteor.meteor import Meteor
 from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
+from caption.data.records import ShapeObject
+from caption.data.shapes import object_for_word
+from caption.errors import CaptionError
+
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
+
+
+class TokenizerError(CaptionError):
+    """coco-caption's PTB tokenizer (a Java program) could not run."""
 
 
 def ptb_tokenize(captions: dict[int, list[str]]) -> dict[int, list[str]]:
     """coco-caption's PTB tokenizer (lowercases, strips punctuation): {id: [raw]} -> {id: [tokenised]}."""
-    return PTBTokenizer().tokenize({key: [{"caption": c} for c in value] for key, value in captions.items()})
+    try:
+        return PTBTokenizer().tokenize({key: [{"caption": c} for c in value] for key, value in captions.items()})
+    except OSError as error:  # no `java` on PATH
+        raise TokenizerError(f"coco-caption's PTB tokenizer needs Java on the PATH (Java 17 works): {error}") from error
 
 
 def _meteor(references: dict[int, list[str]], candidates: dict[int, list[str]], timeout: float) -> float:
     result: list[float] = []
     scorer: list[Meteor] = []
+    failure: list[str] = []
 
     def run() -> None:
-        scorer.append(Meteor())
-        result.append(Meteor.compute_score(scorer[0], references, candidates)[0])
+        try:
+            scorer.append(Meteor())
+            result.append(Meteor.compute_score(scorer[0], references, candidates)[0])
+        except Exception as error:  # Java missing or crashed: reported below
+            failure.append(f"{error.__class__.__name__}: {error}")
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(timeout)
     if result:
         return result[0]
-    if scorer:  # still running: stop the Java process so the thread unblocks
+    if scorer and not failure:  # still running: stop the Java process so the thread unblocks
         scorer[0].meteor_p.kill()
-    warnings.warn("METEOR is missing: its Java subprocess failed or timed out (is Java 17 installed?)")
+    reason = failure[0] if failure else f"no answer within {timeout:g} s"
+    warnings.warn(f"METEOR is missing ({reason}): its Java subprocess failed or timed out (is Java 17 installed?)")
     return float("nan")
 
 
@@ -77,3 +98,55 @@ def score_captions(
     if "cider" in metrics:
         scores["cider"] = float(Cider().compute_score(references, hypotheses)[0])
     return {name: scores[name] for name in METRICS if name in metrics}
+
+
+def coco_scores(
+    candidates: dict[int, str],
+    references: dict[int, list[str]],
+    *,
+    metrics: Iterable[str] = METRICS,
+    meteor_timeout: float = 120.0,
+) -> dict[str, float]:
+    """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer, then scored."""
+    hypotheses = {key: tokens[0] for key, tokens in ptb_tokenize({k: [c] for k, c in candidates.items()}).items()}
+    return score_captions(hypotheses, ptb_tokenize(references), metrics=metrics, meteor_timeout=meteor_timeout)
+
+
+def attention_grid(locations: int, image_size: tuple[int, int]) -> tuple[int, int]:
+    """(rows, columns) of the encoder's grid of L locations for an (H, W) input: rows·columns = L, same aspect."""
+    height, width = image_size
+    rows = max(1, round(math.sqrt(locations * height / width)))
+    if locations % rows:
+        raise ValueError(f"{locations} attention locations do not form a grid shaped like a {height}x{width} image")
+    return rows, locations // rows
+
+
+def location_center(location: int, grid: tuple[int, int], image_size: tuple[int, int]) -> tuple[float, float]:
+    """Pixel (x, y) of the centre of grid cell `location` (row-major, as the encoder flattens its feature map)."""
+    (rows, columns), (height, width) = grid, image_size
+    row, column = divmod(int(location), columns)
+    return (column + 0.5) * width / columns, (row + 0.5) * height / rows
+
+
+def attention_accuracy(
+    captions: Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ShapeObject]]], *, image_size: tuple[int, int]
+) -> tuple[float, int]:
+    """Share of object words whose attention peak lies inside the box of the object they name.
+
+    `captions` holds, per image, the generated words, their attention α (T, L) and the image's
+    objects; `image_size` is the (H, W) of the encoder input, in which the boxes are given. A word
+    names an object when `object_for_word` finds it. Returns (share, number of object words); the
+    share is NaN when no generated word names an object.
+    """
+    hits, total = 0, 0
+    for words, alpha, objects in captions:
+        grid = attention_grid(alpha.shape[-1], image_size)
+        for word, weights in zip(words, alpha):
+            named = object_for_word(objects, word)
+            if named is None:
+                continue
+            x, y = location_center(int(weights.argmax()), grid, image_size)
+            x0, y0, x1, y1 = named.box
+            hits += x0 <= x < x1 and y0 <= y < y1
+            total += 1
+    return (hits / total if total else float("nan")), total

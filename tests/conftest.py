@@ -1,0 +1,41 @@
+"""Shared fixtures: two tiny trained runs on the built-in data (soft and hard), through the real CLI."""
+
+import sys
+from pathlib import Path
+from unittest.mock import patch
+
+import pytest
+
+from caption.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_fit_args(kind: str, run: Path, data: Path) -> list[str]:
+    """`caption fit` on 50 shapes images with tiny dims: a few dozen steps, enough for short captions."""
+    return [
+        "fit", "--config", str(REPO / "configs" / f"shapes_{kind}.yaml"),
+        "--trainer.max_epochs", "4", "--trainer.check_val_every_n_epoch", "2", "--trainer.log_every_n_steps", "4",
+        "--trainer.limit_test_batches", "0",  # no test after fit: the tests evaluate these runs themselves
+        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+        "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
+        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
+        "--model.encoder_channels", "[4, 8, 8]", "--model.learning_rate", "0.01", "--model.max_caption_length", "8",
+        "--data.batch_size", "32", "--data.eval_batch_size", "8",
+        "--data.source.init_args.root", str(data),
+        "--data.source.init_args.num_train", "50",
+        "--data.source.init_args.num_val", "8",
+        "--data.source.init_args.num_test", "8",
+    ]
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{"soft": run folder, "hard": run folder}, each with checkpoints/ and logs/version_0/metrics.csv."""
+    root = tmp_path_factory.mktemp("tiny_runs")
+    runs = {}
+    with patch.object(sys, "argv", ["caption"]):  # not pytest's arguments
+        for kind in ("soft", "hard"):
+            runs[kind] = root / kind
+            main(tiny_fit_args(kind, runs[kind], root / "data"))
+    return runs

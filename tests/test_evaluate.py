@@ -1,0 +1,241 @@
+"""coco-caption evaluation, attention accuracy, `caption evaluate` and `caption compare`."""
+
+import json
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from pycocoevalcap.bleu.bleu import Bleu
+from pycocoevalcap.cider.cider import Cider
+from pycocoevalcap.meteor.meteor import Meteor
+from pycocoevalcap.rouge.rouge import Rouge
+from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+from pycocotools.coco import COCO
+
+from caption import metrics
+from caption.cli import main
+from caption.compare import dataset_name, results_table
+from caption.data.records import ShapeObject
+from caption.data.shapes import ShapesSource, object_for_word
+from caption.evaluate import Evaluation, Generated, metrics_table, write_evaluation
+from caption.metrics import attention_accuracy, attention_grid, coco_scores, location_center
+
+CANDIDATES = {
+    7: "A large red circle, left of a small blue square.",
+    8: "the Square is BLUE",
+    9: "",  # a model may say nothing at all
+}
+REFERENCES = {
+    7: ["A large red circle left of a small blue square.", "There's a red circle and a blue square!"],
+    8: ["a small blue square is right of a large red circle", "the square is right of the circle"],
+    9: ["a green triangle", "there is a small green triangle"],
+}
+
+
+def pycocoevalcap_directly(candidates, references):
+    """The official recipe: PTB-tokenise results and references separately, then each scorer."""
+    tokenizer = PTBTokenizer()
+    gts = tokenizer.tokenize({key: [{"caption": c} for c in value] for key, value in references.items()})
+    res = tokenizer.tokenize({key: [{"caption": c}] for key, c in candidates.items()})
+    bleu, _ = Bleu(4).compute_score(gts, res)
+    return {
+        "bleu1": bleu[0], "bleu2": bleu[1], "bleu3": bleu[2], "bleu4": bleu[3],
+        "meteor": Meteor().compute_score(gts, res)[0],
+        "rouge_l": Rouge().compute_score(gts, res)[0],
+        "cider": Cider().compute_score(gts, res)[0],
+    }
+
+
+def test_scores_equal_pycocoevalcap_called_directly():
+    assert coco_scores(CANDIDATES, REFERENCES) == pycocoevalcap_directly(CANDIDATES, REFERENCES)
+
+
+class NoJava:
+    def __init__(self):
+        raise FileNotFoundError("[Errno 2] No such file or directory: 'java'")
+
+
+class HangingMeteor:
+    """A METEOR whose Java process never answers (until it is killed)."""
+
+    def __init__(self):
+        self.meteor_p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+    def compute_score(self, references, candidates):
+        self.meteor_p.wait()
+        return 0.5, []
+
+
+@pytest.mark.parametrize("broken, timeout", [(NoJava, 60.0), (HangingMeteor, 0.5)])
+def test_meteor_missing_or_hanging_is_reported_missing_and_the_rest_still_scored(monkeypatch, broken, timeout):
+    tokenized = {key: caption.lower() for key, caption in {1: "a red circle", 2: "a square"}.items()}
+    references = {1: ["a red circle", "the circle"], 2: ["a blue square", "a square"]}
+    monkeypatch.setattr(metrics, "Meteor", broken)
+    reason = "FileNotFoundError: .* 'java'" if broken is NoJava else "no answer within 0.5 s"
+    with pytest.warns(UserWarning, match=f"METEOR is missing \\({reason}\\)"):
+        scores = metrics.score_captions(tokenized, references, meteor_timeout=timeout)
+    assert math.isnan(scores["meteor"])
+    hypotheses = {key: [caption] for key, caption in tokenized.items()}
+    assert scores["bleu4"] == Bleu(4).compute_score(references, hypotheses)[0][3]
+    assert scores["cider"] == Cider().compute_score(references, hypotheses)[0]
+
+    evaluation = Evaluation("test", 3, scores, None, 0, [])
+    assert evaluation.metrics()["metrics"]["meteor"] is None, "missing is null in metrics.json"
+    assert re.search(r"METEOR +missing", metrics_table(evaluation))
+
+
+def generated(image_id, caption, locations=64):
+    words = caption.split()
+    alpha = torch.full((len(words), locations), 1 / locations)
+    return Generated(image_id, words, alpha, torch.ones(len(words)), None)
+
+
+def test_results_file_is_in_the_coco_results_format(tmp_path):
+    evaluation = Evaluation("test", 3, {}, None, 0, [generated(7, "a red circle"), generated(8, "")])
+    write_evaluation(evaluation, tmp_path, checkpoint="x.ckpt")
+    coco = COCO()
+    coco.dataset = {
+        "images": [{"id": 7}, {"id": 8}, {"id": 9}],
+        "annotations": [{"id": 1, "image_id": i, "caption": "a shape"} for i in (7, 8, 9)],
+    }
+    coco.createIndex()
+    results = coco.loadRes(str(tmp_path / "captions.json"))
+    assert sorted(results.getImgIds()) == [7, 8]
+    assert results.imgToAnns[7][0]["caption"] == "a red circle"
+    assert json.loads((tmp_path / "metrics.json").read_text())["checkpoint"] == "x.ckpt"
+
+
+def test_attention_grid_and_cell_centres():
+    assert attention_grid(196, (224, 224)) == (14, 14)
+    assert attention_grid(8, (32, 64)) == (2, 4)
+    assert location_center(5, (2, 4), (32, 64)) == (24.0, 24.0)  # row 1, column 1 of 16-pixel cells
+    with pytest.raises(ValueError, match="do not form a grid"):
+        attention_grid(7, (64, 64))
+
+
+def test_attention_accuracy_against_hand_made_attention_and_boxes():
+    circle = ShapeObject("circle", "red", "large", (0, 0, 16, 16))  # holds the centres of cells 0, 1, 8, 9
+    square = ShapeObject("square", "blue", "small", (40, 40, 60, 60))  # cells 45, 46, 53, 54 (centres 44, 52)
+    alpha = torch.zeros(6, 64)
+    alpha[:, 63] = 0.5  # the peak decides, not the rest
+    alpha[1, 9] = 0.9  # "circle": peak at (12, 12), inside the circle's box -> hit
+    alpha[3, 54] = 0.9  # "square": peak at (52, 52), inside -> hit
+    alpha[4, 0] = 0.9  # "square" again: peak at (4, 4), outside -> miss
+    alpha[5, 9] = 0.9  # "triangle": no such object, not counted
+    words = ["red", "circle", "left", "square", "square", "triangle"]
+    share, count = attention_accuracy([(words, alpha, (circle, square))], image_size=(64, 64))
+    assert (share, count) == (2 / 3, 3)
+    # box edges: x1/y1 are exclusive, so a centre on x1 is outside
+    edge = ShapeObject("circle", "red", "large", (0, 0, 12, 12))
+    assert attention_accuracy([(["circle"], alpha[1:2], (edge,))], image_size=(64, 64)) == (0.0, 1)
+    share, count = attention_accuracy([(["a", "shape"], alpha[:2], (circle,))], image_size=(64, 64))
+    assert math.isnan(share) and count == 0
+
+
+def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
+    models = [type("M", (), {"name": kind, "module": type("X", (), {"hparams": type("H", (), {"attention": kind})})})
+              for kind in ("soft", "hard")]
+    scores = dict.fromkeys(metrics.METRICS, 0.5) | {"meteor": float("nan")}
+    evaluations = [Evaluation("test", 3, scores, None, 0, []), Evaluation("test", 3, scores, 0.25, 10, [])]
+    table = results_table(models, evaluations, "coco").splitlines()
+    assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | – |"
+    assert table[3] == "| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 |"
+    assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 | – | – | – |"
+    assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 | – | – | – |"
+    assert len(results_table(models, evaluations, "shapes").splitlines()) == 4, "no paper numbers for the built-in data"
+
+
+def test_dataset_is_recognised_from_the_data_settings():
+    karpathy = {"class_path": "caption.data.karpathy.KarpathySource", "init_args": {}}
+    def named(annotations):
+        return dataset_name({"source": karpathy | {"init_args": {"annotations": annotations}}})
+
+    assert named("data/flickr8k/dataset_flickr8k.json") == "flickr8k"
+    assert named("data/flickr30k/dataset_flickr30k.json") == "flickr30k"
+    assert named("data/coco/dataset_coco.json") == "coco"
+    assert named("mine.json") is None
+    assert dataset_name({"source": {"class_path": "caption.data.shapes.ShapesSource", "init_args": {}}}) == "shapes"
+
+
+def shapes_source(checkpoint):
+    settings = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]["source"]
+    return ShapesSource(**settings["init_args"])
+
+
+@pytest.mark.slow
+def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_path, capsys):
+    checkpoint = tiny_runs["soft"] / "checkpoints" / "last.ckpt"
+    main(["evaluate", "--ckpt", str(checkpoint), "--split", "test", "--out", str(tmp_path), "--batch-size", "3"])
+    printed = capsys.readouterr().out
+    assert "BLEU-4" in printed and "attention accuracy" in printed
+    report = json.loads((tmp_path / "metrics.json").read_text())
+    captions = json.loads((tmp_path / "captions.json").read_text())
+    records = {r.image_id: r for r in shapes_source(checkpoint).records() if r.split == "test"}
+    assert report["images"] == len(captions) == len(records) == 8
+    candidates = {entry["image_id"]: entry["caption"] for entry in captions}
+    direct = pycocoevalcap_directly(candidates, {i: list(records[i].references) for i in candidates})
+    assert {name: report["metrics"][name] for name in direct} == direct
+    object_words = sum(object_for_word(records[i].objects, word) is not None
+                       for i, caption in candidates.items() for word in caption.split())
+    assert report["object_words"] == object_words
+    assert 0 <= report["metrics"]["attention_accuracy"] <= 1 or object_words == 0
+
+    coco = COCO()
+    coco.dataset = {"images": [{"id": i} for i in records],
+                    "annotations": [{"id": i, "image_id": i, "caption": records[i].references[0]} for i in records]}
+    coco.createIndex()
+    assert sorted(coco.loadRes(str(tmp_path / "captions.json")).getImgIds()) == sorted(records)
+
+
+@pytest.mark.slow
+def test_evaluate_data_from_config_and_clear_errors(tiny_runs, tmp_path, capsys, monkeypatch):
+    checkpoint = tiny_runs["hard"] / "checkpoints" / "last.ckpt"
+    settings = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]
+    settings.pop("_instantiator")
+    settings["source"]["init_args"]["num_test"] = 3
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"attention": "hard"}, "data": settings}))
+    monkeypatch.setattr(metrics, "Meteor", NoJava)  # and METEOR missing: everything else is still written
+    with pytest.warns(UserWarning, match="METEOR is missing"):
+        main(["evaluate", "--ckpt", str(checkpoint), "--config", str(tmp_path / "config.yaml"),
+              "--out", str(tmp_path / "a")])
+    report = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert report["images"] == 3, "--config overrides the checkpoint's data"
+    assert report["metrics"]["meteor"] is None and report["metrics"]["cider"] is not None
+
+    no_data = torch.load(checkpoint, weights_only=True)
+    no_data.pop("datamodule_hyper_parameters")
+    torch.save(no_data, tmp_path / "no_data.ckpt")
+    torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
+    (tmp_path / "nodata.yaml").write_text("model: {}\n")
+    for args, message in [
+        (["--ckpt", str(tmp_path / "missing.ckpt")], "missing.ckpt: no such checkpoint file"),
+        (["--ckpt", str(tmp_path / "foreign.ckpt")], "not a checkpoint of this project"),
+        (["--ckpt", str(tmp_path / "no_data.ckpt")], "pass --config with the training config"),
+        (["--ckpt", str(checkpoint), "--config", str(tmp_path / "nodata.yaml")], "has no `data:` section"),
+        (["--ckpt", str(checkpoint), "--beam-size", "0"], "must be >= 1"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            main(["evaluate", *args, "--out", str(tmp_path / "b")])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_compare_soft_and_hard_writes_report_and_figures(tiny_runs, tmp_path):
+    out = tmp_path / "report"
+    main(["compare", str(tiny_runs["soft"]), str(tiny_runs["hard"] / "checkpoints" / "last.ckpt"), "--out", str(out),
+          "--images", "2"])
+    report = (out / "report.md").read_text()
+    for kind in ("soft", "hard"):
+        scores = json.loads((out / kind / "metrics.json").read_text())["metrics"]
+        row = next(line for line in report.splitlines() if line.startswith(f"| {kind} (ours) |"))
+        assert row.split(" | ")[4] == f"{100 * scores['bleu4']:.1f}"
+        assert (out / kind / "captions.json").is_file()
+    assert "(paper, Table 1)" not in report, "the paper has no numbers for the built-in data"
+    figures = sorted(out.glob("overlays-*.png"))
+    assert len(figures) == 2 and all(f"]({figure.name})" in report for figure in figures)
+    assert (out / "curves.png").is_file() and "](curves.png)" in report
+    assert "best-" in report, "a run folder stands for its model-selection checkpoint"
