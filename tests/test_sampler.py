@@ -39,6 +39,8 @@ class WordsSource(CaptionSource):
     def image(self, record):
         return torch.zeros(3, 4, 4)
 
+    image_size = (4, 4)
+
 
 def batches(sampler, epoch=0):
     sampler.sampler.set_epoch(epoch)  # what Lightning does at every epoch

@@ -214,9 +214,8 @@ class CaptionDataModule(L.LightningDataModule):
 
     @property
     def image_size(self) -> list[int]:
-        """[H, W] of the images fed to the encoder (the first training image's), stored with the model."""
-        height, width = self.source.image(self.split("train")[0]).shape[-2:]
-        return [int(height), int(width)]  # a list, like every sequence the CLI stores, for plain YAML
+        """[H, W] of the images fed to the encoder, stored with the model (for `caption describe`)."""
+        return list(self.source.image_size)  # a list, like every sequence the CLI stores, for plain YAML
 
     def usable(self, name: str) -> list[ImageRecord]:
         """The records of split `name` whose images can be used (see `on_bad_image`)."""

@@ -162,6 +162,11 @@ class ImageFileSource(CaptionSource):
     def read_records(self) -> list[ImageRecord]:
         """Parse the annotation files into records (every split); called once."""
 
+    @property
+    def image_size(self) -> tuple[int, int]:
+        (side,) = self.transform.crop_size  # torchvision's ImageClassification crops a square
+        return side, side
+
     def records(self) -> list[ImageRecord]:
         if self._records is None:
             self._records = self.read_records()

@@ -105,6 +105,11 @@ class CaptionSource(ABC):
     def image(self, record: ImageRecord) -> Tensor:
         """The image of `record` as a normalised float tensor (3, H, W), ready for the encoder."""
 
+    @property
+    @abstractmethod
+    def image_size(self) -> tuple[int, int]:
+        """(H, W) of every tensor `image` returns."""
+
     def check(self, records: list[ImageRecord], *, decode: bool) -> list[BadImage]:
         """The images of `records` that cannot be read: none for in-memory data.
 

@@ -319,6 +319,10 @@ class ShapesSource(CaptionSource):
             self._images, self._records = load_shapes(**self.params)
             self._rows = {record.image_id: row for row, record in enumerate(self._records)}
 
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.params["image_size"], self.params["image_size"]
+
     def records(self) -> list[ImageRecord]:
         self._load()
         return self._records
