@@ -12,6 +12,9 @@ f_att follows the original code (arctic-captions, capgen.py):
     e_ti = w · tanh(W_a a_i + W_h h_{t-1}) + c
 The annotation projection W_a a_i depends only on the image, so `project` runs once per image and
 `forward` adds the per-step query W_h h_{t-1} (computed by the decoder, fused with its other matmuls).
+The per-step work takes R = B·k rows of queries for B images, k consecutive rows per image (beam
+search keeps k hypotheses per image; training has k = 1): the annotations and their projection are
+broadcast to the rows, never copied per row.
 
 Soft attention (sec. 4.2): φ = Σ_i α_ti a_i, the expected context.
 Hard attention (sec. 4.1): φ = a_{s_t}. With semi-sampling (sec. 4.1, last paragraph) a random
@@ -59,8 +62,10 @@ class AdditiveScorer(nn.Module):
         return projected
 
     def forward(self, projected: Tensor, query: Tensor) -> Tensor:
-        """Logits e_t from the projected annotations (B, L, A) and W_h h_{t-1} (B, A): (B, L)."""
-        return self.score(torch.tanh(projected + query[:, None, :])).squeeze(-1)
+        """Logits e_t from the projected annotations (B, L, A) and W_h h_{t-1} of R = B·k rows (R, A): (R, L)."""
+        B, L, A = projected.shape
+        hidden = projected[:, None] + query.view(B, -1, 1, A)  # W_a a_i + W_h h_{t-1}: (B, k, L, A)
+        return self.score(torch.tanh_(hidden)).view(-1, L)  # tanh in place: one (B, k, L, A) buffer, not two
 
 
 @dataclass
@@ -74,13 +79,21 @@ class AttentionOutput:
     entropy: Tensor | None = None  # hard: H(α_t) = -Σ_i α_ti log α_ti       (B,)
 
 
+def expected_context(annotations: Tensor, alpha: Tensor) -> Tensor:
+    """Σ_i α_ti a_i for R = B·k rows of weights (R, L) over B images' annotations (B, L, D): (R, D)."""
+    B, L, D = annotations.shape
+    return torch.bmm(alpha.view(B, -1, L), annotations).view(-1, D)  # (B, k, L) @ (B, L, D)
+
+
 class SoftAttention(nn.Module):
-    """Deterministic soft attention: the expected context Σ_i α_ti a_i."""
+    """Deterministic soft attention: the expected context Σ_i α_ti a_i.
+
+    annotations (B, L, D) and logits e_t (R, L) for R = B·k rows, k consecutive rows per image.
+    """
 
     def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
-        alpha = logits.softmax(dim=-1)  # (B, L)
-        context = torch.bmm(alpha[:, None, :], annotations).squeeze(1)  # (B, D)
-        return AttentionOutput(context=context, alpha=alpha)
+        alpha = logits.softmax(dim=-1)  # (R, L)
+        return AttentionOutput(context=expected_context(annotations, alpha), alpha=alpha)
 
 
 class HardAttention(nn.Module):
@@ -97,27 +110,29 @@ class HardAttention(nn.Module):
         self.eval_context = eval_context
 
     def sample(self, alpha: Tensor) -> Tensor:
-        """s_t ~ Multinoulli_L(α_t): (B, L) -> (B,)."""
+        """s_t ~ Multinoulli_L(α_t): (R, L) -> (R,)."""
         return torch.multinomial(alpha, 1).squeeze(1)
 
     def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
-        log_alpha = F.log_softmax(logits, dim=-1)  # (B, L)
+        """annotations (B, L, D), logits e_t (R, L) for R = B·k rows, k consecutive rows per image."""
+        log_alpha = F.log_softmax(logits, dim=-1)  # (R, L)
         alpha = log_alpha.exp()
-        entropy = -(alpha * log_alpha).sum(-1)  # (B,)
-        expected = torch.bmm(alpha[:, None, :], annotations).squeeze(1)  # (B, D)
+        entropy = -(alpha * log_alpha).sum(-1)  # (R,)
+        expected = expected_context(annotations, alpha)  # (R, D)
         mode = "sample" if self.training else self.eval_context
         if mode == "expected":
             location = alpha.argmax(-1)  # shown in overlays; the context is the expectation
             return AttentionOutput(expected, alpha, location, log_alpha.gather(1, location[:, None]).squeeze(1), entropy)
         if mode == "sample":
-            location = self.sample(alpha.detach())  # (B,)
+            location = self.sample(alpha.detach())  # (R,)
         else:
             location = alpha.argmax(-1)
-        rows = torch.arange(annotations.shape[0], device=annotations.device)
-        context = annotations[rows, location]  # a_{s_t}: (B, D)
+        rows = torch.arange(logits.shape[0], device=logits.device)
+        image = rows // (logits.shape[0] // annotations.shape[0])  # the image of each row
+        context = annotations[image, location]  # a_{s_t}: (R, D)
         if semi_sampled is not None:
             context = torch.where(semi_sampled[:, None], expected, context)
-        log_alpha_location = log_alpha[rows, location]  # (B,)
+        log_alpha_location = log_alpha[rows, location]  # (R,)
         return AttentionOutput(context, alpha, location, log_alpha_location, entropy)
 
 

@@ -27,6 +27,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from caption import compare, describe, evaluate
+from caption.allocator import keep_freed_memory
 from caption.callbacks import PeriodicCheckpoint
 from caption.checkpoints import SafeCheckpointIO, read_checkpoint
 from caption.data import features
@@ -110,6 +111,7 @@ def run(argv: list[str] | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    keep_freed_memory()  # CPU steps reuse freed memory instead of page-faulting it again (caption.allocator)
     try:
         run(argv)
     except CaptionError as error:

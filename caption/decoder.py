@@ -165,18 +165,22 @@ class Decoder(nn.Module):
         projected: Tensor,
         semi_sampled: Tensor | None = None,
     ) -> StepOutput:
-        """One step of eq. 1-3 given the word part of the LSTM input, W_x E y_{t-1} + b (B, 4n)."""
+        """One step of eq. 1-3 given the word part of the LSTM input, W_x E y_{t-1} + b (R, 4n).
+
+        The state has R = B·k rows for the B images of `annotations` (B, L, D) and `projected` (B, L, A),
+        k consecutive rows per image: k = 1 in training, the beam size in beam search.
+        """
         n, A = self.hidden_dim, self.attention_dim
-        from_hidden = self.hidden_to_all(state.h)  # (B, 4n + A + 1)
+        from_hidden = self.hidden_to_all(state.h)  # (R, 4n + A + 1)
         hidden_gates, query, beta_logit = from_hidden.split([4 * n, A, 1], dim=-1)
-        logits = self.scorer(projected, query) * self.inverse_temperature  # e_t: (B, L)
+        logits = self.scorer(projected, query) * self.inverse_temperature  # e_t: (R, L)
         attended = self.attention(annotations, logits, semi_sampled)
-        beta = torch.sigmoid(beta_logit.squeeze(-1)) if self.gate else torch.ones_like(beta_logit.squeeze(-1))  # (B,)
-        context = beta[:, None] * attended.context  # ẑ_t: (B, D)
-        gates = word_gates + hidden_gates + self.context_to_gates(context)  # (B, 4n)
+        beta = torch.sigmoid(beta_logit.squeeze(-1)) if self.gate else torch.ones_like(beta_logit.squeeze(-1))  # (R,)
+        context = beta[:, None] * attended.context  # ẑ_t: (R, D)
+        gates = word_gates + hidden_gates + self.context_to_gates(context)  # (R, 4n)
         i, f, o, g = gates.chunk(4, dim=-1)
-        c = torch.sigmoid(f) * state.c + torch.sigmoid(i) * torch.tanh(g)  # (B, n)
-        h = torch.sigmoid(o) * torch.tanh(c)  # (B, n)
+        c = torch.sigmoid(f) * state.c + torch.sigmoid(i) * torch.tanh(g)  # (R, n)
+        h = torch.sigmoid(o) * torch.tanh(c)  # (R, n)
         return StepOutput(
             DecoderState(h, c), context, attended.alpha, beta,
             attended.location, attended.log_alpha_location, attended.entropy,

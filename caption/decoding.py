@@ -1,7 +1,8 @@
 """Caption generation: greedy search and batched beam search.
 
 Both run every image of a batch at once (beam search keeps B×k rows, reordered with index
-arithmetic on tensors; no Python loop over images or beams), stop at `max_length` words even when
+arithmetic on tensors; no Python loop over images or beams; the k rows of an image share its
+annotations and their projection, see `caption.attention`), stop at `max_length` words even when
 a hypothesis never emits <end>, and return the per-word attention α (T×L) and gate β of the
 chosen caption so that it can be drawn (sec. 5.4).
 
@@ -96,10 +97,9 @@ def beam_search(
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     B, k, device = annotations.shape[0], beam_size, annotations.device
-    projected = decoder.project_annotations(annotations).repeat_interleave(k, dim=0)  # (B·k, L, A)
+    projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
     state = decoder.init_state(annotations)
-    state = DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0))
-    annotations = annotations.repeat_interleave(k, dim=0)  # (B·k, L, D)
+    state = DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0))  # (B·k, n)
 
     scores = torch.full((B, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
