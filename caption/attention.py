@@ -110,8 +110,12 @@ class HardAttention(nn.Module):
         self.eval_context = eval_context
 
     def sample(self, alpha: Tensor) -> Tensor:
-        """s_t ~ Multinoulli_L(α_t): (R, L) -> (R,)."""
-        return torch.multinomial(alpha, 1).squeeze(1)
+        """s_t ~ Multinoulli_L(α_t): (R, L) -> (R,).
+
+        A NaN row (a diverged model) samples uniformly instead of crashing here, so that the loss turns
+        NaN and `model.on_nonfinite_loss` decides what happens.
+        """
+        return torch.multinomial(alpha.nan_to_num(nan=1.0), 1).squeeze(1)
 
     def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
         """annotations (B, L, D), logits e_t (R, L) for R = B·k rows, k consecutive rows per image."""

@@ -20,7 +20,7 @@ import torch
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from caption.errors import CheckpointError
+from caption.errors import CaptionError, CheckpointError
 from caption.module import CaptionModule
 
 
@@ -50,10 +50,24 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     return checkpoint
 
 
-def load_module(path: _PATH, map_location: Any = "cpu") -> CaptionModule:
-    """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`."""
-    read_checkpoint(path, map_location=map_location)
-    module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True)
+def load_module(path: _PATH, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu") -> CaptionModule:
+    """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`.
+
+    `checkpoint`: what `read_checkpoint(path)` returned, if the caller has it already. The encoder's
+    weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten.
+    """
+    checkpoint = read_checkpoint(path, map_location=map_location) if checkpoint is None else checkpoint
+    has_encoder = any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
+    overrides = {"encoder_weights": "none"} if has_encoder else {}
+    try:
+        module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
+    except CaptionError:
+        raise
+    except Exception as error:
+        raise CheckpointError(
+            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
+            "was it written by another version of this project?"
+        ) from error
     return module.eval()
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from caption.checkpoints import read_checkpoint
+from caption.checkpoints import load_module, read_checkpoint
 from caption.data.datamodule import CaptionDataModule
 from caption.data.images import BadImageError
 from caption.describe import normalization
@@ -37,7 +37,6 @@ from caption.evaluate import (
     data_config,
     evaluate,
     format_score,
-    load_model,
     pick_device,
     positive_int,
     write_evaluation,
@@ -234,7 +233,7 @@ def main(argv: list[str]) -> None:
     try:
         paths = [find_checkpoint(path) for path in args.models]
         contents = [read_checkpoint(path) for path in paths]
-        modules = [load_model(path, content).to(pick_device(args.device)) for path, content in zip(paths, contents)]
+        modules = [load_module(path, content).to(pick_device(args.device)) for path, content in zip(paths, contents)]
         names = model_names(modules, args.names)
         models = [
             Model(name, path, module, content.get("datamodule_hyper_parameters", {}).get("source"),

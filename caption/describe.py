@@ -25,11 +25,11 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import pil_to_tensor
 
-from caption.checkpoints import read_checkpoint
+from caption.checkpoints import load_module, read_checkpoint
 from caption.data.images import BadImageError, image_transform, read_rgb
 from caption.data.shapes import PIXEL_MEAN, PIXEL_STD
 from caption.errors import CaptionError, ConfigError
-from caption.evaluate import Generated, generate, load_model, pick_device, positive_int
+from caption.evaluate import Generated, generate, pick_device, positive_int
 from caption.module import CaptionModule
 from caption.visualize import Overlay, overlay_figure, to_uint8
 
@@ -170,7 +170,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     try:
         checkpoint = read_checkpoint(args.ckpt)
-        module = load_model(args.ckpt, checkpoint).to(pick_device(args.device))
+        module = load_module(args.ckpt, checkpoint).to(pick_device(args.device))
         described = describe(
             module, image_files(args.inputs), out=args.out, beam_size=args.beam_size, image_size=args.image_size,
             source=checkpoint.get("datamodule_hyper_parameters", {}).get("source"),

@@ -25,11 +25,11 @@ from lightning.pytorch.cli import instantiate_module
 from torch import Tensor
 from tqdm import tqdm
 
-from caption.checkpoints import read_checkpoint
+from caption.checkpoints import load_module, read_checkpoint
 from caption.data.datamodule import CaptionDataModule
 from caption.data.images import BadImageError
 from caption.data.records import ImageRecord
-from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.errors import CaptionError, ConfigError
 from caption.metrics import METRICS, attention_accuracy, coco_scores
 from caption.module import CaptionModule
 
@@ -77,23 +77,6 @@ class Evaluation:
             "object_words": self.object_words,
             "metrics": {name: None if math.isnan(value) else value for name, value in scores.items()},
         }
-
-
-def load_model(path: str | Path, checkpoint: dict[str, Any]) -> CaptionModule:
-    """The model of a checkpoint read by `caption.checkpoints.read_checkpoint`, in eval mode on the CPU."""
-    # the encoder's weights are in the checkpoint: don't fetch ImageNet weights only to overwrite them
-    has_encoder = any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
-    overrides = {"encoder_weights": "none"} if has_encoder else {}
-    try:
-        module = CaptionModule.load_from_checkpoint(path, map_location="cpu", weights_only=True, **overrides)
-    except CaptionError:
-        raise
-    except Exception as error:
-        raise CheckpointError(
-            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
-            "was it written by another version of this project?"
-        ) from error
-    return module.eval()
 
 
 def data_config(checkpoint: dict[str, Any], path: str | Path, config: str | None) -> tuple[dict[str, Any], str]:
@@ -244,7 +227,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     try:
         checkpoint = read_checkpoint(args.ckpt)
-        module = load_model(args.ckpt, checkpoint).to(pick_device(args.device))
+        module = load_module(args.ckpt, checkpoint).to(pick_device(args.device))
         data = build_data(*data_config(checkpoint, args.ckpt, args.config))
         if args.batch_size is not None:
             data.eval_batch_size = args.batch_size
