@@ -69,7 +69,8 @@ class PeriodicCheckpoint(Callback):
         path = self.path(trainer)
         if trainer.fast_dev_run or trainer.global_step in (0, self._saved_step):
             return path
-        trainer.save_checkpoint(path)  # every rank calls it (it synchronises); rank 0 writes, atomically
+        # the full state (optimizer, loops, callbacks) for resuming; every rank calls it, rank 0 writes atomically
+        trainer.save_checkpoint(path, weights_only=False)
         self._saved_step = trainer.global_step
         return path
 
