@@ -7,6 +7,7 @@ from unittest.mock import patch
 import pytest
 
 from caption.cli import main
+from tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,13 +20,8 @@ def tiny_fit_args(kind: str, run: Path, data: Path) -> list[str]:
         "--trainer.limit_test_batches", "0",  # no test after fit: the tests evaluate these runs themselves
         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
         "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
-        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
-        "--model.encoder_channels", "[4, 8, 8]", "--model.learning_rate", "0.01", "--model.max_caption_length", "8",
-        "--data.batch_size", "32", "--data.eval_batch_size", "8",
-        "--data.source.init_args.root", str(data),
-        "--data.source.init_args.num_train", "50",
-        "--data.source.init_args.num_val", "8",
-        "--data.source.init_args.num_test", "8",
+        "--model.learning_rate", "0.01",
+        *tiny_args(data, channels="[4, 8, 8]", batch_size=32, num_train=50),
     ]
 
 

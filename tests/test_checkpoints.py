@@ -23,6 +23,7 @@ from caption.data.shapes import ShapesSource
 from caption.errors import CheckpointError
 from caption.module import CaptionModule
 from probes import optimizer_summary, read_probe
+from tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,13 +37,7 @@ def tiny(root: Path) -> list[str]:
         "--trainer.enable_progress_bar", "false",
         "--trainer.limit_val_batches", "0",
         "--trainer.callbacks+=probes.Probe",
-        "--model.hidden_dim", "16", "--model.embed_dim", "8", "--model.attention_dim", "8",
-        "--model.encoder_channels", "[4, 8]", "--model.max_caption_length", "8",
-        "--data.batch_size", "8", "--data.eval_batch_size", "8",
-        "--data.source.init_args.root", str(root / "data"),
-        "--data.source.init_args.num_train", "40",
-        "--data.source.init_args.num_val", "8",
-        "--data.source.init_args.num_test", "8",
+        *tiny_args(root / "data"),
     ]
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from caption.module import CaptionModule
+from tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,14 +20,7 @@ def tiny_overrides(root: Path) -> list[str]:
         "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(root),
         "--trainer.logger.init_args.save_dir", str(root),
-        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
-        "--model.encoder_channels", "[4, 8, 8]",
-        "--model.max_caption_length", "8",
-        "--data.batch_size", "16", "--data.eval_batch_size", "8",
-        "--data.source.init_args.root", str(root / "data"),
-        "--data.source.init_args.num_train", "12",
-        "--data.source.init_args.num_val", "6",
-        "--data.source.init_args.num_test", "6",
+        *tiny_args(root / "data", channels="[4, 8, 8]", batch_size=16, num_train=12, num_val=6, num_test=6),
     ]
 
 

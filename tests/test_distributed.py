@@ -18,6 +18,7 @@ from caption.checkpoints import load_module
 from caption.cli import main
 from caption.metrics import METRICS
 from probes import read_probe
+from tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
@@ -31,13 +32,7 @@ def tiny(root: Path) -> list[str]:
         "--config", str(root / "scaleout.yaml"),
         "--trainer.default_root_dir", str(root),
         "--trainer.enable_progress_bar", "false",
-        "--model.hidden_dim", "16", "--model.embed_dim", "8", "--model.attention_dim", "8",
-        "--model.encoder_channels", "[4, 8]", "--model.max_caption_length", "8",
-        "--data.batch_size", "8", "--data.eval_batch_size", "3",
-        "--data.source.init_args.root", str(root / "data"),
-        "--data.source.init_args.num_train", "40",
-        "--data.source.init_args.num_val", "7",
-        "--data.source.init_args.num_test", "7",
+        *tiny_args(root / "data", eval_batch_size=3, num_val=7, num_test=7),
     ]
 
 
