@@ -56,6 +56,7 @@ from caption.allocator import keep_freed_memory
 from caption.data.sampler import LengthBatchSampler
 from caption.module import CaptionModule
 from caption.text import Vocabulary
+from coco_lengths import coco_like_words
 from flops import DecoderFlops
 
 LOCATIONS, ANNOTATION_DIM, VOCABULARY = 196, 512, 10_000
@@ -67,15 +68,6 @@ CONFIGS = {
 DECODE_IMAGES, MAX_WORDS = 64, 20
 MATRIX_PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv"}
 ROOT = Path(__file__).resolve().parent
-
-
-def coco_like_words(count: int, seed: int = 0) -> np.ndarray:
-    """Words per caption spread like COCO's: 8 + Poisson(3) (mean 11), and 1% from 15 to 30 words."""
-    rng = np.random.default_rng(seed)
-    words = 8 + rng.poisson(3.0, size=count)
-    tail = rng.random(count) < 0.01
-    words[tail] = rng.integers(15, 31, size=tail.sum())
-    return words
 
 
 def representative_words(steps: int) -> list[int]:

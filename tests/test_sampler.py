@@ -1,9 +1,10 @@
 """Same-length batches: every caption once per epoch, one length per batch, the same number of batches on
 every DDP rank (also after Lightning injects its distributed sampler), and almost no padding."""
 
+import sys
 from collections import Counter
+from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from lightning.fabric.utilities.data import _replace_dunder_methods
@@ -16,14 +17,8 @@ from caption.data.records import CaptionSource, ImageRecord
 from caption.data.sampler import LengthBatchSampler
 from caption.text import Vocabulary
 
-
-def coco_like_lengths(count: int, seed: int = 0) -> np.ndarray:
-    """Caption lengths in words shaped like COCO's: mostly 8-14 words (mean about 10.5), 1% from 15 to 30."""
-    rng = np.random.default_rng(seed)
-    lengths = 8 + rng.poisson(2.5, size=count)
-    tail = rng.random(count) < 0.01
-    lengths[tail] = rng.integers(15, 31, size=tail.sum())
-    return lengths
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from coco_lengths import coco_like_words as coco_like_lengths  # noqa: E402
 
 
 class WordsSource(CaptionSource):
