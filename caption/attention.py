@@ -39,7 +39,9 @@ class AdditiveScorer(nn.Module):
     """f_att of eq. 4: e_ti = w · tanh(W_a a_i + W_h h_{t-1}) + c.
 
     `layers > 1` stacks extra linear maps on the annotation side, as the original code's
-    `n_layers_att` (tanh between them only from the third layer on, as in capgen.py).
+    `n_layers_att`, each followed by a tanh (capgen.py, `lstm_cond_layer`: `if lidx < n_layers_att` is
+    always true inside `for lidx in xrange(1, n_layers_att)`; its comment describes an older version):
+        p_1 = W_a a_i + b_a,  p_k = tanh(W_k p_{k-1} + b_k) for k = 2..layers.
     """
 
     def __init__(self, *, annotation_dim: int, attention_dim: int, layers: int = 1):
@@ -54,11 +56,10 @@ class AdditiveScorer(nn.Module):
 
     def project(self, annotations: Tensor) -> Tensor:
         """W_a a_i for every location, once per image: (B, L, D) -> (B, L, A)."""
-        projected = self.annotation_projection[0](annotations)
-        for index, layer in enumerate(self.annotation_projection[1:], start=1):
-            projected = layer(projected)
-            if index < len(self.annotation_projection) - 1:
-                projected = torch.tanh(projected)
+        first, *extra = self.annotation_projection
+        projected = first(annotations)  # (B, L, A)
+        for layer in extra:
+            projected = torch.tanh(layer(projected))  # (B, L, A)
         return projected
 
     def forward(self, projected: Tensor, query: Tensor) -> Tensor:

@@ -22,7 +22,8 @@ from typing import Any
 
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from jsonargparse import Namespace
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -36,12 +37,24 @@ from caption.errors import CaptionError
 from caption.module import CaptionModule
 
 
+def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
+    """`lr_scheduler:` as a plain dict {class_path, init_args}, or None for a constant learning rate."""
+    return None if scheduler is None else scheduler.as_dict()
+
+
 class CaptionCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
         parser.link_arguments("data.image_size", "model.image_size", apply_on="instantiate")
         for key in ("encoder", "encoder_weights", "freeze_encoder"):  # the feature cache is checked against them
             parser.link_arguments(f"model.{key}", f"data.{key}")
+        # LightningCLI's `lr_scheduler:` group, as its add_lr_scheduler_args makes it (any torch scheduler, or
+        # Lightning's ReduceLROnPlateau with a `monitor`), handed to the model as a plain dict (it goes into the
+        # checkpoint's hyperparameters); the model builds it on its optimizer (`CaptionModule.configure_optimizers`).
+        parser.add_subclass_arguments(
+            LRSchedulerTypeTuple, "lr_scheduler", instantiate=False, fail_untyped=False, skip={"optimizer"}, required=False
+        )
+        parser.link_arguments("lr_scheduler", "model.lr_scheduler", compute_fn=scheduler_settings)
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(PeriodicCheckpoint, "periodic_checkpoint")
         parser.set_defaults(

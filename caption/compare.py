@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from caption.checkpoints import load_module, read_checkpoint
 from caption.data.datamodule import CaptionDataModule
+from caption.data.records import object_for_word
 from caption.data.images import BadImageError
 from caption.describe import normalization
 from caption.errors import CaptionError, ConfigError
@@ -109,13 +110,16 @@ def dataset_name(settings: dict[str, Any]) -> str | None:
 
 def results_table(models: list[Model], evaluations: list[Evaluation], dataset: str | None) -> str:
     """Markdown table like the paper's Table 1, ours first, then the paper's rows for this dataset."""
-    columns = [*METRICS, "attention_accuracy"]
+    columns = [*METRICS, "attention_accuracy", "attention_accuracy_chance"]
     lines = [
         "| model | " + " | ".join(METRIC_NAMES[name] for name in columns) + " |",
         "|---|" + "---:|" * len(columns),
     ]
     for model, evaluation in zip(models, evaluations):
-        scores = {**evaluation.scores, "attention_accuracy": evaluation.attention_accuracy}
+        scores = {
+            **evaluation.scores, "attention_accuracy": evaluation.attention_accuracy,
+            "attention_accuracy_chance": evaluation.attention_accuracy_chance,
+        }
         cells = [format_score(scores[name]) if scores[name] is not None else "–" for name in columns]
         lines.append(f"| {model.name} (ours) | " + " | ".join(cells) + " |")
     paper = PAPER_TABLE_1.get(dataset or "", {})
@@ -166,9 +170,10 @@ def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: Ca
         overlays = []
         for model, generated in zip(models, by_id):
             caption = generated[record.image_id]
+            named = [object_for_word(record.objects, word) for word in caption.words]
             overlays.append(Overlay(to_uint8(image, *normalization(model.module)), caption.words, caption.alpha,
                                     caption.beta, caption.location, title=f"{model.name}: {caption.caption}",
-                                    label=model.name))
+                                    label=model.name, boxes=[None if obj is None else obj.box for obj in named]))
         figure = comparison_figure(overlays)
         figure.suptitle(f"image {record.image_id} ({split})")
         paths.append(out / f"overlays-{record.image_id}.png")

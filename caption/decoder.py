@@ -7,7 +7,8 @@ Notation (Xu et al., 2015), one step t = 1..T:
     i,f,o,g     LSTM gates (eq. 1): T_{D+m+n, n}[E y_{t-1}; h_{t-1}; ẑ_t]        (B, 4n)
     c_t, h_t    memory and hidden state (eq. 2-3)                               (B, n)
     p(y_t)      ∝ exp(L_o tanh(E y_{t-1} + L_h h_t + L_z ẑ_t))  (eq. 7; tanh from the original code)
-    h_0, c_0    tanh(f_init,h / f_init,c (mean_i a_i))  (eq. 5; hidden ReLU layers as the original code)
+    h_0, c_0    tanh(f_init,h / f_init,c (mean_i a_i))  (eq. 5; hidden ReLU layers, each followed by
+                dropout, as the original code's build_model)
 
 Every matmul that depends only on h_{t-1} (the LSTM recurrence, the attention query W_h h_{t-1}
 and f_β) is one fused `nn.Linear`; the word side of the LSTM input is computed for all steps at
@@ -79,7 +80,8 @@ class Decoder(nn.Module):
         context_output: add L_z ẑ_t in the deep output (eq. 7; original: ctx2out).
         dropout: dropout probability on h_t and on the deep output's hidden layer.
         inverse_temperature: multiplies the attention logits before the softmax.
-        semi_sampling: hard attention, probability per image of using the expected context.
+        semi_sampling: hard attention, probability per image of using the expected context (sec. 4.1: 0.5).
+            The original code's `semi_sampling_p` is the complement, the probability of *sampling*.
         hard_eval_context: hard attention at evaluation: "expected" (original), "argmax" or "sample".
     """
 
@@ -117,10 +119,13 @@ class Decoder(nn.Module):
         self.semi_sampling = semi_sampling
 
         self.embedding = nn.Embedding(vocab_size, embed_dim)  # E
-        # f_init (eq. 5): shared ReLU layers over mean_i a_i, then one tanh layer each for h_0 and c_0.
-        self.init_hidden_layers = nn.Sequential(
-            *[m for _ in range(init_layers - 1) for m in (nn.Linear(annotation_dim, annotation_dim), nn.ReLU())]
-        )
+        # f_init (eq. 5): shared ReLU layers over mean_i a_i, each followed by dropout (capgen.py, build_model),
+        # then one tanh layer each for h_0 and c_0.
+        self.init_hidden_layers = nn.Sequential(*[
+            module
+            for _ in range(init_layers - 1)
+            for module in (nn.Linear(annotation_dim, annotation_dim), nn.ReLU(), nn.Dropout(dropout))
+        ])
         self.init_h = nn.Linear(annotation_dim, hidden_dim)
         self.init_c = nn.Linear(annotation_dim, hidden_dim)
         # f_att (eq. 4) and φ (sec. 4).

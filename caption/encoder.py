@@ -106,16 +106,31 @@ class TorchvisionVGG(nn.Module):
 
 
 class SmallVGG(nn.Module):
-    """A VGG-pattern CNN for small images: per block, conv3×3 (+BN) + ReLU, then 2×2 max-pool,
+    """A VGG-pattern CNN for small images: per block, conv k×k (+BN) + ReLU, then 2×2 max-pool,
     except after the last block. `channels=(16, 32, 64, 128)` on 64×64 gives 8×8×128 (L=64, D=128).
+
+    `kernel_sizes` (one per block, default 3 everywhere) sets the receptive field of an annotation:
+    3×3 in every block sees 38×38 pixels of a 64×64 image (most of the canvas); 1×1 in the last two
+    blocks sees 14×14, about one object (`receptive_field`). `coordinates` adds the pixel's x and y as two
+    input channels, so that an annotation that sees only its neighbourhood still says where it is.
     """
 
-    def __init__(self, *, channels: tuple[int, ...] = (16, 32, 64, 128), batch_norm: bool = True):
+    def __init__(
+        self, *, channels: tuple[int, ...] = (16, 32, 64, 128), kernel_sizes: tuple[int, ...] | None = None,
+        coordinates: bool = False, batch_norm: bool = True,
+    ):
         super().__init__()
+        self.coordinates = coordinates
+        kernel_sizes = tuple(kernel_sizes or (3,) * len(channels))
+        if len(kernel_sizes) != len(channels) or any(k < 1 or k % 2 == 0 for k in kernel_sizes):
+            raise ConfigError(
+                f"model.encoder_kernel_sizes needs one odd size per block of model.encoder_channels "
+                f"({len(channels)}), got {list(kernel_sizes)}"
+            )
         layers: list[nn.Module] = []
-        in_channels = 3
-        for index, out_channels in enumerate(channels):
-            layers.append(nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=not batch_norm))
+        in_channels = 5 if coordinates else 3
+        for index, (out_channels, kernel) in enumerate(zip(channels, kernel_sizes)):
+            layers.append(nn.Conv2d(in_channels, out_channels, kernel, padding=kernel // 2, bias=not batch_norm))
             if batch_norm:
                 layers.append(nn.BatchNorm2d(out_channels))
             layers.append(nn.ReLU(inplace=True))
@@ -124,20 +139,37 @@ class SmallVGG(nn.Module):
             in_channels = out_channels
         self.features = nn.Sequential(*layers)
         self.dim = channels[-1]
+        self.kernel_sizes = kernel_sizes
+
+    @property
+    def receptive_field(self) -> int:
+        """Side in input pixels of the window that one annotation vector sees."""
+        field, jump = 1, 1
+        for index, kernel in enumerate(self.kernel_sizes):
+            field += (kernel - 1) * jump
+            if index < len(self.kernel_sizes) - 1:  # the 2×2 max-pool
+                field, jump = field + jump, jump * 2
+        return field
 
     def forward(self, images: Tensor) -> Tensor:
         """images (B, 3, H, W) -> annotations (B, L, D)."""
+        if self.coordinates:  # two more input channels, x and y in [-1, 1]: each annotation knows where it is
+            B, _, H, W = images.shape
+            y, x = torch.meshgrid(torch.linspace(-1, 1, H, device=images.device),
+                                  torch.linspace(-1, 1, W, device=images.device), indexing="ij")
+            images = torch.cat([images, torch.stack([x, y]).to(images.dtype).expand(B, -1, -1, -1)], dim=1)
         return self.features(images).flatten(2).transpose(1, 2)  # (B, L, D)
 
 
 def build_encoder(
-    name: EncoderName, *, weights: str = "imagenet", freeze: bool = True, channels: tuple[int, ...] = (16, 32, 64, 128)
+    name: EncoderName, *, weights: str = "imagenet", freeze: bool = True, channels: tuple[int, ...] = (16, 32, 64, 128),
+    kernel_sizes: tuple[int, ...] | None = None, coordinates: bool = False,
 ) -> nn.Module:
     """The encoder named in a config; every encoder has `.dim` (D) and maps images to (B, L, D)."""
     if name == "small_vgg":
         if weights != "none" or freeze:
             raise ConfigError("encoder small_vgg trains from scratch: set encoder_weights: none and freeze_encoder: false")
-        return SmallVGG(channels=channels)
+        return SmallVGG(channels=channels, kernel_sizes=kernel_sizes, coordinates=coordinates)
     if name in TORCHVISION_VGG:
         return TorchvisionVGG(name=name, weights=weights, freeze=freeze)
     raise ConfigError(f"encoder must be one of vgg16, vgg19, small_vgg; got {name!r}")

@@ -30,12 +30,13 @@ from caption.data.datamodule import CaptionDataModule
 from caption.data.images import BadImageError
 from caption.data.records import ImageRecord
 from caption.errors import CaptionError, ConfigError
-from caption.metrics import METRICS, attention_accuracy, coco_scores
+from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, coco_scores
 from caption.module import CaptionModule
 
 METRIC_NAMES = {
     "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4",
     "meteor": "METEOR", "rouge_l": "ROUGE-L", "cider": "CIDEr", "attention_accuracy": "attention accuracy",
+    "attention_accuracy_chance": "random location",
 }
 
 
@@ -64,12 +65,14 @@ class Evaluation:
     attention_accuracy: float | None  # None when the data has no object boxes
     object_words: int  # generated words that name an object (attention accuracy's denominator)
     generated: list[Generated] = field(repr=False)
+    attention_accuracy_chance: float | None = None  # the same words, a uniformly random location
 
     def metrics(self) -> dict[str, Any]:
         """What metrics.json holds; missing scores are null."""
         scores = dict(self.scores)
         if self.attention_accuracy is not None:
             scores["attention_accuracy"] = self.attention_accuracy
+            scores["attention_accuracy_chance"] = self.attention_accuracy_chance
         return {
             "split": self.split,
             "beam_size": self.beam_size,
@@ -171,13 +174,13 @@ def evaluate(
         {g.image_id: list(records[g.image_id].references) for g in generated},
         meteor_timeout=meteor_timeout,
     )
-    accuracy, object_words = None, 0
+    accuracy, chance, object_words = None, None, 0
     if all(record.objects for record in records.values()):
         image_size = image_size_of(data, records[generated[0].image_id])
-        accuracy, object_words = attention_accuracy(
-            ((g.words, g.alpha, records[g.image_id].objects) for g in generated), image_size=image_size
-        )
-    return Evaluation(split, beam_size, scores, accuracy, object_words, generated)
+        boxed = [(g.words, g.alpha, records[g.image_id].objects) for g in generated]
+        accuracy, object_words = attention_accuracy(boxed, image_size=image_size)
+        chance = chance_attention_accuracy(boxed, image_size=image_size)
+    return Evaluation(split, beam_size, scores, accuracy, object_words, generated, chance)
 
 
 def image_size_of(data: CaptionDataModule, record: ImageRecord) -> tuple[int, int]:
@@ -205,6 +208,7 @@ def metrics_table(evaluation: Evaluation) -> str:
     if evaluation.attention_accuracy is not None:
         words = f" ({evaluation.object_words} object words)"
         rows.append((METRIC_NAMES["attention_accuracy"], format_score(evaluation.attention_accuracy) + words))
+        rows.append((METRIC_NAMES["attention_accuracy_chance"], format_score(evaluation.attention_accuracy_chance)))
     header = f"{evaluation.split} split, {len(evaluation.generated)} images, beam {evaluation.beam_size} (%)"
     width = max(len(name) for name, _ in rows)
     return "\n".join([header, *(f"  {name:<{width}}  {value}" for name, value in rows)])

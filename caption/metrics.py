@@ -24,8 +24,7 @@ from pycocoevalcap.meteor.meteor import Meteor
 from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-from caption.data.records import ShapeObject
-from caption.data.shapes import object_for_word
+from caption.data.records import ShapeObject, object_for_word
 from caption.errors import CaptionError
 
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
@@ -150,3 +149,21 @@ def attention_accuracy(
             hits += x0 <= x < x1 and y0 <= y < y1
             total += 1
     return (hits / total if total else float("nan")), total
+
+
+def chance_attention_accuracy(
+    captions: Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ShapeObject]]], *, image_size: tuple[int, int]
+) -> float:
+    """What `attention_accuracy` would be for a uniformly random location on the same object words: the mean,
+    over object words, of the share of grid cells whose centre lies inside the named object's box."""
+    shares = []
+    for words, alpha, objects in captions:
+        grid = attention_grid(alpha.shape[-1], image_size)
+        centres = [location_center(location, grid, image_size) for location in range(alpha.shape[-1])]
+        for word in words[: len(alpha)]:
+            named = object_for_word(objects, word)
+            if named is None:
+                continue
+            x0, y0, x1, y1 = named.box
+            shares.append(sum(x0 <= x < x1 and y0 <= y < y1 for x, y in centres) / len(centres))
+    return sum(shares) / len(shares) if shares else float("nan")

@@ -6,21 +6,33 @@ stored in the checkpoint with the vocabulary, so a checkpoint alone is enough fo
     module = CaptionModule.load_from_checkpoint(path, weights_only=True)
 """
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import lightning as L
 import torch
+from lightning.pytorch.cli import LightningCLI, instantiate_class
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 
 from caption.attention import AttentionKind, HardEvalContext
 from caption.decoder import Decoder
+from caption.data.records import ShapeObject
 from caption.decoding import Decoded, beam_search, greedy
 from caption.encoder import EncoderName, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
-from caption.metrics import METRICS, score_captions
-from caption.objectives import LossTerms, MovingAverageBaseline, Reward, hard_attention_loss, soft_attention_loss
+from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, score_captions
+from caption.objectives import OBJECTIVES, LossTerms, Reward
 from caption.text import Vocabulary
+
+
+class Generated(NamedTuple):
+    """One validation/test caption, kept until the epoch's scores are computed."""
+
+    image_id: int
+    words: list[str]
+    references: list[str]
+    alpha: Tensor | None  # (T, L), only on data with object boxes (for attention accuracy)
+    objects: tuple[ShapeObject, ...]
 
 
 class NonFiniteLossError(CaptionError, FloatingPointError):
@@ -37,17 +49,23 @@ class CaptionModule(L.LightningModule):
         encoder_weights: "imagenet", "none" or a path to a torchvision-format state dict.
         freeze_encoder: keep the CNN fixed (the paper); required for the torchvision encoders' cache.
         encoder_channels: small_vgg only: channels of each conv block.
+        encoder_kernel_sizes: small_vgg only: convolution size of each block (None: 3 everywhere); sets how
+            much of the image one annotation sees (`caption.encoder.SmallVGG.receptive_field`).
+        encoder_coordinates: small_vgg only: add x and y as input channels, so annotations know their place.
         embed_dim / hidden_dim / attention_dim / attention_layers / init_layers / gate /
         prev_word_output / context_output / dropout / inverse_temperature / semi_sampling /
         hard_eval_context: see `caption.decoder.Decoder`.
-        alpha_c: λ of the doubly stochastic regulariser (eq. 14); 0 turns it off.
+        alpha_c: soft attention: λ of the doubly stochastic regulariser (eq. 14) per caption; 0 turns it off
+            (original code: alpha_c·B/L per caption; see `caption.objectives`).
         samples: hard attention: Monte Carlo samples N per caption (eq. 12).
-        reinforce_weight: hard attention: λ_r (original code: 0.1).
-        entropy_weight: hard attention: λ_e (original code: 0.002).
+        reinforce_weight: hard attention: λ_r per caption (original code: 0.1·B, 6.4 at B = 64).
+        entropy_weight: hard attention: λ_e per caption (original code: 0.002·B, 0.128 at B = 64).
         baseline_decay: hard attention: moving-average decay of the baseline (paper: 0.9).
         reward: hard attention: "mean" per-token (original code) or "sum" (paper) log-likelihood.
         optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
         learning_rate: optimizer step size.
+        lr_scheduler: set by the CLI from `lr_scheduler:` (LightningCLI's own argument group, e.g.
+            `--lr_scheduler CosineAnnealingLR --lr_scheduler.T_max 8`): class_path and init_args; None: constant.
         max_caption_length: words generated at most when decoding.
         beam_size: beam width for test-time decoding (validation always decodes greedily).
         length_penalty: rank final beams by log p / length^length_penalty.
@@ -67,6 +85,8 @@ class CaptionModule(L.LightningModule):
         encoder_weights: str = "imagenet",
         freeze_encoder: bool = True,
         encoder_channels: tuple[int, ...] = (16, 32, 64, 128),
+        encoder_kernel_sizes: tuple[int, ...] | None = None,
+        encoder_coordinates: bool = False,
         embed_dim: int = 512,
         hidden_dim: int = 1800,
         attention_dim: int = 512,
@@ -79,14 +99,15 @@ class CaptionModule(L.LightningModule):
         inverse_temperature: float = 1.0,
         alpha_c: float = 1.0,
         samples: int = 1,
-        reinforce_weight: float = 0.1,
-        entropy_weight: float = 0.002,
+        reinforce_weight: float = 6.4,
+        entropy_weight: float = 0.128,
         semi_sampling: float = 0.5,
         baseline_decay: float = 0.9,
         reward: Reward = "mean",
         hard_eval_context: HardEvalContext = "expected",
         optimizer: Literal["adam", "rmsprop"] = "adam",
         learning_rate: float = 1e-3,
+        lr_scheduler: dict[str, Any] | None = None,
         max_caption_length: int = 20,
         beam_size: int = 3,
         length_penalty: float = 0.0,
@@ -101,7 +122,10 @@ class CaptionModule(L.LightningModule):
             raise ConfigError("model.samples > 1 only makes sense with model.attention: hard")
         self.save_hyperparameters()
         self.vocabulary = Vocabulary(vocabulary)
-        self.encoder = build_encoder(encoder, weights=encoder_weights, freeze=freeze_encoder, channels=encoder_channels)
+        self.encoder = build_encoder(
+            encoder, weights=encoder_weights, freeze=freeze_encoder, channels=encoder_channels,
+            kernel_sizes=encoder_kernel_sizes, coordinates=encoder_coordinates,
+        )
         self.decoder = Decoder(
             vocab_size=len(self.vocabulary),
             annotation_dim=self.encoder.dim,
@@ -119,8 +143,13 @@ class CaptionModule(L.LightningModule):
             semi_sampling=semi_sampling,
             hard_eval_context=hard_eval_context,
         )
-        self.baseline = MovingAverageBaseline(baseline_decay)
-        self._generated: list[tuple[int, str, list[str]]] = []  # (image id, caption, references)
+        weights = {
+            "soft": {"alpha_c": alpha_c},
+            "hard": {"reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight,
+                     "baseline_decay": baseline_decay, "reward": reward},
+        }
+        self.objective = OBJECTIVES[attention](**weights[attention])  # eq. 14 or eq. 12, with its weights
+        self._generated: list[Generated] = []
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
         if compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
@@ -154,25 +183,18 @@ class CaptionModule(L.LightningModule):
         output = self.decoder(annotations, captions)
         targets = captions[:, 1:]
         mask = (targets != Vocabulary.PAD).float()  # (B, T)
-        if self.decoder.is_hard:
-            terms = hard_attention_loss(
-                output, targets, mask, baseline=self.baseline.value,
-                reinforce_weight=self.hparams.reinforce_weight, entropy_weight=self.hparams.entropy_weight,
-                alpha_c=self.hparams.alpha_c, reward=self.hparams.reward,
-            )
-        else:
-            terms = soft_attention_loss(output, targets, mask, alpha_c=self.hparams.alpha_c)
+        terms = self.objective(output, targets, mask)
         if not self._finite_on_every_rank(terms, batch_index):
             return None  # Lightning then skips backward and the optimizer step; the baseline is left as it was
-        if self.decoder.is_hard:
-            self._update_baseline(terms.reward, terms.sampled)
+        self.objective.update(terms, self._sum_over_ranks)  # hard attention: the moving-average baseline
         logged = {f"train/{name}": value for name, value in terms.as_dict().items() if name != "tokens"}
         logged["train/beta"] = (output.beta * mask).sum() / mask.sum()
-        if self.decoder.is_hard:
-            logged["train/baseline"] = self.baseline.value
         self.log_dict(logged, prog_bar=False, batch_size=captions.shape[0])
         self.log("loss", terms.loss, prog_bar=True, logger=False, batch_size=captions.shape[0])
         return terms.loss
+
+    def _sum_over_ranks(self, value: Tensor) -> Tensor:
+        return self.trainer.strategy.reduce(value, reduce_op="sum") if self._trainer is not None else value
 
     def _finite_on_every_rank(self, terms: LossTerms, batch_index: int) -> bool:
         """False (skip) or NonFiniteLossError (error) when the loss is NaN/inf on any rank. The decision is
@@ -194,29 +216,33 @@ class CaptionModule(L.LightningModule):
         self.log("train/nonfinite_batches", float(self.nonfinite_batches))
         return False
 
-    def _update_baseline(self, reward: Tensor, sampled: Tensor) -> None:
-        """b ← 0.9 b + 0.1 r̄, with r̄ the mean reward of the sampled captions over *all* ranks."""
-        totals = torch.stack([reward.nan_to_num(0.0) * sampled.sum(), sampled.sum().float()])
-        totals = self.trainer.strategy.reduce(totals, reduce_op="sum") if self._trainer is not None else totals
-        if totals[1] > 0:
-            self.baseline.update(totals[0] / totals[1])
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
+    def configure_optimizers(self) -> Any:
+        """The optimizer, and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with its
+        `monitor`, e.g. val/bleu4, as LightningCLI itself would return it)."""
         parameters = [p for p in self.parameters() if p.requires_grad]
         if self.hparams.optimizer == "rmsprop":
-            return torch.optim.RMSprop(parameters, lr=self.hparams.learning_rate)
-        # Fused Adam: one kernel per step instead of ~10 passes over every tensor (CPU step at (a): -11%).
-        # Lightning refuses gradient clipping with a fused optimizer under mixed precision: not there.
-        mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
-        return torch.optim.Adam(parameters, lr=self.hparams.learning_rate, fused=not mixed)
+            optimizer = torch.optim.RMSprop(parameters, lr=self.hparams.learning_rate)
+        else:
+            # Fused Adam: one kernel per step instead of ~10 passes over every tensor (CPU step at (a): -11%).
+            # Lightning refuses gradient clipping with a fused optimizer under mixed precision: not there.
+            mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
+            optimizer = torch.optim.Adam(parameters, lr=self.hparams.learning_rate, fused=not mixed)
+        if self.hparams.lr_scheduler is None:
+            return optimizer
+        scheduler = instantiate_class(optimizer, self.hparams.lr_scheduler)
+        return LightningCLI.configure_optimizers(self, optimizer, scheduler)
 
     # ------------------------------------------------------------------------ evaluation
     def _decode_batch(self, batch: dict[str, Any], beam_size: int) -> None:
         decoded = self.generate(self.annotations(batch), beam_size=beam_size)
-        for image_id, tokens, references in zip(batch["image_id"].tolist(), decoded.tokens.tolist(), batch["references"]):
-            self._generated.append((image_id, " ".join(self.vocabulary.decode(tokens)), references))
+        objects = batch.get("objects") or [[]] * len(batch["references"])  # per image: ShapeObject.to_dict()s
+        for row, (image_id, references) in enumerate(zip(batch["image_id"].tolist(), batch["references"])):
+            words = self.vocabulary.decode(decoded.tokens[row])
+            alpha = decoded.alpha[row, : len(words)].float().cpu() if objects[row] else None  # (T, L)
+            boxes = tuple(ShapeObject.from_dict(obj) for obj in objects[row])
+            self._generated.append(Generated(image_id, words, references, alpha, boxes))
 
-    def _gathered_captions(self) -> tuple[dict[int, str], dict[int, list[str]]]:
+    def _gathered_captions(self) -> dict[int, "Generated"]:
         """Captions from every rank, de-duplicated by image id (distributed samplers pad with repeats)."""
         generated = self._generated
         if self.trainer.world_size > 1:
@@ -224,9 +250,20 @@ class CaptionModule(L.LightningModule):
             torch.distributed.all_gather_object(everything, generated)
             generated = [item for part in everything for item in part]
         self._generated = []
-        candidates = {image_id: caption for image_id, caption, _ in generated}
-        references = {image_id: refs for image_id, _, refs in generated}
-        return candidates, references
+        return {caption.image_id: caption for caption in generated}
+
+    def _epoch_scores(self, generated: dict[int, "Generated"], metrics: tuple[str, ...]) -> dict[str, float]:
+        """Corpus metrics of the gathered captions and, on data with object boxes, attention accuracy beside
+        the accuracy a uniformly random location would get on the same object words."""
+        candidates = {image_id: " ".join(caption.words) for image_id, caption in generated.items()}
+        references = {image_id: caption.references for image_id, caption in generated.items()}
+        scores = self._corpus_scores(candidates, references, metrics)
+        boxed = [(c.words, c.alpha, c.objects) for c in generated.values() if c.objects]
+        if boxed and self.hparams.image_size is not None:
+            size = tuple(self.hparams.image_size)
+            scores["attention_accuracy"] = attention_accuracy(boxed, image_size=size)[0]
+            scores["attention_accuracy_chance"] = chance_attention_accuracy(boxed, image_size=size)
+        return scores
 
     def _corpus_scores(
         self, candidates: dict[int, str], references: dict[int, list[str]], metrics: tuple[str, ...]
@@ -240,8 +277,7 @@ class CaptionModule(L.LightningModule):
         self._decode_batch(batch, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        candidates, references = self._gathered_captions()
-        scores = self._corpus_scores(candidates, references, metrics=("bleu4", "cider"))
+        scores = self._epoch_scores(self._gathered_captions(), metrics=("bleu4", "cider"))
         # equal on every rank already: sync_dist with "max" keeps them exact (and Lightning quiet)
         logged = {f"val/{name}": value for name, value in scores.items()}
         self.log_dict(logged, prog_bar=True, sync_dist=True, reduce_fx="max")
@@ -250,12 +286,12 @@ class CaptionModule(L.LightningModule):
         self._decode_batch(batch, beam_size=self.hparams.beam_size)
 
     def on_test_epoch_end(self) -> None:
-        candidates, references = self._gathered_captions()
-        scores = self._corpus_scores(candidates, references, metrics=METRICS)
+        generated = self._gathered_captions()
+        scores = self._epoch_scores(generated, metrics=METRICS)
         self.log_dict({f"test/{name}": value for name, value in scores.items()}, sync_dist=True, reduce_fx="max")
         examples = "\n".join(
-            f"  [{image_id}] {candidates[image_id]!r}\n      refs: {references[image_id][:2]}"
-            for image_id in sorted(candidates)[:5]
+            f"  [{image_id}] {' '.join(generated[image_id].words)!r}\n      refs: {generated[image_id].references[:2]}"
+            for image_id in sorted(generated)[:5]
         )
         rank_zero_info(f"Example test captions (beam {self.hparams.beam_size}):\n{examples}")
 
@@ -278,3 +314,8 @@ class CaptionModule(L.LightningModule):
                 "use the config the checkpoint was trained with"
             )
         self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)
+        state = checkpoint.get("state_dict", {})
+        if "baseline.value" in state:  # written before the baseline moved into the hard-attention objective
+            baseline = state.pop("baseline.value")
+            if self.hparams.attention == "hard":
+                state["objective.baseline.value"] = baseline

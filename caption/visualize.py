@@ -9,7 +9,7 @@ moves the peak of a cell next to the border into the neighbouring cell on small 
 one cell keeps every peak inside its own cell (tests/test_visualize.py checks every cell).
 
 Under each panel: the word and the gate β_t (sec. 4.2.1); for hard attention, the chosen location
-s_t is outlined. Panels wrap into rows for long captions and share one colour scale (α, with a
+s_t is outlined; on data with object boxes, the box of the object a word names is dashed. Panels wrap into rows for long captions and share one colour scale (α, with a
 colour bar), so panels and models can be compared by eye. Figures are matplotlib `Figure`s built
 without pyplot, so they work headless and in notebooks alike.
 """
@@ -46,6 +46,7 @@ class Overlay:
     location: Tensor | None  # hard attention: the chosen location s_t  (T,)
     title: str  # shown above the panels (e.g. the full caption)
     label: str = "input"  # shown above the image (e.g. the file or the model)
+    boxes: Sequence[tuple[int, int, int, int] | None] = ()  # per word, the (x0, y0, x1, y1) box of what it names
 
 
 def _gaussian_kernel(sigma: float, size: int) -> Tensor:
@@ -96,6 +97,10 @@ def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int,
         ax.imshow(gray, cmap="gray", vmin=0, vmax=255)
         ax.imshow(maps[t], cmap=COLORMAP, norm=mappable.norm, alpha=0.6)
         ax.set_xlabel(f"{word}\nβ = {float(overlay.beta[t]):.2f}", fontsize=10)
+        if t < len(overlay.boxes) and overlay.boxes[t] is not None:  # the object this word names, dashed
+            x0, y0, x1, y1 = overlay.boxes[t]
+            ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, color="lime",
+                                   linestyle="--", linewidth=1.2))
         if overlay.location is not None:
             row, column = divmod(int(overlay.location[t]), grid[1])
             cell_h, cell_w = image_size[0] / grid[0], image_size[1] / grid[1]

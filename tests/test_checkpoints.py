@@ -94,7 +94,7 @@ def test_killed_run_resumes_from_the_last_periodic_checkpoint(tmp_path):
     records = read_probe(tmp_path / "probe2", 0)
     begin = next(record for record in records if record["event"] == "train_start")
     assert begin["global_step"] == step and begin["epoch"] == saved["epoch"]
-    assert begin["baseline"] == saved["state_dict"]["baseline.value"].item() != 0
+    assert begin["baseline"] == saved["state_dict"]["objective.baseline.value"].item() != 0
     assert begin["parameters"] == parameters
     expected = optimizer_summary(saved["optimizer_states"][0])
     assert {name: begin[name] for name in expected} == expected and expected["optimizer_step"] == step
@@ -115,7 +115,7 @@ def test_sigterm_saves_last_checkpoint_then_exits(tmp_path):
     assert "SIGTERM: saved" in output and "--ckpt_path last" in output
     saved = torch.load(last, weights_only=True)
     assert saved["global_step"] == steps_done(tmp_path / "probe")[-1], "saved after the batch it was in"
-    assert saved["optimizer_states"] and saved["state_dict"]["baseline.value"] != 0
+    assert saved["optimizer_states"] and saved["state_dict"]["objective.baseline.value"] != 0
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -165,7 +165,7 @@ def test_load_module_restores_model_vocabulary_and_baseline(checkpoint):
     assert not module.training
     assert module.vocabulary.to_list() == saved["hyper_parameters"]["vocabulary"]
     assert module.hparams.attention == "hard" and module.hparams.hidden_dim == 16
-    assert module.baseline.value.item() == saved["state_dict"]["baseline.value"].item() != 0
+    assert module.objective.baseline.value.item() == saved["state_dict"]["objective.baseline.value"].item() != 0
     for name, value in module.state_dict().items():
         assert torch.equal(value, saved["state_dict"][name]), name
 

@@ -1,5 +1,6 @@
 """`caption fit` and `caption test` end to end through the real command line, on tiny settings."""
 
+import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -50,7 +51,7 @@ def test_fit_then_test_through_the_cli(tmp_path, config):
     assert module.vocabulary.itos[:4] == ["<pad>", "<start>", "<end>", "<unk>"] and len(module.vocabulary) > 10
     if module.hparams.attention == "hard":
         state = torch.load(last, weights_only=True, map_location="cpu")["state_dict"]
-        assert state["baseline.value"] != 0, "the baseline moved during training and is saved"
+        assert state["objective.baseline.value"] != 0, "the baseline moved during training and is saved"
 
     test = run_caption("test", "--config", config, *tiny_overrides(tmp_path), "--ckpt_path", str(last))
     assert test.returncode == 0, test.stderr[-3000:]
@@ -70,3 +71,18 @@ def test_conflicting_settings_are_rejected_early(tmp_path):
     )
     assert result.returncode != 0
     assert "model.samples" in result.stderr
+
+
+def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_runs):
+    """The shapes configs' ExponentialLR (γ = 0.7) comes through LightningCLI's `lr_scheduler:`, and every
+    validation logs attention accuracy beside the score of a random location."""
+    rows = list(csv.DictReader((tiny_runs["soft"] / "logs" / "version_0" / "metrics.csv").open()))
+    validations = [row for row in rows if row.get("val/bleu4")]
+    assert validations
+    for row in validations:
+        accuracy, chance = float(row["val/attention_accuracy"]), float(row["val/attention_accuracy_chance"])
+        assert 0.0 <= accuracy <= 1.0 and 0.0 < chance < 0.5
+    rates = {int(row["epoch"]): float(row["lr-Adam"]) for row in rows if row.get("lr-Adam")}
+    assert len(rates) >= 3
+    for epoch, rate in rates.items():
+        assert rate == pytest.approx(0.01 * 0.7**epoch), f"epoch {epoch}"

@@ -102,7 +102,7 @@ def test_ddp_fit_keeps_every_rank_identical(ddp_fit):
     assert any(path.name.startswith("best-") for path in checkpoints.iterdir())
     module = load_module(checkpoints / "last.ckpt")  # one process, no distributed setup
     final = [next(r["baseline"] for r in records if r["event"] == "train_end") for records in ranks]
-    assert module.baseline.value.item() == final[0] == final[1]
+    assert module.objective.baseline.value.item() == final[0] == final[1]
     assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 8
 
 

@@ -8,7 +8,7 @@ import torch
 from image_data import vgg16_weights
 from torchvision import models
 
-from caption.encoder import EncoderWeightsError, TorchvisionVGG, build_encoder
+from caption.encoder import EncoderWeightsError, SmallVGG, TorchvisionVGG, build_encoder
 
 OFFICIAL_FILE = "vgg16-397923af.pth"  # the file name in VGG16_Weights.IMAGENET1K_V1.url
 
@@ -97,3 +97,32 @@ def test_frozen_encoder_stays_in_eval_mode_without_gradients(weights_file):
     encoder = TorchvisionVGG(name="vgg16", weights=str(weights_file), freeze=True)
     encoder.train()
     assert not encoder.training and not any(p.requires_grad for p in encoder.parameters())
+
+
+@pytest.mark.parametrize("kernel_sizes", [(3, 3, 3, 3), (3, 3, 3, 1), (3, 3, 1, 1), (3, 1, 1, 1)])
+def test_small_vgg_receptive_field_is_measured(kernel_sizes):
+    """The pixels that can change one annotation span `receptive_field` pixels: found by lighting one pixel at
+    a time (positive weights, so a bright pixel wins every max-pool on its way up)."""
+    encoder = SmallVGG(channels=(2, 2, 2, 2), kernel_sizes=kernel_sizes).eval()
+    with torch.no_grad():
+        for module in encoder.modules():
+            if isinstance(module, torch.nn.Conv2d):
+                module.weight.fill_(0.1)
+        blank = encoder(torch.zeros(1, 3, 64, 64))[0, 4 * 8 + 4]  # the annotation of cell (4, 4)
+        reach = []
+        for x in range(64):
+            image = torch.zeros(1, 3, 64, 64)
+            image[..., 32, x] = 1000.0
+            reach.append(not torch.equal(encoder(image)[0, 4 * 8 + 4], blank))
+    assert sum(reach) == encoder.receptive_field
+
+
+def test_small_vgg_coordinates_tell_annotations_apart():
+    """With x, y input channels, a blank image gives a different annotation at every location."""
+    torch.manual_seed(0)
+    plain = SmallVGG(channels=(4, 8), kernel_sizes=(1, 1)).eval()
+    placed = SmallVGG(channels=(4, 8), kernel_sizes=(1, 1), coordinates=True).eval()
+    blank = torch.zeros(2, 3, 16, 16)
+    assert placed(blank).shape == plain(blank).shape == (2, 64, 8)
+    assert torch.unique(plain(blank)[0], dim=0).shape[0] == 1  # 1×1 convolutions: every place looks the same
+    assert torch.unique(placed(blank)[0], dim=0).shape[0] == 64

@@ -22,7 +22,7 @@ from caption.compare import dataset_name, results_table
 from caption.data.records import ShapeObject
 from caption.data.shapes import ShapesSource, object_for_word
 from caption.evaluate import Evaluation, Generated, metrics_table, write_evaluation
-from caption.metrics import attention_accuracy, attention_grid, coco_scores, location_center
+from caption.metrics import attention_accuracy, attention_grid, chance_attention_accuracy, coco_scores, location_center
 
 CANDIDATES = {
     7: "A large red circle, left of a small blue square.",
@@ -134,6 +134,15 @@ def test_attention_accuracy_against_hand_made_attention_and_boxes():
     assert attention_accuracy([(["circle"], alpha[1:2], (edge,))], image_size=(64, 64)) == (0.0, 1)
     share, count = attention_accuracy([(["a", "shape"], alpha[:2], (circle,))], image_size=(64, 64))
     assert math.isnan(share) and count == 0
+
+    # a uniformly random location: the circle's box holds 4 of the 64 cell centres, the square's 4 (44, 52 on
+    # both axes); the chance score is the mean over the three object words: (4 + 4 + 4) / 3 / 64
+    assert chance_attention_accuracy([(words, alpha, (circle, square))], image_size=(64, 64)) == 4 / 64
+    wide = ShapeObject("square", "blue", "large", (0, 0, 64, 32))  # the top half: 32 of 64 centres
+    assert chance_attention_accuracy([(["circle", "square"], alpha[:2], (circle, wide))], image_size=(64, 64)) == (
+        (4 / 64 + 32 / 64) / 2
+    )
+    assert math.isnan(chance_attention_accuracy([(["a"], alpha[:1], (circle,))], image_size=(64, 64)))
 
 
 def test_paper_numbers_sit_beside_ours_for_the_same_dataset():

@@ -123,10 +123,22 @@ def test_padded_batch_loss_equals_each_caption_alone(attention):
 
 
 def test_init_state_depends_on_mean_annotation_only():
-    decoder = tiny_decoder(init_layers=2)
+    decoder = tiny_decoder(init_layers=2).eval()
     annotations = torch.randn(1, L, D)
     shuffled = annotations[:, torch.randperm(L)]
     torch.testing.assert_close(decoder.init_state(annotations).h, decoder.init_state(shuffled).h)
+
+
+def test_init_hidden_layers_have_dropout_in_training():
+    """capgen.py build_model: `ctx_mean = dropout_layer(relu(...))` after each hidden f_init layer."""
+    decoder = tiny_decoder(init_layers=3, dropout=0.5)
+    assert [type(m).__name__ for m in decoder.init_hidden_layers] == ["Linear", "ReLU", "Dropout"] * 2
+    annotations = torch.randn(4, L, D)
+    decoder.train()
+    torch.manual_seed(1)
+    assert not torch.allclose(decoder.init_state(annotations).h, decoder.init_state(annotations).h)
+    decoder.eval()
+    torch.testing.assert_close(decoder.init_state(annotations).h, decoder.init_state(annotations).h)
 
 
 def test_caption_log_likelihood_by_hand():
@@ -166,7 +178,7 @@ def test_hard_loss_terms_by_hand():
     targets, mask = captions[:, 1:], (captions[:, 1:] != 0).float()
     out = decoder(torch.randn(B, L, D), captions)
     terms = hard_attention_loss(
-        out, targets, mask, baseline=torch.tensor(-1.5), reinforce_weight=0.1, entropy_weight=0.01, alpha_c=0.0,
+        out, targets, mask, baseline=torch.tensor(-1.5), reinforce_weight=0.1, entropy_weight=0.01,
         reward="mean",
     )
     ll = caption_log_likelihood(out.logits, targets, mask)

@@ -4,13 +4,14 @@ from pathlib import Path
 
 
 def tiny_args(
-    data: Path, *, channels: str = "[4, 8]", batch_size: int = 8, eval_batch_size: int = 8,
+    data: Path, *, channels: str = "[4, 8]", kernel_sizes: str = "null", batch_size: int = 8, eval_batch_size: int = 8,
     num_train: int = 40, num_val: int = 8, num_test: int = 8,
 ) -> list[str]:
     """`caption` overrides for a tiny model on a few built-in images generated under `data`."""
     return [
         "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
-        "--model.encoder_channels", channels, "--model.max_caption_length", "8",
+        "--model.encoder_channels", channels, "--model.encoder_kernel_sizes", kernel_sizes,
+        "--model.max_caption_length", "8",
         "--data.batch_size", str(batch_size), "--data.eval_batch_size", str(eval_batch_size),
         "--data.source.init_args.root", str(data),
         "--data.source.init_args.num_train", str(num_train),

@@ -90,7 +90,9 @@ class Images(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         record = self.records[index]
         references = [" ".join(tokenize(reference)) for reference in record.references]
-        return {**inputs(self.source, self.features, record), "image_id": record.image_id, "references": references}
+        item = {**inputs(self.source, self.features, record), "image_id": record.image_id, "references": references}
+        # boxes, for attention accuracy; plain dicts, as Lightning moves batches through its collections
+        return item | ({"objects": [obj.to_dict() for obj in record.objects]} if record.objects else {})
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,6 +107,8 @@ def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
         batch["caption"] = torch.nn.utils.rnn.pad_sequence(captions, batch_first=True, padding_value=Vocabulary.PAD)
     if "references" in items[0]:
         batch["references"] = [item["references"] for item in items]
+    if "objects" in items[0]:
+        batch["objects"] = [item["objects"] for item in items]
     return batch
 
 

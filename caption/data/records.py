@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor
@@ -33,6 +34,11 @@ class ShapeObject:
         """Inverse of :meth:`to_dict`."""
         x0, y0, x1, y1 = (int(v) for v in data["box"])
         return cls(kind=str(data["kind"]), color=str(data["color"]), size=str(data["size"]), box=(x0, y0, x1, y1))
+
+
+def object_for_word(objects: Sequence[ShapeObject], word: str) -> ShapeObject | None:
+    """The object whose kind is ``word`` (kinds are unique within an image), or None."""
+    return next((obj for obj in objects if obj.kind == word), None)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from caption.errors import ConfigError
-from caption.data.records import CaptionSource, ImageRecord, ShapeObject
+from caption.data.records import CaptionSource, ImageRecord, ShapeObject, object_for_word
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +101,6 @@ def canonical_order(a: ShapeObject, b: ShapeObject) -> tuple[ShapeObject, ShapeO
     if rel in _INVERSE:
         return a, b, rel
     return b, a, {"right of": "left of", "below": "above"}[rel]
-
-
-def object_for_word(objects: Sequence[ShapeObject], word: str) -> ShapeObject | None:
-    """The object whose kind is ``word`` (kinds are unique within an image), or None."""
-    return next((obj for obj in objects if obj.kind == word), None)
 
 
 def make_references(objects: Sequence[ShapeObject], rng: np.random.Generator) -> tuple[str, ...]:
