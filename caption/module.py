@@ -65,7 +65,7 @@ class CaptionModule(L.LightningModule):
         optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
         learning_rate: optimizer step size.
         lr_scheduler: set by the CLI from `lr_scheduler:` (LightningCLI's own argument group, e.g.
-            `--lr_scheduler CosineAnnealingLR --lr_scheduler.T_max 8`): class_path and init_args; None: constant.
+            `--lr_scheduler ExponentialLR --lr_scheduler.gamma 0.8`): class_path and init_args; None: constant.
         max_caption_length: words generated at most when decoding.
         beam_size: beam width for test-time decoding (validation always decodes greedily).
         length_penalty: rank final beams by log p / length^length_penalty.

@@ -1,19 +1,20 @@
-"""Where the model looks, measured: attention accuracy on the built-in data, and ablations of what drives it.
+"""Learning quality and where the model looks, on the built-in data: the shapes configs and ablations.
 
-    python benchmarks/attention.py                               # the two shapes configs as they ship
-    python benchmarks/attention.py --ablations                   # + the ablation table of the README
-    python benchmarks/attention.py --only soft_alpha_c_0 --epochs 4 --out /tmp/attention
+    python benchmarks/shapes.py                                  # the two shapes configs as they ship (alone!)
+    python benchmarks/shapes.py --ablations --jobs 2             # + the ablation table of the README
+    python benchmarks/shapes.py --only soft_alpha_c_1 --epochs 4 --out /tmp/shapes
 
 Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process; then
 its best checkpoint (validation BLEU-4) decodes the test split with beam 3 and is scored here:
-- BLEU-4 (coco-caption, PTB tokenizer) and attention accuracy: the share of object nouns whose α peak,
+- BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json) and attention accuracy: the share of object nouns whose α peak,
   at the step that emits the noun, lies inside that object's box (`caption.metrics.attention_accuracy`);
 - the score a uniformly random location gets on the same nouns (`chance_attention_accuracy`);
 - mean β over object nouns (is the gate open when the model names an object?);
 - hard attention: accuracy with the expected context (the original's test-time choice) and with
   argmax decoding (one location per word);
 - greedy validation BLEU-4 per epoch, and the largest drop below its best so far after epoch 5.
-Prints a markdown table and writes DIR/attention.json. Run it alone on the machine.
+Prints a markdown table and writes DIR/shapes.json. Run it alone on the machine: wall times are the whole
+`caption fit` (data, training, validation, final test), comparable only with --jobs 1.
 """
 
 import argparse
@@ -47,6 +48,8 @@ ABLATIONS: dict[str, tuple[str, list[str], str]] = {
     "soft_wide_field": (SOFT, WIDE, "receptive field 38 px (3×3 in every block, before this work)"),
     "soft_narrow_field": (SOFT, NARROW, "receptive field 10 px"),
     "soft_middle_field": (SOFT, MIDDLE, "receptive field 22 px"),
+    "soft_fine_grid": (SOFT, ["--model.encoder_channels", "[16, 64, 128]", "--model.encoder_kernel_sizes", "[3, 3, 3]"],
+                       "16×16 grid (three blocks), receptive field 18 px"),
     "soft_no_coordinates": (SOFT, ["--model.encoder_coordinates", "false"], "no x, y input channels"),
     "soft_wide_field_alpha_c_1": (SOFT, [*WIDE, "--model.alpha_c", "1.0"], "receptive field 38 px and λ = 1"),
     "soft_uniform": (SOFT, ["--model.inverse_temperature", "0.0"],
@@ -59,7 +62,9 @@ ABLATIONS: dict[str, tuple[str, list[str], str]] = {
     "soft_constant_lr": (SOFT, ["--lr_scheduler", "null"], "no learning-rate schedule"),
     "hard_reinforce_0.1": (HARD, ["--model.reinforce_weight", "0.1", "--model.entropy_weight", "0.002"],
                            "λ_r = 0.1, λ_e = 0.002 per caption (before this work)"),
+    "hard_entropy_0.128": (HARD, ["--model.entropy_weight", "0.128"], "λ_e = 0.002·B (the original's effective weight)"),
     "hard_wide_field": (HARD, WIDE, "receptive field 38 px"),
+    "hard_reinforce_1": (HARD, ["--model.reinforce_weight", "1.0"], "λ_r = 1"),
     "hard_narrow_field": (HARD, NARROW, "receptive field 10 px"),
 }
 
@@ -92,10 +97,9 @@ def score(run_dir: Path, *, hard: bool) -> dict[str, float]:
     for context in contexts:
         if context is not None:
             module.decoder.attention.eval_context = context
-        evaluation = evaluate(module, data, split="test", beam_size=3, description=f"test {context or ''}")
+        evaluation = evaluate(module, data, split="test", beam_size=3, description=f"{run_dir.name} {context or ''}")
         suffix = "" if context in (None, "expected") else f"_{context}"
-        result |= {
-            f"bleu4{suffix}": evaluation.scores["bleu4"],
+        result |= {f"{metric}{suffix}": value for metric, value in evaluation.scores.items()} | {
             f"attention_accuracy{suffix}": evaluation.attention_accuracy,
             f"chance{suffix}": evaluation.attention_accuracy_chance,
             f"object_beta{suffix}": object_word_beta(evaluation, records),
@@ -103,7 +107,7 @@ def score(run_dir: Path, *, hard: bool) -> dict[str, float]:
     return result
 
 
-def run(name: str, config: str, overrides: list[str], out: Path, epochs: int | None, threads: int | None) -> dict:
+def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | None, threads: int | None) -> dict:
     run_dir = out / name
     log = out / f"{name}.log"
     command = [sys.executable, "-m", "caption.cli", "fit", "--config", config, *overrides,
@@ -121,7 +125,7 @@ def run(name: str, config: str, overrides: list[str], out: Path, epochs: int | N
     bleu = [float(row["val/bleu4"]) for row in rows if row.get("val/bleu4")]
     return {"name": name, "config": config, "overrides": " ".join(overrides), "epochs": len(bleu),
             "val_bleu4": bleu, "val_drop_after_5": largest_drop(bleu), "wall_seconds": round(wall),
-            "threads": threads or torch.get_num_threads(), **score(run_dir, hard="hard" in Path(config).stem)}
+            "threads": threads or torch.get_num_threads()}
 
 
 def cell(value: float | None) -> str:
@@ -133,7 +137,7 @@ def main() -> None:
     parser.add_argument("--ablations", action="store_true", help="also run the ablation rows")
     parser.add_argument("--only", nargs="+", default=None, help="run just these rows (names above)")
     parser.add_argument("--epochs", type=int, default=None, help="override trainer.max_epochs of every run")
-    parser.add_argument("--out", type=Path, default=Path("runs/attention"))
+    parser.add_argument("--out", type=Path, default=Path("runs/shapes"))
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once, one thread each when > 1 (wall times are then not comparable)")
     args = parser.parse_args()
@@ -143,15 +147,16 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown rows {unknown}; choose from {sorted(table)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    print(f"# attention benchmark, {date.today()}, {platform.processor() or platform.machine()}, "
+    print(f"# shapes benchmark, {date.today()}, {platform.processor() or platform.machine()}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     threads = 1 if args.jobs > 1 else None
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {name: pool.submit(run, name, *table[name][:2], args.out, args.epochs, threads) for name in names}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # fits in parallel; scoring (Java inside) one at a time
+        futures = {name: pool.submit(fit, name, *table[name][:2], args.out, args.epochs, threads) for name in names}
         results = []
         for name, future in futures.items():
-            results.append(future.result())
-            (args.out / "attention.json").write_text(json.dumps(results, indent=2))
+            row = future.result()
+            results.append(row | score(args.out / name, hard="hard" in Path(row["config"]).stem))
+            (args.out / "shapes.json").write_text(json.dumps(results, indent=2))
             print(f"done {name}: {json.dumps({k: v for k, v in results[-1].items() if k != 'val_bleu4'})}", flush=True)
     print("| run | what | epochs | test BLEU-4 | attention accuracy | random location | β on nouns "
           "| argmax: accuracy | argmax: BLEU-4 | val drop after epoch 5 | wall s |")
