@@ -27,6 +27,36 @@ class NonFiniteLossError(CaptionError, FloatingPointError):
     """A NaN or infinite training loss, with model.on_nonfinite_loss: error."""
 
 
+def check_settings(
+    *, beam_size: int, max_caption_length: int, samples: int, probabilities: dict[str, float],
+    weights: dict[str, float], rates: dict[str, float],
+) -> None:
+    """ConfigError naming the `model.` key whose value cannot work, before any training or decoding."""
+    for key, value in {"beam_size": beam_size, "max_caption_length": max_caption_length, "samples": samples}.items():
+        if value < 1:
+            raise ConfigError(f"model.{key} must be >= 1, got {value}")
+    for key, value in probabilities.items():
+        if not 0 <= value <= 1:
+            raise ConfigError(f"model.{key} is a probability: it must be in [0, 1], got {value}")
+    for key, value in weights.items():
+        if not value >= 0:
+            raise ConfigError(f"model.{key} must be >= 0, got {value}")
+    for key, value in rates.items():
+        if not value > 0:
+            raise ConfigError(f"model.{key} must be > 0, got {value}")
+
+
+def vocabulary_difference(saved: list[str], built: list[str], *, shown: int = 5) -> str:
+    """How two vocabularies differ, naming words: those only in one of them, or the first word out of order."""
+    only_saved, only_built = [w for w in saved if w not in set(built)], [w for w in built if w not in set(saved)]
+    if not only_saved and not only_built:
+        index = next(i for i, (a, b) in enumerate(zip(saved, built)) if a != b)
+        return f"the same {len(saved)} words in another order: word {index} is {saved[index]!r} vs {built[index]!r}"
+    parts = [f"{len(words)} words only in the {where} ({', '.join(words[:shown])}{', ...' if len(words) > shown else ''})"
+             for words, where in ((only_saved, "checkpoint"), (only_built, "data")) if words]
+    return f"{len(saved)} vs {len(built)} words; " + "; ".join(parts)
+
+
 class CaptionModule(L.LightningModule):
     """Show, Attend and Tell as a LightningModule.
 
@@ -95,8 +125,13 @@ class CaptionModule(L.LightningModule):
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
-        if samples < 1:
-            raise ConfigError(f"model.samples must be >= 1, got {samples}")
+        check_settings(
+            beam_size=beam_size, max_caption_length=max_caption_length, samples=samples,
+            probabilities={"dropout": dropout, "semi_sampling": semi_sampling, "baseline_decay": baseline_decay},
+            weights={"alpha_c": alpha_c, "reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight,
+                     "length_penalty": length_penalty},
+            rates={"learning_rate": learning_rate, "inverse_temperature": inverse_temperature},
+        )
         if samples > 1 and attention != "hard":
             raise ConfigError("model.samples > 1 only makes sense with model.attention: hard")
         self.save_hyperparameters()
@@ -274,7 +309,7 @@ class CaptionModule(L.LightningModule):
         if hyperparameters["vocabulary"] != self.hparams.vocabulary:
             raise CheckpointError(
                 "the checkpoint's vocabulary differs from the one built from this config's data "
-                f"({len(hyperparameters['vocabulary'])} vs {len(self.hparams.vocabulary)} words): "
+                f"({vocabulary_difference(hyperparameters['vocabulary'], self.hparams.vocabulary)}): "
                 "use the config the checkpoint was trained with"
             )
         self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)
