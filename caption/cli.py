@@ -54,6 +54,25 @@ def logger_folders(logger: Any) -> list[str]:
     return [folder for folder in folders if folder]
 
 
+class CaptionArgumentParser(LightningArgumentParser):
+    """Lightning's parser, with errors in one line (no 100-line usage first) that name the config file."""
+
+    config_file: Any = None  # the config file being read, named in its errors (e.g. a YAML syntax error)
+
+    def parse_path(self, cfg_path: Any, *args: Any, **kwargs: Any) -> Any:
+        self.config_file = cfg_path
+        try:
+            return super().parse_path(cfg_path, *args, **kwargs)
+        finally:
+            self.config_file = None
+
+    def error(self, message: str, ex: Exception | None = None) -> Any:
+        if not self.exit_on_error:  # jsonargparse catches these itself
+            return super().error(message, ex)
+        where = f"config file {self.config_file}: " if self.config_file else ""
+        sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help`)")
+
+
 class CaptionCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
@@ -151,6 +170,7 @@ def run(argv: list[str] | None = None) -> None:
     CaptionCLI(
         CaptionModule,
         CaptionDataModule,
+        parser_class=CaptionArgumentParser,
         args=argv,
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
