@@ -63,10 +63,10 @@ class Evaluation:
     split: str
     beam_size: int
     scores: dict[str, float]  # METRICS names -> score, NaN when missing (METEOR without Java)
-    tokenizer: str  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
     attention_accuracy: float | None  # None when the data has no object boxes
     object_words: int  # generated words that name an object (attention accuracy's denominator)
     generated: list[Generated] = field(repr=False)
+    tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
 
     def metrics(self) -> dict[str, Any]:
         """What metrics.json holds; missing scores are null."""
@@ -187,7 +187,7 @@ def evaluate(
         accuracy, object_words = attention_accuracy(
             ((g.words, g.alpha, records[g.image_id].objects) for g in generated), image_size=image_size
         )
-    return Evaluation(split, beam_size, scores, tokenizer, accuracy, object_words, generated)
+    return Evaluation(split, beam_size, scores, accuracy, object_words, generated, tokenizer)
 
 
 def image_size_of(data: CaptionDataModule, record: ImageRecord) -> tuple[int, int]:
