@@ -219,8 +219,9 @@ def metrics_table(evaluation: Evaluation) -> str:
     if evaluation.attention_accuracy is not None:
         words = f" ({evaluation.object_words} object words)"
         rows.append((METRIC_NAMES["attention_accuracy"], format_score(evaluation.attention_accuracy) + words))
-    tokenizer = "" if evaluation.tokenizer == PTB_JAVA else f", tokenised by {evaluation.tokenizer} (no Java: not official)"
-    header = f"{evaluation.split} split, {len(evaluation.generated)} images, beam {evaluation.beam_size}{tokenizer} (%)"
+    official = "" if evaluation.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"
+    header = (f"{evaluation.split} split, {len(evaluation.generated)} images, beam {evaluation.beam_size}, "
+              f"tokenizer {evaluation.tokenizer}{official} (%)")
     width = max(len(name) for name, _ in rows)
     return "\n".join([header, *(f"  {name:<{width}}  {value}" for name, value in rows)])
 

@@ -153,7 +153,7 @@ def test_evaluate_without_java_scores_everything_but_meteor(trained, tmp_path, m
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # no `java` anywhere
     with pytest.warns(UserWarning, match="pure-Python stand-in"):
         main(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "python")])
-    assert f"tokenised by {PTB_PYTHON}" in capsys.readouterr().out
+    assert f"tokenizer {PTB_PYTHON} (no Java" in capsys.readouterr().out
     report = json.loads((tmp_path / "python" / "metrics.json").read_text())
     assert report["tokenizer"] == PTB_PYTHON and report["metrics"]["meteor"] is None
     assert len(json.loads((tmp_path / "python" / "captions.json").read_text())) == 6

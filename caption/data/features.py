@@ -19,12 +19,13 @@ several DataLoader workers: each process maps the file itself.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -238,26 +239,20 @@ def building(folder: Path) -> Iterator[None]:
         (folder / LOCK).unlink(missing_ok=True)
 
 
+def one_build_at_a_time(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """`build(folder, ...)` run on the folder checked writable (`data.features`) and claimed (`building`)."""
+
+    @functools.wraps(build)
+    def claimed(folder: str | Path, **settings: Any) -> dict[str, Any]:
+        path = writable_folder(folder, what="data.features")
+        with building(path):
+            return build(path, **settings)
+
+    return claimed
+
+
+@one_build_at_a_time
 def build_cache(
-    folder: str,
-    *,
-    encoder: nn.Module,
-    config: dict[str, Any],
-    source: ImageFileSource,
-    records: list[ImageRecord],
-    on_bad_image: str,
-    batch_size: int,
-    num_workers: int,
-    device: torch.device,
-) -> dict[str, Any]:
-    """Encode every image of `records` into `folder` (see `fill_cache`), one build at a time; returns the manifest."""
-    path = writable_folder(folder, what="data.features")
-    with building(path):
-        return fill_cache(path, encoder=encoder, config=config, source=source, records=records,
-                          on_bad_image=on_bad_image, batch_size=batch_size, num_workers=num_workers, device=device)
-
-
-def fill_cache(
     path: Path,
     *,
     encoder: nn.Module,
@@ -269,7 +264,8 @@ def fill_cache(
     num_workers: int,
     device: torch.device,
 ) -> dict[str, Any]:
-    """Encode every image of `records` into `path` (resuming an interrupted build); returns the manifest."""
+    """Encode every image of `records` into `path` (resuming an interrupted build), one build at a time;
+    returns the manifest."""
     encoder = encoder.eval().to(device)
     manifest = read_json(path / MANIFEST)
     problem = mismatch(manifest, config) if manifest else "no cache yet"
