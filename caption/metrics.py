@@ -40,21 +40,22 @@ PTB_PYTHON = "ptb-python"  # `python_ptb_tokenize`, when Java cannot run
 BRACKETS = {"(": "-lrb-", ")": "-rrb-", "[": "-lsb-", "]": "-rsb-", "{": "-lcb-", "}": "-rcb-"}
 SPLIT_WORDS = {"cannot": "can not", "gonna": "gon na", "wanna": "wan na", "gotta": "got ta"}
 PTB_TOKEN = re.compile(
-    r"""(?:[a-z]\.){2,}                            # u.s., p.m.: abbreviations keep their dots
+    r"""(?:[a-z]\.)+(?!\w)                           # u.s., p.m., initials (a.): abbreviations keep their dots
       | (?:mr|mrs|ms|dr|st|jr|sr|vs|mt|etc)\.(?!\w)  # so do titles
-      | n't | '(?:s|re|ve|ll|d|m)(?!\w)             # contractions: do n't, dog 's
+      | n't | '(?:s|re|ve|ll|d|m|n')(?!\w)           # contractions: do n't, dog 's, rock 'n' roll
       | \d+(?:[.,:]\d+)+(?!\w)                      # 3.5, 1,000, 5:30
-      | [\w@](?:[\w@+/&-]*[\w+])?                   # words, with inner hyphens and slashes: black-and-white
-      | \.{2,} | -{2,} | \S                           # punctuation, one symbol at a time
+      | [\w@](?:[\w@+/&'-]*[\w+])?                  # words, with inner hyphens, slashes, apostrophes: o'clock
+      | \.{2,} | -{2,} | [?!]{2,} | \S                # punctuation: runs of dots, dashes, ?! and single symbols
     """,
     re.VERBOSE,
 )
+CONTRACTION = re.compile(r"(?<=\w)(?:n't|'(?:s|re|ve|ll|d|m))(?!\w)|(?<=\w)'n'(?=\w)")  # split off first
 
 
 def python_ptb_caption(caption: str) -> str:
     """One caption as Stanford's PTBTokenizer (-lowerCase) followed by pycocoevalcap's punctuation removal gives it."""
     text = caption.replace("\n", " ").lower().translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
-    text = re.sub(r"(?<=\w)n't(?!\w)", " n't", text.replace('"', " ").replace("`", " "))
+    text = CONTRACTION.sub(lambda found: f" {found.group(0)} ", text.replace('"', " ").replace("`", " "))
     text = re.sub(r"\b(" + "|".join(SPLIT_WORDS) + r")\b", lambda word: SPLIT_WORDS[word.group(1)], text)
     tokens = (BRACKETS.get(token, "..." if token.startswith("..") else token) for token in PTB_TOKEN.findall(text))
     return " ".join(token for token in tokens if token not in PUNCTUATIONS)

@@ -139,7 +139,7 @@ def test_the_python_tokenizer_splits_like_the_java_one():
         "The U.S. flag, 3.5 feet... -- a $5 bill & 50% off [sic] {x} black-and-white and/or e-mail",
         "dogs' toys? yes: no! ok.", "Mr. Smith's cat isn't here.", "it's 5:30 p.m. at St. Louis",
         "a `quoted' word 'single' quotes", "a man's    bike\tis red .", "cannot gonna wanna", "C++ #1 @home hello...",
-        "A large red circle, left of a small blue square.", "",
+        "A large red circle, left of a small blue square.", "", "rock'n'roll at 5 o'clock, A. dog?! U.S.. yes!!",
     ]
     java = PTBTokenizer().tokenize({i: [{"caption": text}] for i, text in enumerate(captions)})
     assert [python_ptb_caption(text) for text in captions] == [java[i][0] for i in range(len(captions))]
@@ -206,7 +206,11 @@ def test_ctrl_c_saves_last_checkpoint(tmp_path):
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=120)
     assert "SIGINT: saved" in output and "--ckpt_path last" in output, output[-3000:]
-    assert torch.load(last, weights_only=True)["global_step"] >= 3, "no step lost"
+    step = torch.load(last, weights_only=True)["global_step"]
+    assert step >= 3, "no step lost"
+    resumed = caption("fit", *args, "--ckpt_path", "last", "--trainer.max_steps", str(step + 2), env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert torch.load(last, weights_only=True)["global_step"] == step + 2, "continues from the saved step"
 
 
 # ------------------------------------------------------------- 6, 7. bad images while training, no captions
