@@ -185,7 +185,8 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         f"# Comparison on the {split} split of {dataset or 'the data'}",
         "",
         f"{datetime.date.today().isoformat()}: {images} images, coco-caption metrics from pycocoevalcap "
-        f"({evaluations[0].tokenizer} tokenizer, BLEU-1..4, METEOR, ROUGE-L, CIDEr-D), all in %; {paper}. Attention accuracy: "
+        f"({evaluations[0].tokenizer} tokenizer, BLEU-1..4, METEOR, ROUGE-L, CIDEr-D), all in %; {paper}. "
+        "Attention accuracy: "
         "the share of generated object words whose attention peak lies inside the box of the object they name.",
         "",
         results_table(models, evaluations, dataset),

@@ -74,8 +74,8 @@ def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], 
     problem = "no `java` on the PATH" if shutil.which("java") is None else None
     if problem is None:
         try:
-            tokenized = PTBTokenizer().tokenize({key: [{"caption": c} for c in value] for key, value in captions.items()})
-            return tokenized, PTB_JAVA
+            entries = {key: [{"caption": caption} for caption in value] for key, value in captions.items()}
+            return PTBTokenizer().tokenize(entries), PTB_JAVA
         except OSError as error:
             problem = f"{error.__class__.__name__}: {error}"
     warnings.warn(f"coco-caption's PTB tokenizer cannot run ({problem}): tokenising with the pure-Python stand-in "

@@ -20,7 +20,7 @@ from caption.encoder import EncoderName, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.metrics import METRICS, score_captions
 from caption.objectives import LossTerms, MovingAverageBaseline, Reward, hard_attention_loss, soft_attention_loss
-from caption.text import Vocabulary
+from caption.text import Vocabulary, vocabulary_difference
 
 
 class NonFiniteLossError(CaptionError, FloatingPointError):
@@ -44,17 +44,6 @@ def check_settings(
     for key, value in rates.items():
         if not value > 0:
             raise ConfigError(f"model.{key} must be > 0, got {value}")
-
-
-def vocabulary_difference(saved: list[str], built: list[str], *, shown: int = 5) -> str:
-    """How two vocabularies differ, naming words: those only in one of them, or the first word out of order."""
-    only_saved, only_built = [w for w in saved if w not in set(built)], [w for w in built if w not in set(saved)]
-    if not only_saved and not only_built:
-        index = next(i for i, (a, b) in enumerate(zip(saved, built)) if a != b)
-        return f"the same {len(saved)} words in another order: word {index} is {saved[index]!r} vs {built[index]!r}"
-    parts = [f"{len(words)} words only in the {where} ({', '.join(words[:shown])}{', ...' if len(words) > shown else ''})"
-             for words, where in ((only_saved, "checkpoint"), (only_built, "data")) if words]
-    return f"{len(saved)} vs {len(built)} words; " + "; ".join(parts)
 
 
 class CaptionModule(L.LightningModule):

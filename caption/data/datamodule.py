@@ -312,11 +312,15 @@ class CaptionDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
                           persistent_workers=self.num_workers > 0)
 
+    def _images_loader(self, split: str) -> DataLoader:
+        images = Images(self.source, self.usable(split), self._cache, skip_bad=self.skip_bad)
+        return self._loader(images, self.eval_batch_size, False)
+
     def val_dataloader(self) -> DataLoader:
-        return self._loader(Images(self.source, self.usable("val"), self._cache, self.skip_bad), self.eval_batch_size, False)
+        return self._images_loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(Images(self.source, self.usable("test"), self._cache, self.skip_bad), self.eval_batch_size, False)
+        return self._images_loader("test")
 
     @property
     def skip_bad(self) -> bool:
