@@ -172,8 +172,9 @@ def evaluate(
     generated: list[Generated] = []
     with tqdm(total=len(records), desc=description, unit="image") as progress:
         for batch in loader:
-            generated.extend(generate(module, batch, beam_size=beam_size))
+            generated.extend(generate(module, data.count_skipped(batch), beam_size=beam_size))
             progress.update(len(batch["image_id"]))
+    data.report_skipped()
     if out is not None:
         write_captions(generated, out)
     scores, tokenizer = coco_scores(

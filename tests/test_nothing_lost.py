@@ -214,21 +214,23 @@ def test_ctrl_c_saves_last_checkpoint(tmp_path):
 
 
 # ------------------------------------------------------------- 6, 7. bad images while training, no captions
-def dataset_with_a_truncated_image_and_an_uncaptioned_one(root: Path) -> tuple[Path, str, int]:
-    """Flickr-style data: one train JPEG cut at 90% (its header is fine), one val image with no sentences."""
+def dataset_with_truncated_images_and_an_uncaptioned_one(root: Path) -> tuple[Path, list[Path], int]:
+    """Flickr-style data: a train and a test JPEG cut at 90% (their headers are fine), a val image with no
+    sentences. Returns the dataset file, the truncated images and the uncaptioned image's id."""
     annotations = karpathy_dataset(root, coco=False)
     data = json.loads(annotations.read_text())
-    train, val = (next(e for e in data["images"] if e["split"] == split) for split in ("train", "val"))
-    image = root / "images" / train["filename"]
-    image.write_bytes(image.read_bytes()[: int(0.9 * image.stat().st_size)])
+    train, val, test = (next(e for e in data["images"] if e["split"] == split) for split in ("train", "val", "test"))
+    truncated = [root / "images" / entry["filename"] for entry in (train, test)]
+    for image in truncated:
+        image.write_bytes(image.read_bytes()[: int(0.9 * image.stat().st_size)])
     val["sentences"] = []
     annotations.write_text(json.dumps(data))
-    return annotations, train["filename"], val["imgid"]
+    return annotations, truncated, val["imgid"]
 
 
 @pytest.mark.slow
 def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_ones_named(tmp_path):
-    annotations, truncated, uncaptioned = dataset_with_a_truncated_image_and_an_uncaptioned_one(tmp_path)
+    annotations, (train, test), uncaptioned = dataset_with_truncated_images_and_an_uncaptioned_one(tmp_path)
     run = tmp_path / "run"
     args = [
         "fit", "--config", str(REPO / "configs" / "shapes_soft.yaml"), "--trainer.max_epochs", "1",
@@ -243,15 +245,20 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
     ]
     stopped = caption(*args)
     assert stopped.returncode != 0
-    one_line_error(stopped.stderr, truncated, "data.max_skipped_share=0.01")
+    one_line_error(stopped.stderr, str(train), "data.max_skipped_share=0.01")
 
-    done = caption(*args, "--data.max_skipped_share", "0.2")
+    done = caption(*args, "--data.max_skipped_share", "0.3")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
-    assert f"skipping {tmp_path / 'images' / truncated}" in output
-    assert "skipped 1 images that failed while loading" in output and "test/bleu4" in output
+    assert f"skipping {train}" in output and f"skipping {test}" in output and "test/bleu4" in output
+    assert "skipped 2 images that failed while loading" in output, "listed at the end"
     assert f"left out 1 val images without a usable caption (ids {uncaptioned})" in output
     assert "the val set is not the full split" in output
+
+    evaluated = caption("evaluate", "--ckpt", str(best(run)), "--out", str(tmp_path / "eval"))
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert f"skipping {test}" in evaluated.stderr
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["images"] == 1, "2 test images, 1 bad"
 
 
 # ----------------------------------------------------------------------- 8. smaller

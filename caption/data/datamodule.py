@@ -328,6 +328,12 @@ class CaptionDataModule(L.LightningDataModule):
         return self.on_bad_image == "skip"
 
     def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
+        return self.count_skipped(batch)
+
+    def teardown(self, stage: str) -> None:
+        self.report_skipped()
+
+    def count_skipped(self, batch: dict[str, Any]) -> dict[str, Any]:
         """Count the images `collate` left out because they failed to load; stop past `max_skipped_share`."""
         new = [bad for bad in batch.pop("bad_images", []) if bad.image_id not in self.failed]
         for bad in new:
@@ -342,7 +348,7 @@ class CaptionDataModule(L.LightningDataModule):
             )
         return batch
 
-    def teardown(self, stage: str) -> None:
+    def report_skipped(self) -> None:
         """List, at the end, the images that failed while loading and were skipped."""
         if self.failed:
             rank_zero_warn(f"skipped {len(self.failed)} images that failed while loading (data.on_bad_image: skip): "
