@@ -24,6 +24,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from caption.errors import ConfigError
 from caption.outputs import cannot_write
 from caption.text import Vocabulary
 
@@ -42,7 +43,7 @@ class PeriodicCheckpoint(Callback):
     def __init__(self, every_n_train_steps: int = 1000):
         super().__init__()
         if every_n_train_steps < 0:
-            raise ValueError(f"periodic_checkpoint.every_n_train_steps must be >= 0, got {every_n_train_steps}")
+            raise ConfigError(f"periodic_checkpoint.every_n_train_steps must be >= 0, got {every_n_train_steps}")
         self.every_n_train_steps = every_n_train_steps
         self._saved_step = -1
 

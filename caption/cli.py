@@ -27,7 +27,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from caption import compare, describe, evaluate
 from caption.allocator import keep_freed_memory
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     keep_freed_memory()  # CPU steps reuse freed memory instead of page-faulting it again (caption.allocator)
     try:
         run(argv)
-    except CaptionError as error:
-        sys.exit(f"caption: error: {error}")
+    except (CaptionError, MisconfigurationException) as error:  # Lightning's name the trainer setting
+        sys.exit(f"caption: error: {' '.join(str(error).split())}")
     except OSError as error:  # a write or read the project's own checks did not foresee: name the file
         if error.filename is None:
             raise

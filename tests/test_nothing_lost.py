@@ -166,12 +166,15 @@ def test_evaluate_without_java_scores_everything_but_meteor(trained, tmp_path, m
 
 # ----------------------------------------------------------------------- 3. settings checked first
 @pytest.mark.parametrize("key, value, says", [
-    ("beam_size", "0", "must be >= 1"), ("max_caption_length", "0", "must be >= 1"),
-    ("dropout", "1.5", "in [0, 1]"), ("alpha_c", "-1", "must be >= 0"), ("learning_rate", "0", "must be > 0"),
+    ("model.beam_size", "0", "must be >= 1"), ("model.max_caption_length", "0", "must be >= 1"),
+    ("model.dropout", "1.5", "in [0, 1]"), ("model.alpha_c", "-1", "must be >= 0"),
+    ("model.learning_rate", "0", "must be > 0"), ("data.max_length", "0", "must be >= 1"),
+    ("data.max_skipped_share", "2", "in [0, 1]"), ("periodic_checkpoint.every_n_train_steps", "-1", "must be >= 0"),
+    ("trainer.max_epochs", "-5", "non-negative"),
 ])
 def test_bad_settings_stop_fit_before_training(tmp_path, key, value, says):
-    line = failed(["fit", *fit_args(tmp_path / "run", f"--model.{key}", value)])
-    assert f"model.{key}" in line and says in line and value in line
+    line = failed(["fit", *fit_args(tmp_path / "run", f"--{key}", value)])
+    assert key.split(".")[-1] in line and says in line and value in line
     assert not list((tmp_path / "run").rglob("*.ckpt"))
 
 

@@ -201,8 +201,11 @@ class CaptionDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         if not isinstance(self.hparams["source"], dict):
             self.save_hyperparameters(ignore="source")
-        if batch_size < 1 or eval_batch_size < 1:
-            raise ConfigError("data.batch_size and data.eval_batch_size must be >= 1")
+        at_least = {"batch_size": (batch_size, 1), "eval_batch_size": (eval_batch_size, 1), "max_length": (max_length, 1),
+                    "min_count": (min_count, 1), "max_vocab_size": (max_vocab_size or 1, 1), "num_workers": (num_workers, 0)}
+        for key, (value, least) in at_least.items():
+            if value < least:
+                raise ConfigError(f"data.{key} must be >= {least}, got {value}")
         if not 0 <= max_skipped_share <= 1:
             raise ConfigError(f"data.max_skipped_share is a share: it must be in [0, 1], got {max_skipped_share}")
         self.source = source
