@@ -35,7 +35,7 @@ from caption.callbacks import LAST, PeriodicCheckpoint
 from caption.checkpoints import SafeCheckpointIO, read_checkpoint
 from caption.data import features
 from caption.data.datamodule import CaptionDataModule
-from caption.errors import CaptionError
+from caption.errors import CaptionError, CheckpointError
 from caption.module import CaptionModule
 from caption.outputs import writable_folder
 
@@ -117,8 +117,10 @@ class CaptionCLI(LightningCLI):
         self.check_output_folders(config)
         self.apply_decoding_overrides(config)
         if config.get("ckpt_path") == "last" and not os.path.isfile(os.path.join(config.checkpoint.dirpath, LAST)):
-            rank_zero_warn(f"--ckpt_path last: there is no {LAST} in {config.checkpoint.dirpath} yet, so this run "
-                           "starts from scratch")
+            missing = f"--ckpt_path last: there is no {LAST} in {config.checkpoint.dirpath}"
+            if self.subcommand != "fit":
+                raise CheckpointError(f"{missing}: pass the checkpoint to use, or the run's trainer.default_root_dir")
+            rank_zero_warn(f"{missing} yet, so this run starts from scratch")
             config.ckpt_path = None
 
     @staticmethod

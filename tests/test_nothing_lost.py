@@ -271,6 +271,11 @@ def test_ckpt_path_last_without_a_checkpoint_says_it_starts_from_scratch(trained
     assert "save_last" not in output
 
 
+def test_caption_test_refuses_ckpt_path_last_without_a_checkpoint(tmp_path):
+    line = failed(["test", *fit_args(tmp_path / "run", "--ckpt_path", "last")])
+    assert f"there is no last.ckpt in {tmp_path / 'run' / 'checkpoints'}" in line
+
+
 def test_random_bytes_are_not_called_a_code_running_pickle(tmp_path):
     (tmp_path / "random.ckpt").write_bytes(os.urandom(4096))
     line = failed(["evaluate", "--ckpt", str(tmp_path / "random.ckpt"), "--out", str(tmp_path / "out")])
