@@ -39,8 +39,9 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"({found.group(0)}), so loading it could run code. Use a checkpoint written by `caption fit`; "
             "never load this file with weights_only=False unless you made it yourself"
         ) from None
-    except (EOFError, KeyError, RuntimeError) as error:
-        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): {error}") from None
+    except (EOFError, KeyError, RuntimeError, IndexError, ValueError) as error:  # what bytes that are no pickle raise
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): "
+                              f"{error.__class__.__name__}: {' '.join(str(error).split())}") from None
     if not isinstance(checkpoint, dict) or "vocabulary" not in checkpoint.get("hyper_parameters", {}):
         raise CheckpointError(
             f"{path}: not a checkpoint of this project (no vocabulary in its hyperparameters): it was not written "
