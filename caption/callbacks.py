@@ -6,12 +6,14 @@ pre-empted continues with `--ckpt_path last` and loses at most the steps since t
     caption fit --config configs/shapes_soft.yaml --periodic_checkpoint.every_n_train_steps 500
     caption fit --config configs/shapes_soft.yaml --ckpt_path last        # after a crash or pre-emption
 
+Ctrl-C (SIGINT) saves `last.ckpt` like SIGTERM before the run stops; a second Ctrl-C stops at once.
 `last.ckpt` is written next to the best checkpoints (the `checkpoint:` ModelCheckpoint's folder,
 `<trainer.default_root_dir>/checkpoints` in the CLI), which is where Lightning's `ckpt_path="last"`
 looks. The best-on-validation-BLEU-4 checkpoints stay the ModelCheckpoint's job.
 """
 
 import os
+import signal
 import time
 from typing import Any
 
@@ -22,6 +24,8 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from caption.errors import ConfigError
+from caption.outputs import cannot_write
 from caption.text import Vocabulary
 
 LAST = "last.ckpt"
@@ -29,7 +33,8 @@ LAST = "last.ckpt"
 
 class PeriodicCheckpoint(Callback):
     """Writes `last.ckpt` every N optimizer steps, after every validation, at the end of training, and
-    when the run receives SIGTERM (Lightning stops after the current batch; this saves before it exits).
+    when the run receives SIGTERM (Lightning stops after the current batch; this saves before it exits)
+    or SIGINT (Ctrl-C: saved where the run stopped; a second Ctrl-C during the save stops at once).
 
     Args:
         every_n_train_steps: save every this many optimizer steps (0: only at validation, end and SIGTERM).
@@ -38,7 +43,7 @@ class PeriodicCheckpoint(Callback):
     def __init__(self, every_n_train_steps: int = 1000):
         super().__init__()
         if every_n_train_steps < 0:
-            raise ValueError(f"periodic_checkpoint.every_n_train_steps must be >= 0, got {every_n_train_steps}")
+            raise ConfigError(f"periodic_checkpoint.every_n_train_steps must be >= 0, got {every_n_train_steps}")
         self.every_n_train_steps = every_n_train_steps
         self._saved_step = -1
 
@@ -54,9 +59,16 @@ class PeriodicCheckpoint(Callback):
         self._save(trainer)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        if isinstance(exception, SIGTERMException) and trainer.state.fn == TrainerFn.FITTING:
-            path = self._save(trainer)
-            rank_zero_info(f"SIGTERM: saved {path} at global step {trainer.global_step}; resume with --ckpt_path last")
+        if trainer.state.fn != TrainerFn.FITTING:
+            return
+        if isinstance(exception, KeyboardInterrupt):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Lightning ignores further Ctrl-C: let one stop the save
+            rank_zero_info(f"SIGINT: saving {self.path(trainer)} (press Ctrl-C again to stop without saving)")
+        elif not isinstance(exception, SIGTERMException):
+            return
+        path = self._save(trainer)
+        name = "SIGINT" if isinstance(exception, KeyboardInterrupt) else "SIGTERM"
+        rank_zero_info(f"{name}: saved {path} at global step {trainer.global_step}; resume with --ckpt_path last")
 
     @staticmethod
     def path(trainer: L.Trainer) -> str:
@@ -70,7 +82,10 @@ class PeriodicCheckpoint(Callback):
         if trainer.fast_dev_run or trainer.global_step in (0, self._saved_step):
             return path
         # the full state (optimizer, loops, callbacks) for resuming; every rank calls it, rank 0 writes atomically
-        trainer.save_checkpoint(path, weights_only=False)
+        try:
+            trainer.save_checkpoint(path, weights_only=False)
+        except OSError as error:
+            raise cannot_write(path, error, what="checkpoint") from None
         self._saved_step = trainer.global_step
         return path
 

@@ -31,17 +31,17 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
-        if "weights only" not in str(error).lower():
-            raise CheckpointError(f"{path}: not a PyTorch checkpoint ({error})") from None
         found = re.search(r"unsupported global[^\n]*", str(error), flags=re.IGNORECASE)
+        if found is None:  # not a pickle that asks for code: random bytes, another format
+            raise CheckpointError(f"{path}: not a PyTorch checkpoint (corrupt, or another kind of file)") from None
         raise CheckpointError(
             f"{path}: refused to load: its pickle asks for more than tensors and plain values "
-            f"({found.group(0) if found else 'an object weights_only=True does not allow'}), so loading it could "
-            "run code. Use a checkpoint written by `caption fit`; never load this file with weights_only=False "
-            "unless you made it yourself"
+            f"({found.group(0)}), so loading it could run code. Use a checkpoint written by `caption fit`; "
+            "never load this file with weights_only=False unless you made it yourself"
         ) from None
-    except (EOFError, KeyError, RuntimeError) as error:
-        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): {error}") from None
+    except (EOFError, KeyError, RuntimeError, IndexError, ValueError) as error:  # what bytes that are no pickle raise
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): "
+                              f"{error.__class__.__name__}: {' '.join(str(error).split())}") from None
     if not isinstance(checkpoint, dict) or "vocabulary" not in checkpoint.get("hyper_parameters", {}):
         raise CheckpointError(
             f"{path}: not a checkpoint of this project (no vocabulary in its hyperparameters): it was not written "

@@ -11,7 +11,9 @@ The best checkpoint is chosen on validation BLEU-4 (the paper's model selection)
 kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the end and on SIGTERM), both in
 `<trainer.default_root_dir>/checkpoints`, so a killed or pre-empted run continues with
 `caption fit ... --ckpt_path last`. After `fit`, the best checkpoint is evaluated on the test split.
-Checkpoints are always loaded with weights_only=True (`caption.checkpoints`).
+Checkpoints are always loaded with weights_only=True (`caption.checkpoints`). Output folders are
+created and checked writable before any work (`caption.outputs`); decoding settings given on the
+command line (`--model.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
 """
 
 import os
@@ -25,16 +27,51 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
 from lightning.pytorch.plugins.io import CheckpointIO
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from caption import compare, describe, evaluate
 from caption.allocator import keep_freed_memory
-from caption.callbacks import PeriodicCheckpoint
+from caption.callbacks import LAST, PeriodicCheckpoint
 from caption.checkpoints import SafeCheckpointIO, read_checkpoint
 from caption.data import features
 from caption.data.datamodule import CaptionDataModule
-from caption.errors import CaptionError
+from caption.errors import CaptionError, CheckpointError
 from caption.module import CaptionModule
+from caption.outputs import writable_folder
+
+DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settings that only change decoding
+
+
+def given_on_command_line(args: list[str], key: str) -> bool:
+    """Whether `--key value` or `--key=value` is among the command-line `args`."""
+    return any(arg == f"--{key}" or arg.startswith(f"--{key}=") for arg in args)
+
+
+def logger_folders(logger: Any) -> list[str]:
+    """The `save_dir` of each logger in the trainer's `logger:` setting (one, a list, or none)."""
+    loggers = logger if isinstance(logger, list) else [logger]
+    folders = [getattr(getattr(item, "init_args", None), "save_dir", None) for item in loggers]
+    return [folder for folder in folders if folder]
+
+
+class CaptionArgumentParser(LightningArgumentParser):
+    """Lightning's parser, with errors in one line (no 100-line usage first) that name the config file."""
+
+    config_file: Any = None  # the config file being read, named in its errors (e.g. a YAML syntax error)
+
+    def parse_path(self, cfg_path: Any, *args: Any, **kwargs: Any) -> Any:
+        self.config_file = cfg_path
+        try:
+            return super().parse_path(cfg_path, *args, **kwargs)
+        finally:
+            self.config_file = None
+
+    def error(self, message: str, ex: Exception | None = None) -> Any:
+        if not self.exit_on_error:  # jsonargparse catches these itself
+            return super().error(message, ex)
+        where = f"config file {self.config_file}: " if self.config_file else ""
+        sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help`)")
 
 
 def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
@@ -74,6 +111,12 @@ class CaptionCLI(LightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt_path and Path(ckpt_path).is_file():
             read_checkpoint(ckpt_path)
+        # Lightning then overwrites the model settings with the checkpoint's: keep the decoding ones given here
+        command_line = sys.argv[1:] if args is None else list(args)
+        self.decoding_overrides = {
+            key: self.config[subcommand].model[key] for key in DECODING
+            if subcommand and given_on_command_line(command_line, f"model.{key}")
+        }
 
     def before_instantiate_classes(self) -> None:
         """Checkpoints go to <default_root_dir>/checkpoints, not the logger's new version folder of each
@@ -82,6 +125,31 @@ class CaptionCLI(LightningCLI):
         if config.checkpoint.dirpath is None:
             root = config.trainer.default_root_dir or os.getcwd()
             config.checkpoint.dirpath = os.path.join(root, "checkpoints")
+        if self.subcommand is None:
+            return
+        self.check_output_folders(config)
+        self.apply_decoding_overrides(config)
+        if config.get("ckpt_path") == "last" and not os.path.isfile(os.path.join(config.checkpoint.dirpath, LAST)):
+            missing = f"--ckpt_path last: there is no {LAST} in {config.checkpoint.dirpath}"
+            if self.subcommand != "fit":
+                raise CheckpointError(f"{missing}: pass the checkpoint to use, or the run's trainer.default_root_dir")
+            rank_zero_warn(f"{missing} yet, so this run starts from scratch")
+            config.ckpt_path = None
+
+    @staticmethod
+    def check_output_folders(config: Any) -> None:
+        """Create every folder the run writes to and check it is writable, before any work starts."""
+        writable_folder(config.trainer.default_root_dir or os.getcwd(), what="trainer.default_root_dir")
+        writable_folder(config.checkpoint.dirpath, what="checkpoint.dirpath")
+        for folder in logger_folders(config.trainer.logger):
+            writable_folder(folder, what="trainer.logger's save_dir")
+
+    def apply_decoding_overrides(self, config: Any) -> None:
+        """Decoding settings given on the command line win over the checkpoint's, and say so."""
+        for key, value in self.decoding_overrides.items():
+            if config.model[key] != value:
+                rank_zero_info(f"model.{key}: {value} from the command line, not the checkpoint's {config.model[key]}")
+                config.model[key] = value
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors)."""
@@ -117,6 +185,7 @@ def run(argv: list[str] | None = None) -> None:
     CaptionCLI(
         CaptionModule,
         CaptionDataModule,
+        parser_class=CaptionArgumentParser,
         args=argv,
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
@@ -127,8 +196,12 @@ def main(argv: list[str] | None = None) -> None:
     keep_freed_memory()  # CPU steps reuse freed memory instead of page-faulting it again (caption.allocator)
     try:
         run(argv)
-    except CaptionError as error:
-        sys.exit(f"caption: error: {error}")
+    except (CaptionError, MisconfigurationException) as error:  # Lightning's name the trainer setting
+        sys.exit(f"caption: error: {' '.join(str(error).split())}")
+    except OSError as error:  # a write or read the project's own checks did not foresee: name the file
+        if error.filename is None:
+            raise
+        sys.exit(f"caption: error: {error.filename}: {error.strerror or error}")
     except SIGTERMException:  # stopped (pre-empted) after saving last.ckpt: not finished, resumable
         sys.exit(TERMINATED)
 

@@ -28,9 +28,8 @@ from matplotlib.figure import Figure
 from caption.checkpoints import load_module, read_checkpoint
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import object_for_word
-from caption.data.images import BadImageError
 from caption.describe import normalization
-from caption.errors import CaptionError, ConfigError
+from caption.errors import ConfigError
 from caption.evaluate import (
     METRIC_NAMES,
     Evaluation,
@@ -44,6 +43,7 @@ from caption.evaluate import (
 )
 from caption.metrics import METRICS
 from caption.module import CaptionModule
+from caption.outputs import save_figure, writable_folder, write_text
 from caption.visualize import Overlay, comparison_figure, to_uint8
 
 # Xu et al. (2015), Table 1: BLEU-1, BLEU-2, BLEU-3, BLEU-4, METEOR in %, as printed.
@@ -177,7 +177,7 @@ def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: Ca
         figure = comparison_figure(overlays)
         figure.suptitle(f"image {record.image_id} ({split})")
         paths.append(out / f"overlays-{record.image_id}.png")
-        figure.savefig(paths[-1], dpi=100)
+        save_figure(figure, paths[-1])
     return paths
 
 
@@ -190,7 +190,8 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         f"# Comparison on the {split} split of {dataset or 'the data'}",
         "",
         f"{datetime.date.today().isoformat()}: {images} images, coco-caption metrics from pycocoevalcap "
-        f"(PTB tokenizer, BLEU-1..4, METEOR, ROUGE-L, CIDEr-D), all in %; {paper}. Attention accuracy: "
+        f"({evaluations[0].tokenizer} tokenizer, BLEU-1..4, METEOR, ROUGE-L, CIDEr-D), all in %; {paper}. "
+        "Attention accuracy: "
         "the share of generated object words whose attention peak lies inside the box of the object they name.",
         "",
         results_table(models, evaluations, dataset),
@@ -211,7 +212,7 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
             f"beam {evaluation.beam_size}{words}); metrics and captions in `{model.name}/`"
         )
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text(path, "\n".join(lines) + "\n")
     return path
 
 
@@ -235,39 +236,36 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
-    try:
-        paths = [find_checkpoint(path) for path in args.models]
-        contents = [read_checkpoint(path) for path in paths]
-        modules = [load_module(path, content).to(pick_device(args.device)) for path, content in zip(paths, contents)]
-        names = model_names(modules, args.names)
-        models = [
-            Model(name, path, module, content.get("datamodule_hyper_parameters", {}).get("source"),
-                  find_metrics_csv(given, path))
-            for name, path, module, content, given in zip(names, paths, modules, contents, args.models)
-        ]
-        settings, origin = data_config(contents[0], paths[0], args.config)
-        for model in models[1:]:
-            if args.config is None and model.source is not None and model.source != settings["source"]:
-                warnings.warn(f"{model.name} was trained on other data than {models[0].name}; "
-                              "all are evaluated on the latter")
-        data = build_data(settings, origin)
-        if args.batch_size is not None:
-            data.eval_batch_size = args.batch_size
-        args.out.mkdir(parents=True, exist_ok=True)
-        evaluations = []
-        for model in models:
-            evaluation = evaluate(model.module, data, split=args.split, beam_size=args.beam_size,
-                                  meteor_timeout=args.meteor_timeout, description=model.name)
-            write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
-            evaluations.append(evaluation)
-        figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)
-    except (CaptionError, BadImageError) as error:
-        parser.error(str(error))
+    writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
+    paths = [find_checkpoint(path) for path in args.models]
+    contents = [read_checkpoint(path) for path in paths]
+    modules = [load_module(path, content).to(pick_device(args.device)) for path, content in zip(paths, contents)]
+    names = model_names(modules, args.names)
+    models = [
+        Model(name, path, module, content.get("datamodule_hyper_parameters", {}).get("source"),
+              find_metrics_csv(given, path))
+        for name, path, module, content, given in zip(names, paths, modules, contents, args.models)
+    ]
+    settings, origin = data_config(contents[0], paths[0], args.config)
+    for model in models[1:]:
+        if args.config is None and model.source is not None and model.source != settings["source"]:
+            warnings.warn(f"{model.name} was trained on other data than {models[0].name}; "
+                          "all are evaluated on the latter")
+    data = build_data(settings, origin)
+    if args.batch_size is not None:
+        data.eval_batch_size = args.batch_size
+    evaluations = []
+    for model in models:
+        evaluation = evaluate(model.module, data, split=args.split, beam_size=args.beam_size,
+                              meteor_timeout=args.meteor_timeout, description=model.name, out=args.out / model.name)
+        write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
+        evaluations.append(evaluation)
+    figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)
     curves = curves_figure(models)
     curves_path = None
     if curves is not None:
         curves_path = args.out / "curves.png"
-        curves.savefig(curves_path, dpi=100)
+        save_figure(curves, curves_path)
     dataset = args.dataset or dataset_name(settings)
     report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
                           curves=curves_path, out=args.out)

@@ -28,9 +28,10 @@ from torchvision.transforms.functional import pil_to_tensor
 from caption.checkpoints import load_module, read_checkpoint
 from caption.data.images import BadImageError, image_transform, read_rgb
 from caption.data.shapes import PIXEL_MEAN, PIXEL_STD
-from caption.errors import CaptionError, ConfigError
+from caption.errors import ConfigError
 from caption.evaluate import Generated, generate, pick_device, positive_int
 from caption.module import CaptionModule
+from caption.outputs import save_figure, writable_folder, write_text
 from caption.visualize import Overlay, overlay_figure, to_uint8
 
 IMAGE_EXTENSIONS = frozenset(Image.registered_extensions())  # ".jpg", ".png", ... every format Pillow reads
@@ -135,7 +136,7 @@ def describe(
     `source` and `image_size` choose the input transform (see `input_transform`).
     """
     transform, (mean, std) = input_transform(module, source, image_size), normalization(module)
-    out.mkdir(parents=True, exist_ok=True)
+    writable_folder(out, what="output")
     described: list[tuple[Path, Generated, Path]] = []
     taken: set[str] = set()
     for batch in batches(files, batch_size):
@@ -146,7 +147,7 @@ def describe(
             figure_path = out / f"{unique_name(path.stem, taken)}.{figure_format}"
             overlay = Overlay(to_uint8(pixels, mean, std), caption.words, caption.alpha, caption.beta, caption.location,
                               title=caption.caption, label=path.name)
-            overlay_figure(overlay, columns=columns).savefig(figure_path, dpi=100)
+            save_figure(overlay_figure(overlay, columns=columns), figure_path)
             described.append((path, caption, figure_path))
             print(f"{path}: {caption.caption}", flush=True)
     return described
@@ -168,17 +169,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--format", default="png", choices=("png", "pdf", "svg", "jpg"), help="figure format")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default: auto)")
     args = parser.parse_args(argv)
-    try:
-        checkpoint = read_checkpoint(args.ckpt)
-        module = load_module(args.ckpt, checkpoint).to(pick_device(args.device))
-        described = describe(
-            module, image_files(args.inputs), out=args.out, beam_size=args.beam_size, image_size=args.image_size,
-            source=checkpoint.get("datamodule_hyper_parameters", {}).get("source"),
-            batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
-        )
-    except (CaptionError, BadImageError) as error:
-        parser.error(str(error))
+    writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
+    checkpoint = read_checkpoint(args.ckpt)
+    module = load_module(args.ckpt, checkpoint).to(pick_device(args.device))
+    described = describe(
+        module, image_files(args.inputs), out=args.out, beam_size=args.beam_size, image_size=args.image_size,
+        source=checkpoint.get("datamodule_hyper_parameters", {}).get("source"),
+        batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
+    )
     captions = [{"file": str(path), "caption": generated.caption, "figure": str(figure)}
                 for path, generated, figure in described]
-    (args.out / "captions.json").write_text(json.dumps(captions, indent=1) + "\n", encoding="utf-8")
+    write_text(args.out / "captions.json", json.dumps(captions, indent=1) + "\n")
     print(f"wrote {len(described)} figures and captions.json to {args.out}")

@@ -7,7 +7,9 @@ scorers after its PTB tokenizer has tokenised generated and reference captions a
 METEOR, ROUGE-L, CIDEr-D). On data with object boxes (the built-in data) the attention accuracy is
 added: the share of object words whose attention peak lies inside the named object's box.
 
-Writes DIR/metrics.json and DIR/captions.json (the COCO results format, [{"image_id", "caption"}]).
+Writes DIR/captions.json (the COCO results format, [{"image_id", "caption"}]) as soon as the split is
+decoded, then DIR/metrics.json, which also names the tokenizer: coco-caption's PTB tokenizer (Java),
+or its pure-Python stand-in without Java. DIR is created and checked writable before any work.
 The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
 `--config`, a YAML file with a `data:` section such as the training config.
 """
@@ -27,11 +29,11 @@ from tqdm import tqdm
 
 from caption.checkpoints import load_module, read_checkpoint
 from caption.data.datamodule import CaptionDataModule
-from caption.data.images import BadImageError
 from caption.data.records import ImageRecord
-from caption.errors import CaptionError, ConfigError
-from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, coco_scores
+from caption.errors import ConfigError
+from caption.metrics import METRICS, PTB_JAVA, attention_accuracy, chance_attention_accuracy, coco_scores
 from caption.module import CaptionModule
+from caption.outputs import writable_folder, write_text
 
 METRIC_NAMES = {
     "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4",
@@ -66,6 +68,7 @@ class Evaluation:
     object_words: int  # generated words that name an object (attention accuracy's denominator)
     generated: list[Generated] = field(repr=False)
     attention_accuracy_chance: float | None = None  # the same words, a uniformly random location
+    tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
 
     def metrics(self) -> dict[str, Any]:
         """What metrics.json holds; missing scores are null."""
@@ -77,6 +80,7 @@ class Evaluation:
             "split": self.split,
             "beam_size": self.beam_size,
             "images": len(self.generated),
+            "tokenizer": self.tokenizer,
             "object_words": self.object_words,
             "metrics": {name: None if math.isnan(value) else value for name, value in scores.items()},
         }
@@ -158,8 +162,12 @@ def evaluate(
     beam_size: int | None = None,
     meteor_timeout: float = 120.0,
     description: str = "decoding",
+    out: Path | None = None,
 ) -> Evaluation:
-    """Caption every image of `split` in batches and score the captions against the raw references."""
+    """Caption every image of `split` in batches and score the captions against the raw references.
+
+    With `out`, the captions are written to out/captions.json before scoring, so they survive a failure there.
+    """
     beam_size = module.hparams.beam_size if beam_size is None else beam_size
     data.setup("test" if split == "test" else "validate")
     loader = data.test_dataloader() if split == "test" else data.val_dataloader()
@@ -167,9 +175,12 @@ def evaluate(
     generated: list[Generated] = []
     with tqdm(total=len(records), desc=description, unit="image") as progress:
         for batch in loader:
-            generated.extend(generate(module, batch, beam_size=beam_size))
+            generated.extend(generate(module, data.count_skipped(batch), beam_size=beam_size))
             progress.update(len(batch["image_id"]))
-    scores = coco_scores(
+    data.report_skipped()
+    if out is not None:
+        write_captions(generated, out)
+    scores, tokenizer = coco_scores(
         {g.image_id: g.caption for g in generated},
         {g.image_id: list(records[g.image_id].references) for g in generated},
         meteor_timeout=meteor_timeout,
@@ -180,7 +191,7 @@ def evaluate(
         boxed = [(g.words, g.alpha, records[g.image_id].objects) for g in generated]
         accuracy, object_words = attention_accuracy(boxed, image_size=image_size)
         chance = chance_attention_accuracy(boxed, image_size=image_size)
-    return Evaluation(split, beam_size, scores, accuracy, object_words, generated, chance)
+    return Evaluation(split, beam_size, scores, accuracy, object_words, generated, chance, tokenizer)
 
 
 def image_size_of(data: CaptionDataModule, record: ImageRecord) -> tuple[int, int]:
@@ -189,12 +200,16 @@ def image_size_of(data: CaptionDataModule, record: ImageRecord) -> tuple[int, in
     return int(height), int(width)
 
 
+def write_captions(generated: list[Generated], out: Path) -> None:
+    """DIR/captions.json, in the COCO results format."""
+    results = [{"image_id": g.image_id, "caption": g.caption} for g in generated]
+    write_text(writable_folder(out, what="output") / "captions.json", json.dumps(results, indent=1) + "\n")
+
+
 def write_evaluation(evaluation: Evaluation, out: Path, **about: Any) -> None:
     """DIR/metrics.json (with `about`, e.g. the checkpoint) and DIR/captions.json (COCO results format)."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps({**about, **evaluation.metrics()}, indent=2) + "\n", encoding="utf-8")
-    results = [{"image_id": g.image_id, "caption": g.caption} for g in evaluation.generated]
-    (out / "captions.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    write_captions(evaluation.generated, out)
+    write_text(out / "metrics.json", json.dumps({**about, **evaluation.metrics()}, indent=2) + "\n")
 
 
 def format_score(value: float | None) -> str:
@@ -209,7 +224,9 @@ def metrics_table(evaluation: Evaluation) -> str:
         words = f" ({evaluation.object_words} object words)"
         rows.append((METRIC_NAMES["attention_accuracy"], format_score(evaluation.attention_accuracy) + words))
         rows.append((METRIC_NAMES["attention_accuracy_chance"], format_score(evaluation.attention_accuracy_chance)))
-    header = f"{evaluation.split} split, {len(evaluation.generated)} images, beam {evaluation.beam_size} (%)"
+    official = "" if evaluation.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"
+    header = (f"{evaluation.split} split, {len(evaluation.generated)} images, beam {evaluation.beam_size}, "
+              f"tokenizer {evaluation.tokenizer}{official} (%)")
     width = max(len(name) for name, _ in rows)
     return "\n".join([header, *(f"  {name:<{width}}  {value}" for name, value in rows)])
 
@@ -229,17 +246,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default: auto)")
     parser.add_argument("--meteor-timeout", type=float, default=120.0, help="seconds before METEOR counts as missing")
     args = parser.parse_args(argv)
-    try:
-        checkpoint = read_checkpoint(args.ckpt)
-        module = load_module(args.ckpt, checkpoint).to(pick_device(args.device))
-        data = build_data(*data_config(checkpoint, args.ckpt, args.config))
-        if args.batch_size is not None:
-            data.eval_batch_size = args.batch_size
-        evaluation = evaluate(
-            module, data, split=args.split, beam_size=args.beam_size, meteor_timeout=args.meteor_timeout
-        )
-    except (CaptionError, BadImageError) as error:
-        parser.error(str(error))
+    writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
+    checkpoint = read_checkpoint(args.ckpt)
+    module = load_module(args.ckpt, checkpoint).to(pick_device(args.device))
+    data = build_data(*data_config(checkpoint, args.ckpt, args.config))
+    if args.batch_size is not None:
+        data.eval_batch_size = args.batch_size
+    evaluation = evaluate(
+        module, data, split=args.split, beam_size=args.beam_size, meteor_timeout=args.meteor_timeout, out=args.out
+    )
     write_evaluation(evaluation, args.out, checkpoint=str(args.ckpt))
     print(metrics_table(evaluation))
     print(f"wrote {args.out / 'metrics.json'} and {args.out / 'captions.json'}")

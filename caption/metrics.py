@@ -4,6 +4,9 @@ Nothing here re-implements a metric: BLEU-1..4, METEOR, ROUGE-L and CIDEr-D are 
 own scorers called on {image_id: [caption]} dictionaries. Generated captions and references must
 go through the same tokenisation first: `score_captions` expects both already tokenised (words
 joined by spaces); `ptb_tokenize` applies coco-caption's PTB tokenizer (Java) for official numbers.
+Without Java it falls back, with a warning, to `python_ptb_tokenize`, a pure-Python stand-in that
+splits words and punctuation as the Stanford PTBTokenizer does; the tokenizer used is returned
+with the tokens and recorded in every metrics.json (how far its scores are from Java's: README).
 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
@@ -13,6 +16,8 @@ the share of generated object words whose attention peak falls inside the box of
 """
 
 import math
+import re
+import shutil
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
@@ -22,24 +27,59 @@ from pycocoevalcap.bleu.bleu import Bleu
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.meteor.meteor import Meteor
 from pycocoevalcap.rouge.rouge import Rouge
-from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 
 from caption.data.records import ShapeObject, object_for_word
-from caption.errors import CaptionError
 
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
 
 
-class TokenizerError(CaptionError):
-    """coco-caption's PTB tokenizer (a Java program) could not run."""
+PTB_JAVA = "ptb-java"  # coco-caption's own PTBTokenizer (Stanford CoreNLP 3.4.1): official numbers
+PTB_PYTHON = "ptb-python"  # `python_ptb_tokenize`, when Java cannot run
+BRACKETS = {"(": "-lrb-", ")": "-rrb-", "[": "-lsb-", "]": "-rsb-", "{": "-lcb-", "}": "-rcb-"}
+SPLIT_WORDS = {"cannot": "can not", "gonna": "gon na", "wanna": "wan na", "gotta": "got ta"}
+PTB_TOKEN = re.compile(
+    r"""(?:[a-z]\.)+(?!\w)                           # u.s., p.m., initials (a.): abbreviations keep their dots
+      | (?:mr|mrs|ms|dr|st|jr|sr|vs|mt|etc)\.(?!\w)  # so do titles
+      | n't | '(?:s|re|ve|ll|d|m|n')(?!\w)           # contractions: do n't, dog 's, rock 'n' roll
+      | \d+(?:[.,:]\d+)+(?!\w)                      # 3.5, 1,000, 5:30
+      | [\w@](?:[\w@+/&'-]*[\w+])?                  # words, with inner hyphens, slashes, apostrophes: o'clock
+      | \.{2,} | -{2,} | [?!]{2,} | \S                # punctuation: runs of dots, dashes, ?! and single symbols
+    """,
+    re.VERBOSE,
+)
+CONTRACTION = re.compile(r"(?<=\w)(?:n't|'(?:s|re|ve|ll|d|m))(?!\w)|(?<=\w)'n'(?=\w)")  # split off first
 
 
-def ptb_tokenize(captions: dict[int, list[str]]) -> dict[int, list[str]]:
-    """coco-caption's PTB tokenizer (lowercases, strips punctuation): {id: [raw]} -> {id: [tokenised]}."""
-    try:
-        return PTBTokenizer().tokenize({key: [{"caption": c} for c in value] for key, value in captions.items()})
-    except OSError as error:  # no `java` on PATH
-        raise TokenizerError(f"coco-caption's PTB tokenizer needs Java on the PATH (Java 17 works): {error}") from error
+def python_ptb_caption(caption: str) -> str:
+    """One caption as Stanford's PTBTokenizer (-lowerCase) followed by pycocoevalcap's punctuation removal gives it."""
+    text = caption.replace("\n", " ").lower().translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
+    text = CONTRACTION.sub(lambda found: f" {found.group(0)} ", text.replace('"', " ").replace("`", " "))
+    text = re.sub(r"\b(" + "|".join(SPLIT_WORDS) + r")\b", lambda word: SPLIT_WORDS[word.group(1)], text)
+    tokens = (BRACKETS.get(token, "..." if token.startswith("..") else token) for token in PTB_TOKEN.findall(text))
+    return " ".join(token for token in tokens if token not in PUNCTUATIONS)
+
+
+def python_ptb_tokenize(captions: dict[int, list[str]]) -> dict[int, list[str]]:
+    """The pure-Python stand-in for coco-caption's PTB tokenizer: {id: [raw]} -> {id: [tokenised]}."""
+    return {key: [python_ptb_caption(caption) for caption in value] for key, value in captions.items()}
+
+
+def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], str]:
+    """coco-caption's PTB tokenizer (lowercases, strips punctuation): {id: [raw]} -> ({id: [tokenised]}, tokenizer).
+
+    The tokenizer is PTB_JAVA, or PTB_PYTHON (with a warning) when Java is missing or cannot run.
+    """
+    problem = "no `java` on the PATH" if shutil.which("java") is None else None
+    if problem is None:
+        try:
+            entries = {key: [{"caption": caption} for caption in value] for key, value in captions.items()}
+            return PTBTokenizer().tokenize(entries), PTB_JAVA
+        except OSError as error:
+            problem = f"{error.__class__.__name__}: {error}"
+    warnings.warn(f"coco-caption's PTB tokenizer cannot run ({problem}): tokenising with the pure-Python stand-in "
+                  "instead; scores are close to but not exactly the official ones (install Java for those)")
+    return python_ptb_tokenize(captions), PTB_PYTHON
 
 
 def _meteor(references: dict[int, list[str]], candidates: dict[int, list[str]], timeout: float) -> float:
@@ -105,10 +145,13 @@ def coco_scores(
     *,
     metrics: Iterable[str] = METRICS,
     meteor_timeout: float = 120.0,
-) -> dict[str, float]:
-    """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer, then scored."""
-    hypotheses = {key: tokens[0] for key, tokens in ptb_tokenize({k: [c] for k, c in candidates.items()}).items()}
-    return score_captions(hypotheses, ptb_tokenize(references), metrics=metrics, meteor_timeout=meteor_timeout)
+) -> tuple[dict[str, float], str]:
+    """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer, then
+    scored. Returns (scores, the tokenizer used: PTB_JAVA or PTB_PYTHON)."""
+    tokenized, tokenizer = ptb_tokenize({key: [caption] for key, caption in candidates.items()})
+    hypotheses = {key: captions[0] for key, captions in tokenized.items()}
+    references, _ = ptb_tokenize(references)
+    return score_captions(hypotheses, references, metrics=metrics, meteor_timeout=meteor_timeout), tokenizer
 
 
 def attention_grid(locations: int, image_size: tuple[int, int]) -> tuple[int, int]:

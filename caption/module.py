@@ -22,7 +22,7 @@ from caption.encoder import EncoderName, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, score_captions
 from caption.objectives import OBJECTIVES, LossTerms, Reward
-from caption.text import Vocabulary
+from caption.text import Vocabulary, vocabulary_difference
 
 
 class Generated(NamedTuple):
@@ -37,6 +37,25 @@ class Generated(NamedTuple):
 
 class NonFiniteLossError(CaptionError, FloatingPointError):
     """A NaN or infinite training loss, with model.on_nonfinite_loss: error."""
+
+
+def check_settings(
+    *, beam_size: int, max_caption_length: int, samples: int, probabilities: dict[str, float],
+    weights: dict[str, float], rates: dict[str, float],
+) -> None:
+    """ConfigError naming the `model.` key whose value cannot work, before any training or decoding."""
+    for key, value in {"beam_size": beam_size, "max_caption_length": max_caption_length, "samples": samples}.items():
+        if value < 1:
+            raise ConfigError(f"model.{key} must be >= 1, got {value}")
+    for key, value in probabilities.items():
+        if not 0 <= value <= 1:
+            raise ConfigError(f"model.{key} is a probability: it must be in [0, 1], got {value}")
+    for key, value in weights.items():
+        if not value >= 0:
+            raise ConfigError(f"model.{key} must be >= 0, got {value}")
+    for key, value in rates.items():
+        if not value > 0:
+            raise ConfigError(f"model.{key} must be > 0, got {value}")
 
 
 class CaptionModule(L.LightningModule):
@@ -116,8 +135,13 @@ class CaptionModule(L.LightningModule):
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
-        if samples < 1:
-            raise ConfigError(f"model.samples must be >= 1, got {samples}")
+        check_settings(
+            beam_size=beam_size, max_caption_length=max_caption_length, samples=samples,
+            probabilities={"dropout": dropout, "semi_sampling": semi_sampling, "baseline_decay": baseline_decay},
+            weights={"alpha_c": alpha_c, "reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight,
+                     "length_penalty": length_penalty, "inverse_temperature": inverse_temperature},  # 0: uniform α
+            rates={"learning_rate": learning_rate},
+        )
         if samples > 1 and attention != "hard":
             raise ConfigError("model.samples > 1 only makes sense with model.attention: hard")
         self.save_hyperparameters()
@@ -310,7 +334,7 @@ class CaptionModule(L.LightningModule):
         if hyperparameters["vocabulary"] != self.hparams.vocabulary:
             raise CheckpointError(
                 "the checkpoint's vocabulary differs from the one built from this config's data "
-                f"({len(hyperparameters['vocabulary'])} vs {len(self.hparams.vocabulary)} words): "
+                f"({vocabulary_difference(hyperparameters['vocabulary'], self.hparams.vocabulary)}): "
                 "use the config the checkpoint was trained with"
             )
         self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)

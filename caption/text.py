@@ -144,3 +144,16 @@ class Vocabulary:
             return cls(data["words"])
         except ValueError as error:  # json.JSONDecodeError is a ValueError
             raise ValueError(f"malformed vocabulary file {path}: {error}") from error
+
+
+def vocabulary_difference(saved: list[str], built: list[str], *, shown: int = 5) -> str:
+    """How two vocabularies (word lists) differ, naming words: those in only one, or the first out of order."""
+    saved_words, built_words = set(saved), set(built)
+    only_saved = [word for word in saved if word not in built_words]
+    only_built = [word for word in built if word not in saved_words]
+    if not only_saved and not only_built:
+        index = next(i for i, (one, other) in enumerate(zip(saved, built)) if one != other)
+        return f"the same {len(saved)} words in another order: word {index} is {saved[index]!r} vs {built[index]!r}"
+    parts = [f"{len(words)} words only in the {where} ({', '.join(words[:shown])}{', ...' * (len(words) > shown)})"
+             for words, where in ((only_saved, "checkpoint"), (only_built, "data")) if words]
+    return f"{len(saved)} vs {len(built)} words; " + "; ".join(parts)

@@ -7,6 +7,7 @@ the training split only and handed to the model (the CLI links `data.vocabulary`
 """
 
 import os
+from collections import defaultdict
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -17,8 +18,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from caption.data.features import FeatureCache, cache_config
-from caption.data.images import report_bad_images
-from caption.data.records import CaptionSource, ImageRecord
+from caption.data.images import BadImageError, list_bad_images, report_bad_images
+from caption.data.records import BadImage, CaptionSource, ImageRecord
 from caption.data.sampler import LengthBatchSampler
 from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
@@ -27,11 +28,34 @@ LongCaptions = Literal["truncate", "drop"]
 TOUCHED = {"truncate": "truncated", "drop": "left out"}  # what `long_captions` did, for the log
 
 
-def inputs(source: CaptionSource, features: FeatureCache | None, record: ImageRecord) -> dict[str, Tensor]:
-    """{"annotations": (L, D)} from the feature cache if there is one, else {"image": (3, H, W)}."""
+def inputs(
+    source: CaptionSource, features: FeatureCache | None, record: ImageRecord, *, skip_bad: bool = False
+) -> dict[str, Any]:
+    """{"annotations": (L, D)} from the feature cache if there is one, else {"image": (3, H, W)}.
+
+    With `skip_bad`, an image that fails to load gives {"bad_image": BadImage} instead of raising;
+    `collate` leaves it out of the batch and lists it.
+    """
     if features is not None:
         return {"annotations": features.annotations(record.image_id)}
-    return {"image": source.image(record)}
+    try:
+        return {"image": source.image(record)}
+    except BadImageError as error:
+        if not skip_bad:
+            raise
+        return {"bad_image": error.bad or BadImage(record.image_id, record.split, record.file, str(error))}
+
+
+def report_uncaptioned(*, empty_captions: int, uncaptioned: dict[str, list[int]]) -> None:
+    """Warn about captions without words, and name per split the images left with no usable caption."""
+    if empty_captions:
+        rank_zero_warn(f"left out {empty_captions} captions without words (empty, whitespace or punctuation only)")
+    for split, ids in uncaptioned.items():
+        shown = ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        changed = "" if split == "train" else (
+            f": the {split} set is not the full split, so its scores are not comparable with those on the full split"
+        )
+        rank_zero_warn(f"left out {len(ids)} {split} images without a usable caption (ids {shown}){changed}")
 
 
 class CaptionPairs(Dataset):
@@ -49,10 +73,12 @@ class CaptionPairs(Dataset):
         max_length: int,
         long_captions: LongCaptions = "truncate",
         features: FeatureCache | None = None,
+        skip_bad: bool = False,
     ):
         self.source = source
         self.records = records
         self.features = features
+        self.skip_bad = skip_bad
         self.items: list[tuple[int, list[int]]] = []
         self.truncated = self.dropped = 0
         for index, record in enumerate(records):
@@ -72,17 +98,21 @@ class CaptionPairs(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         record_index, caption = self.items[index]
         record = self.records[record_index]
-        item = inputs(self.source, self.features, record)  # {"image": (3, H, W)} or {"annotations": (L, D)}
+        item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)  # {"image": (3, H, W)}, ...
         return {**item, "caption": torch.tensor(caption), "image_id": record.image_id}
 
 
 class Images(Dataset):
     """One item per image, with all its references tokenised and re-joined (for scoring)."""
 
-    def __init__(self, source: CaptionSource, records: list[ImageRecord], features: FeatureCache | None = None):
+    def __init__(
+        self, source: CaptionSource, records: list[ImageRecord], features: FeatureCache | None = None,
+        skip_bad: bool = False,
+    ):
         self.source = source
         self.records = records
         self.features = features
+        self.skip_bad = skip_bad
 
     def __len__(self) -> int:
         return len(self.records)
@@ -90,17 +120,26 @@ class Images(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         record = self.records[index]
         references = [" ".join(tokenize(reference)) for reference in record.references]
-        item = {**inputs(self.source, self.features, record), "image_id": record.image_id, "references": references}
+        item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)
+        item = {**item, "image_id": record.image_id, "references": references}
         # boxes, for attention accuracy; plain dicts, as Lightning moves batches through its collections
         return item | ({"objects": [obj.to_dict() for obj in record.objects]} if record.objects else {})
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack images (or cached annotations), pad captions with <pad> to (B, T+1), keep references as lists."""
+    """Stack images (or cached annotations), pad captions with <pad> to (B, T+1), keep references as lists.
+
+    Images that failed to load (data.on_bad_image: skip) are left out and listed in batch["bad_images"].
+    """
+    bad = [item["bad_image"] for item in items if "bad_image" in item]
+    items = [item for item in items if "bad_image" not in item]
+    if not items:
+        raise BadImageError(f"every image of a batch failed to load: {'; '.join(map(str, bad))}")
     key = "annotations" if "annotations" in items[0] else "image"
     batch: dict[str, Any] = {
         key: torch.stack([item[key] for item in items]),  # (B, 3, H, W) or (B, L, D)
         "image_id": torch.tensor([item["image_id"] for item in items]),
+        "bad_images": bad,
     }
     if "caption" in items[0]:
         captions = [item["caption"] for item in items]
@@ -128,7 +167,10 @@ class CaptionDataModule(L.LightningDataModule):
         same_length_batches: training batches of captions of one length, so no padding (the paper,
             sec. 4.3; `caption.data.sampler.LengthBatchSampler`, also under DDP).
         on_bad_image: "error" stops before training, naming every image that cannot be used;
-            "skip" leaves them out and lists them (also in the feature cache's manifest).
+            "skip" leaves them out and lists them (also in the feature cache's manifest), and also
+            skips an image that fails only while loading (e.g. truncated behind a good header).
+        max_skipped_share: with on_bad_image "skip", the share of images that may fail while loading
+            before the run stops, naming them all.
         check_images: how images are checked before training without a feature cache: "header"
             (fast) or "decode" (decodes every image; also finds truncated files).
         features: folder of the feature cache that `caption features` writes (None: run the CNN on images).
@@ -149,6 +191,7 @@ class CaptionDataModule(L.LightningDataModule):
         long_captions: LongCaptions = "truncate",
         same_length_batches: bool = False,
         on_bad_image: Literal["error", "skip"] = "error",
+        max_skipped_share: float = 0.01,
         check_images: Literal["header", "decode"] = "header",
         features: str | None = None,
         encoder: str = "vgg16",
@@ -162,8 +205,13 @@ class CaptionDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         if not isinstance(self.hparams["source"], dict):
             self.save_hyperparameters(ignore="source")
-        if batch_size < 1 or eval_batch_size < 1:
-            raise ConfigError("data.batch_size and data.eval_batch_size must be >= 1")
+        at_least = {"batch_size": (batch_size, 1), "eval_batch_size": (eval_batch_size, 1), "max_length": (max_length, 1),
+                    "min_count": (min_count, 1), "max_vocab_size": (max_vocab_size or 1, 1), "num_workers": (num_workers, 0)}
+        for key, (value, least) in at_least.items():
+            if value < least:
+                raise ConfigError(f"data.{key} must be >= {least}, got {value}")
+        if not 0 <= max_skipped_share <= 1:
+            raise ConfigError(f"data.max_skipped_share is a share: it must be in [0, 1], got {max_skipped_share}")
         self.source = source
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
@@ -174,6 +222,8 @@ class CaptionDataModule(L.LightningDataModule):
         self.long_captions = long_captions
         self.same_length_batches = same_length_batches
         self.on_bad_image = on_bad_image
+        self.max_skipped_share = max_skipped_share
+        self.failed: dict[int, BadImage] = {}  # images that failed while loading (on_bad_image: skip), by id
         self.check_images = check_images
         self.features = features
         self.encoder = encoder
@@ -186,20 +236,18 @@ class CaptionDataModule(L.LightningDataModule):
 
     def records(self) -> list[ImageRecord]:
         """The source's records without captions that have no letter or digit (empty, whitespace,
-        punctuation); an image left with no caption is left out. Both are counted in a warning."""
+        punctuation); an image left with no caption (or with none at all) is left out. Both are
+        counted in warnings, the images named per split."""
         if self._records is None:
-            self._records, empty, uncaptioned = [], 0, []
+            self._records, empty, uncaptioned = [], 0, defaultdict(list)
             for record in self.source.records():
                 references = tuple(text for text in record.references if any(ch.isalnum() for ch in text))
                 empty += len(record.references) - len(references)
                 if references:
                     self._records.append(replace(record, references=references))
                 else:
-                    uncaptioned.append(record.image_id)
-            if empty:
-                rank_zero_warn(f"left out {empty} captions without words (empty, whitespace or punctuation only)"
-                               + (f" and {len(uncaptioned)} images left without captions (ids {uncaptioned[:10]})"
-                                  if uncaptioned else ""))
+                    uncaptioned[record.split].append(record.image_id)
+            report_uncaptioned(empty_captions=empty, uncaptioned=uncaptioned)
         return self._records
 
     def split(self, name: str) -> list[ImageRecord]:
@@ -252,7 +300,7 @@ class CaptionDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         records = self.usable("train")
         dataset = CaptionPairs(self.source, records, Vocabulary(self.vocabulary), self.max_length,
-                               long_captions=self.long_captions, features=self._cache)
+                               long_captions=self.long_captions, features=self._cache, skip_bad=self.skip_bad)
         touched = dataset.truncated + dataset.dropped
         rank_zero_info(
             f"Training on {len(dataset)} captions of {len(records)} images"
@@ -271,9 +319,44 @@ class CaptionDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
                           persistent_workers=self.num_workers > 0)
 
+    def _images_loader(self, split: str) -> DataLoader:
+        images = Images(self.source, self.usable(split), self._cache, skip_bad=self.skip_bad)
+        return self._loader(images, self.eval_batch_size, False)
+
     def val_dataloader(self) -> DataLoader:
-        return self._loader(Images(self.source, self.usable("val"), self._cache), self.eval_batch_size, False)
+        return self._images_loader("val")
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader(Images(self.source, self.usable("test"), self._cache), self.eval_batch_size, False)
+        return self._images_loader("test")
 
+    @property
+    def skip_bad(self) -> bool:
+        """Whether images that fail while loading are skipped (data.on_bad_image: skip)."""
+        return self.on_bad_image == "skip"
+
+    def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
+        return self.count_skipped(batch)
+
+    def teardown(self, stage: str) -> None:
+        self.report_skipped()
+
+    def count_skipped(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Count the images `collate` left out because they failed to load; stop past `max_skipped_share`."""
+        new = [bad for bad in batch.pop("bad_images", []) if bad.image_id not in self.failed]
+        for bad in new:
+            self.failed[bad.image_id] = bad
+            rank_zero_warn(f"skipping {bad} (data.on_bad_image: skip); {len(self.failed)} such images so far")
+        total = len(self.records())
+        if new and len(self.failed) > self.max_skipped_share * total:
+            raise BadImageError(
+                f"{len(self.failed)} of {total} images failed while loading, more than data.max_skipped_share="
+                f"{self.max_skipped_share}: {list_bad_images(list(self.failed.values()))}. Fix or remove them, or "
+                "run `caption features` or set data.check_images: decode to find them all before training"
+            )
+        return batch
+
+    def report_skipped(self) -> None:
+        """List, at the end, the images that failed while loading and were skipped."""
+        if self.failed:
+            rank_zero_warn(f"skipped {len(self.failed)} images that failed while loading (data.on_bad_image: skip): "
+                           f"{list_bad_images(list(self.failed.values()))}")

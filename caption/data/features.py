@@ -8,6 +8,7 @@ image: computing them once instead of at every epoch is the bulk of the training
     manifest.json    encoder, weights, transform, the image list [[image_id, file], ...],
                      the images left out (data.on_bad_image: skip) and whether the build finished
     progress.json    while building: rows done so far, from which an interrupted build resumes
+    building.lock    while building: the host and process id of the one build allowed at a time
 
 With `data.features` set, training and evaluation read the rows (batches carry "annotations"
 instead of "image") and never run the CNN. A cache built for another encoder, weights file,
@@ -17,10 +18,14 @@ several DataLoader workers: each process maps the file itself.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
+import socket
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +39,10 @@ from caption.data.images import BadImageError, ImageFileSource, read_rgb, report
 from caption.data.records import BadImage, CaptionSource, ImageRecord
 from caption.encoder import TORCHVISION_VGG, EncoderWeightsError
 from caption.errors import CaptionError
+from caption.outputs import cannot_write, writable_folder, write_text
 
 VERSION = 1  # bump when the file layout changes
-MANIFEST, ARRAY, PROGRESS = "manifest.json", "annotations.npy", "progress.json"
+MANIFEST, ARRAY, PROGRESS, LOCK = "manifest.json", "annotations.npy", "progress.json", "building.lock"
 REBUILD = "rebuild it with `caption features --config <your config>`"
 LOG_EVERY_S = 30.0
 
@@ -113,9 +119,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically (temporary file + rename), so an interruption never leaves half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(temporary, path)
+    write_text(path, json.dumps(data))
 
 
 class FeatureCache:
@@ -195,8 +199,61 @@ def start(folder: Path, *, encoder: nn.Module, config: dict[str, Any], source: I
     return progress
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def claim(lock: Path) -> None:
+    """Create `lock` atomically, holding this host and process id; refuse if a running build holds it."""
+    try:
+        with open(lock, "x", encoding="utf-8") as file:
+            file.write(f"{socket.gethostname()} {os.getpid()}")
+        return
+    except FileExistsError:
+        host, _, pid = lock.read_text(encoding="utf-8").partition(" ")
+    except OSError as error:
+        raise cannot_write(lock, error) from None
+    if host != socket.gethostname() or not pid.isdigit() or running(int(pid)):
+        raise FeatureCacheError(
+            f"the feature cache in {lock.parent} is being built by another `caption features` (process {pid} on "
+            f"{host}): wait for it to finish; if that process is gone, delete {lock}"
+        )
+    lock.unlink(missing_ok=True)  # left by a build of this machine that died: take it over
+    claim(lock)
+
+
+@contextlib.contextmanager
+def building(folder: Path) -> Iterator[None]:
+    """One build of the cache in `folder` at a time: a second one refuses, naming the process that builds."""
+    claim(folder / LOCK)
+    try:
+        yield
+    finally:
+        (folder / LOCK).unlink(missing_ok=True)
+
+
+def one_build_at_a_time(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """`build(folder, ...)` run on the folder checked writable (`data.features`) and claimed (`building`)."""
+
+    @functools.wraps(build)
+    def claimed(folder: str | Path, **settings: Any) -> dict[str, Any]:
+        path = writable_folder(folder, what="data.features")
+        with building(path):
+            return build(path, **settings)
+
+    return claimed
+
+
+@one_build_at_a_time
 def build_cache(
-    folder: str,
+    path: Path,
     *,
     encoder: nn.Module,
     config: dict[str, Any],
@@ -207,9 +264,8 @@ def build_cache(
     num_workers: int,
     device: torch.device,
 ) -> dict[str, Any]:
-    """Encode every image of `records` into `folder` (resuming an interrupted build); returns the manifest."""
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
+    """Encode every image of `records` into `path` (resuming an interrupted build), one build at a time;
+    returns the manifest."""
     encoder = encoder.eval().to(device)
     manifest = read_json(path / MANIFEST)
     problem = mismatch(manifest, config) if manifest else "no cache yet"

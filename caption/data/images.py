@@ -41,7 +41,12 @@ HINT = (
 
 
 class BadImageError(CaptionError, ValueError):
-    """An image that cannot be used; the message says why (and, from a source, which file and record)."""
+    """An image that cannot be used; the message says why (and, from a source, which file and record:
+    then `bad` holds them too)."""
+
+    def __init__(self, message: str, bad: BadImage | None = None):
+        super().__init__(message)
+        self.bad = bad
 
 
 def _open(path: str, *, min_side: int) -> Image.Image:
@@ -129,12 +134,17 @@ def describe_transform(transform: ImageClassification) -> dict[str, Any]:
     }
 
 
+def list_bad_images(bad: list[BadImage], *, shown: int = 10) -> str:
+    """The first `shown` bad images, each with its file, record and reason, in one line."""
+    more = f"; and {len(bad) - shown} more" if len(bad) > shown else ""
+    return "; ".join(str(image) for image in bad[:shown]) + more
+
+
 def report_bad_images(bad: list[BadImage], *, total: int, on_bad_image: str) -> None:
     """Stop (on_bad_image "error") or warn (on_bad_image "skip") about `bad`, naming each file and record."""
     if not bad:
         return
-    shown = "; ".join(str(image) for image in bad[:10]) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
-    summary = f"{len(bad)} of {total} images cannot be used: {shown}"
+    summary = f"{len(bad)} of {total} images cannot be used: {list_bad_images(bad)}"
     if on_bad_image == "error":
         raise BadImageError(f"{summary}. Fix or remove them, or set data.on_bad_image: skip to leave them out")
     rank_zero_warn(f"leaving out {summary} (data.on_bad_image: skip)")
@@ -178,7 +188,7 @@ class ImageFileSource(CaptionSource):
             rgb = read_rgb(record.file, min_side=self.min_side)
         except BadImageError as error:
             bad = BadImage(record.image_id, record.split, record.file, str(error))
-            raise BadImageError(f"bad image {bad}; {HINT}") from None
+            raise BadImageError(f"bad image {bad}; {HINT}", bad) from None
         return self.transform(rgb)
 
     def problem(self, record: ImageRecord, *, decode: bool) -> str | None:

@@ -1,0 +1,309 @@
+"""Nothing lost (issue 11), through the `caption` command where a user meets each problem:
+
+1. an unusable output location stops the run before any work, in one line naming it; captions are
+   written before scoring; 2. without Java every metric but METEOR is still scored; 3. decoding and
+   training settings are checked before training; 4. `caption test` applies decoding overrides;
+5. Ctrl-C saves `last.ckpt`; 6. an image that fails while loading is skipped with on_bad_image: skip;
+7. images without captions are named per split; 8. the smaller messages (ckpt_path last, random
+   bytes, vocabulary, feature-cache lock, YAML errors, misspelled keys).
+"""
+
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from image_data import karpathy_dataset
+from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+from caption import evaluate as evaluate_module
+from caption.cli import main
+from caption.data.features import LOCK, FeatureCacheError, build_cache, building
+from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
+from caption.outputs import OutputError
+from probes import read_probe
+from tiny import tiny_args
+
+REPO = Path(__file__).resolve().parents[1]
+HAS_JAVA = subprocess.run(["which", "java"], capture_output=True).returncode == 0
+
+
+def fit_args(root: Path, *extra: str) -> list[str]:
+    """One epoch of a tiny soft-attention model on 12 built-in images, checkpoints under `root`."""
+    return [
+        "--config", str(REPO / "configs" / "shapes_soft.yaml"),
+        "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false",
+        "--trainer.default_root_dir", str(root), "--trainer.logger.init_args.save_dir", str(root),
+        *tiny_args(root.parent / "data", channels="[4, 8, 8]", batch_size=16, num_train=12, num_val=6, num_test=6),
+        *extra,
+    ]
+
+
+def caption(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`caption ARGS` in a subprocess: (exit status, stdout, stderr)."""
+    return subprocess.run([sys.executable, "-m", "caption.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def one_line_error(text: str, *named: str) -> str:
+    """The single `caption: error:` line of a failed command, which must name everything in `named`."""
+    lines = [line for line in text.splitlines() if line.startswith("caption: error:")]
+    assert len(lines) == 1 and "Traceback" not in text, text[-3000:]
+    assert all(name in lines[0] for name in named), lines[0]
+    return lines[0]
+
+
+def failed(args: list[str]) -> str:
+    """Run `caption ARGS` in this process; it must fail with one line, which is returned."""
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    return one_line_error(str(exit_.value.code))
+
+
+@pytest.fixture(autouse=True)
+def command_line(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, str]:
+    """A tiny trained run (its folder) and the output of its `caption fit ... --ckpt_path last`."""
+    root = tmp_path_factory.mktemp("nothing_lost") / "run"
+    result = caption("fit", *fit_args(root), "--ckpt_path", "last")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, result.stdout + result.stderr
+
+
+def best(root: Path) -> Path:
+    return next((root / "checkpoints").glob("best-*.ckpt"))
+
+
+# ----------------------------------------------------------------------- 1. output locations
+def test_fit_refuses_an_output_folder_that_is_a_file_before_training(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("my notes\n")
+    line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.default_root_dir", str(taken))])
+    assert "trainer.default_root_dir" in line and str(taken) in line
+    assert taken.read_text() == "my notes\n" and not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_evaluate_describe_compare_refuse_an_unusable_out_before_decoding(trained, tmp_path, monkeypatch):
+    root, _ = trained
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    decoded = []
+    monkeypatch.setattr(evaluate_module, "generate", lambda *args, **kwargs: decoded.append(1))
+    for command in (["evaluate", "--ckpt", str(best(root))], ["describe", "--ckpt", str(best(root)), str(taken)],
+                    ["compare", str(root)]):
+        for out in (taken, Path("/proc/caption-out")):
+            line = failed([*command, "--out", str(out)])
+            assert "--out" in line and str(out) in line
+    assert not decoded, "nothing was decoded"
+
+
+@pytest.mark.slow
+def test_evaluate_writes_the_captions_before_scoring(trained, tmp_path, monkeypatch):
+    root, _ = trained
+
+    def scoring_fails(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path / "scratch"))
+
+    monkeypatch.setattr(evaluate_module, "coco_scores", scoring_fails)
+    line = failed(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "eval")])
+    assert "scratch" in line and "No space left" in line
+    captions = json.loads((tmp_path / "eval" / "captions.json").read_text())
+    assert len(captions) == 6 and all(set(entry) == {"image_id", "caption"} for entry in captions)
+
+
+def test_a_feature_cache_folder_that_is_a_file_is_refused(tmp_path):
+    taken = tmp_path / "features"
+    taken.write_text("")
+    with pytest.raises(OutputError) as error:  # a CaptionError: `caption` prints it in one line
+        build_cache(str(taken), encoder=torch.nn.Identity(), config={}, source=None, records=[], on_bad_image="error",
+                    batch_size=1, num_workers=0, device=torch.device("cpu"))
+    assert "data.features" in str(error.value) and str(taken) in str(error.value)
+
+
+# ----------------------------------------------------------------------- 2. scoring without Java
+@pytest.mark.skipif(not HAS_JAVA, reason="compares with coco-caption's Java tokenizer")
+def test_the_python_tokenizer_splits_like_the_java_one():
+    captions = [
+        "A man (in a hat) said \"hi\"!", "There's a dog's bone; don't can't won't I'm we'll they've he'd you're",
+        "The U.S. flag, 3.5 feet... -- a $5 bill & 50% off [sic] {x} black-and-white and/or e-mail",
+        "dogs' toys? yes: no! ok.", "Mr. Smith's cat isn't here.", "it's 5:30 p.m. at St. Louis",
+        "a `quoted' word 'single' quotes", "a man's    bike\tis red .", "cannot gonna wanna", "C++ #1 @home hello...",
+        "A large red circle, left of a small blue square.", "", "rock'n'roll at 5 o'clock, A. dog?! U.S.. yes!!",
+    ]
+    java = PTBTokenizer().tokenize({i: [{"caption": text}] for i, text in enumerate(captions)})
+    assert [python_ptb_caption(text) for text in captions] == [java[i][0] for i in range(len(captions))]
+
+
+@pytest.mark.slow
+def test_evaluate_without_java_scores_everything_but_meteor(trained, tmp_path, monkeypatch, capsys):
+    root, _ = trained
+    if HAS_JAVA:
+        main(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "java")])
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # no `java` anywhere
+    with pytest.warns(UserWarning, match="pure-Python stand-in"):
+        main(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "python")])
+    assert f"tokenizer {PTB_PYTHON} (no Java" in capsys.readouterr().out
+    report = json.loads((tmp_path / "python" / "metrics.json").read_text())
+    assert report["tokenizer"] == PTB_PYTHON and report["metrics"]["meteor"] is None
+    assert len(json.loads((tmp_path / "python" / "captions.json").read_text())) == 6
+    if HAS_JAVA:  # on the built-in data both tokenizers give the same words, hence the same scores
+        official = json.loads((tmp_path / "java" / "metrics.json").read_text())
+        assert official["tokenizer"] == PTB_JAVA
+        assert {k: v for k, v in official["metrics"].items() if k != "meteor"} == {
+            k: v for k, v in report["metrics"].items() if k != "meteor"}
+
+
+# ----------------------------------------------------------------------- 3. settings checked first
+@pytest.mark.parametrize("key, value, says", [
+    ("model.beam_size", "0", "must be >= 1"), ("model.max_caption_length", "0", "must be >= 1"),
+    ("model.dropout", "1.5", "in [0, 1]"), ("model.alpha_c", "-1", "must be >= 0"),
+    ("model.learning_rate", "0", "must be > 0"), ("data.max_length", "0", "must be >= 1"),
+    ("data.max_skipped_share", "2", "in [0, 1]"), ("periodic_checkpoint.every_n_train_steps", "-1", "must be >= 0"),
+    ("trainer.max_epochs", "-5", "non-negative"),
+])
+def test_bad_settings_stop_fit_before_training(tmp_path, key, value, says):
+    line = failed(["fit", *fit_args(tmp_path / "run", f"--{key}", value)])
+    assert key.split(".")[-1] in line and says in line and value in line
+    assert not list((tmp_path / "run").rglob("*.ckpt"))
+
+
+# ----------------------------------------------------------------------- 4. caption test overrides
+@pytest.mark.slow
+def test_caption_test_applies_decoding_overrides(trained, caplog):
+    root, _ = trained
+    with caplog.at_level(logging.INFO):
+        main(["test", *fit_args(root, "--ckpt_path", str(best(root)), "--model.beam_size", "1")])
+    assert "Example test captions (beam 1)" in caplog.text
+    assert "model.beam_size: 1 from the command line" in caplog.text
+    line = failed(["test", *fit_args(root, "--ckpt_path", str(best(root)), "--model.max_caption_length", "0")])
+    assert "model.max_caption_length must be >= 1" in line
+
+
+# ----------------------------------------------------------------------- 5. Ctrl-C
+@pytest.mark.slow
+def test_ctrl_c_saves_last_checkpoint(tmp_path):
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "CAPTION_PROBE_DIR": str(probe)}
+    args = fit_args(tmp_path / "run", "--trainer.max_epochs", "1000", "--trainer.limit_val_batches", "0",
+                    "--periodic_checkpoint.every_n_train_steps", "0", "--trainer.callbacks+=probes.Probe")
+    process = subprocess.Popen([sys.executable, "-m", "caption.cli", "fit", *args], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    steps = lambda: [r["global_step"] for r in read_probe(probe, 0) if r["event"] == "batch_end"]  # noqa: E731
+    deadline = time.monotonic() + 180
+    while len(steps()) < 3 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert not last.exists()
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert "SIGINT: saved" in output and "--ckpt_path last" in output, output[-3000:]
+    step = torch.load(last, weights_only=True)["global_step"]
+    assert step >= 3, "no step lost"
+    resumed = caption("fit", *args, "--ckpt_path", "last", "--trainer.max_steps", str(step + 2), env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert torch.load(last, weights_only=True)["global_step"] == step + 2, "continues from the saved step"
+
+
+# ------------------------------------------------------------- 6, 7. bad images while training, no captions
+def dataset_with_truncated_images_and_an_uncaptioned_one(root: Path) -> tuple[Path, list[Path], int]:
+    """Flickr-style data: a train and a test JPEG cut at 90% (their headers are fine), a val image with no
+    sentences. Returns the dataset file, the truncated images and the uncaptioned image's id."""
+    annotations = karpathy_dataset(root, coco=False)
+    data = json.loads(annotations.read_text())
+    train, val, test = (next(e for e in data["images"] if e["split"] == split) for split in ("train", "val", "test"))
+    truncated = [root / "images" / entry["filename"] for entry in (train, test)]
+    for image in truncated:
+        image.write_bytes(image.read_bytes()[: int(0.9 * image.stat().st_size)])
+    val["sentences"] = []
+    annotations.write_text(json.dumps(data))
+    return annotations, truncated, val["imgid"]
+
+
+@pytest.mark.slow
+def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_ones_named(tmp_path, recwarn, capsys):
+    annotations, (train, test), uncaptioned = dataset_with_truncated_images_and_an_uncaptioned_one(tmp_path)
+    run = tmp_path / "run"
+    args = [
+        "fit", "--config", str(REPO / "configs" / "shapes_soft.yaml"), "--trainer.max_epochs", "1",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
+        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
+        "--model.encoder_channels", "[4, 8]", "--model.max_caption_length", "8",
+        "--data.source", "caption.data.karpathy.KarpathySource",
+        "--data.source.init_args.annotations", str(annotations), "--data.source.init_args.images",
+        str(tmp_path / "images"), "--data.source.init_args.resize_size", "36",
+        "--data.source.init_args.crop_size", "32", "--data.batch_size", "4", "--data.on_bad_image", "skip",
+    ]
+    line = failed(args)
+    assert str(train) in line and "data.max_skipped_share=0.01" in line
+
+    recwarn.clear()
+    main([*args, "--data.max_skipped_share", "0.3"])
+    warned = "\n".join(str(warning.message) for warning in recwarn)
+    assert f"skipping {train}" in warned and f"skipping {test}" in warned and "test/bleu4" in capsys.readouterr().out
+    assert "skipped 2 images that failed while loading" in warned, "listed at the end"
+    assert f"left out 1 val images without a usable caption (ids {uncaptioned})" in warned
+    assert "the val set is not the full split" in warned
+
+    recwarn.clear()
+    main(["evaluate", "--ckpt", str(best(run)), "--out", str(tmp_path / "eval")])
+    assert f"skipping {test}" in "\n".join(str(warning.message) for warning in recwarn)
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["images"] == 1, "2 test images, 1 bad"
+
+
+# ----------------------------------------------------------------------- 8. smaller
+@pytest.mark.slow
+def test_ckpt_path_last_without_a_checkpoint_says_it_starts_from_scratch(trained):
+    root, output = trained
+    assert f"there is no last.ckpt in {root / 'checkpoints'} yet, so this run starts from scratch" in output
+    assert "save_last" not in output
+
+
+def test_caption_test_refuses_ckpt_path_last_without_a_checkpoint(tmp_path):
+    line = failed(["test", *fit_args(tmp_path / "run", "--ckpt_path", "last")])
+    assert f"there is no last.ckpt in {tmp_path / 'run' / 'checkpoints'}" in line
+
+
+@pytest.mark.parametrize("seed", range(12))  # bytes that fail torch.load in several different ways
+def test_random_bytes_are_not_called_a_code_running_pickle(tmp_path, seed):
+    (tmp_path / "random.ckpt").write_bytes(random.Random(seed).randbytes(4096))
+    line = failed(["evaluate", "--ckpt", str(tmp_path / "random.ckpt"), "--out", str(tmp_path / "out")])
+    assert "random.ckpt: not a" in line and "PyTorch checkpoint" in line and "run code" not in line
+
+
+@pytest.mark.slow
+def test_another_vocabulary_is_named_by_its_words(trained):
+    root, _ = trained
+    line = failed(["test", *fit_args(root, "--ckpt_path", str(best(root)), "--data.source.init_args.num_train", "2")])
+    assert "vocabulary differs" in line and "words only in the checkpoint (" in line
+
+
+def test_a_second_feature_cache_build_refuses_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    (tmp_path / LOCK).write_text(f"{os.uname().nodename} {os.getpid()}")  # a running build: this process
+    with pytest.raises(FeatureCacheError, match=f"process {os.getpid()} on"):
+        build_cache(str(tmp_path), encoder=torch.nn.Identity(), config={}, source=None, records=[],
+                    on_bad_image="error", batch_size=1, num_workers=0, device=torch.device("cpu"))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / LOCK).write_text(f"{os.uname().nodename} {dead.stdout.strip()}")
+    with building(tmp_path):
+        assert (tmp_path / LOCK).read_text().endswith(f" {os.getpid()}")
+    assert not (tmp_path / LOCK).exists()
+
+
+def test_parse_errors_are_one_line_naming_the_file_or_key(tmp_path):
+    (tmp_path / "broken.yaml").write_text("model:\n  beam_size: [3\n")
+    assert str(tmp_path / "broken.yaml") in failed(["fit", "--config", str(tmp_path / "broken.yaml")])
+    assert "--model.beam_sise" in failed(["fit", *fit_args(tmp_path / "run", "--model.beam_sise", "3")])
