@@ -149,12 +149,13 @@ def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
     models = [type("M", (), {"name": kind, "module": type("X", (), {"hparams": type("H", (), {"attention": kind})})})
               for kind in ("soft", "hard")]
     scores = dict.fromkeys(metrics.METRICS, 0.5) | {"meteor": float("nan")}
-    evaluations = [Evaluation("test", 3, scores, None, 0, []), Evaluation("test", 3, scores, 0.25, 10, [])]
+    evaluations = [Evaluation("test", 3, scores, None, 0, []), Evaluation("test", 3, scores, 0.25, 10, [], 0.07)]
     table = results_table(models, evaluations, "coco").splitlines()
-    assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | – |"
-    assert table[3] == "| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 |"
-    assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 | – | – | – |"
-    assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 | – | – | – |"
+    assert table[0].endswith("| attention accuracy | random location |")
+    assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | – | – |"
+    assert table[3] == "| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 | 7.0 |"
+    assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 | – | – | – | – |"
+    assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 | – | – | – | – |"
     assert len(results_table(models, evaluations, "shapes").splitlines()) == 4, "no paper numbers for the built-in data"
 
 

@@ -261,7 +261,10 @@ def test_dataset_configs_parse(name, capsys):
     assert config["data"]["source"]["init_args"]["annotations"] == f"data/{dataset}/dataset_{dataset}.json"
     assert config["data"]["same_length_batches"] and config["data"]["batch_size"] == 64
     assert config["model"]["optimizer"] == ("rmsprop" if dataset == "flickr8k" else "adam")
-    assert (config["model"]["entropy_weight"], config["model"]["reinforce_weight"]) == (0.002, 0.1)
+    if kind == "hard":  # the original's effective weights at B = 64 (tests/test_original_objective.py)
+        assert (config["model"]["entropy_weight"], config["model"]["reinforce_weight"]) == (0.128, 6.4)
+    else:
+        assert config["model"]["alpha_c"] == 0.33
 
 
 @pytest.mark.slow
