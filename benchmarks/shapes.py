@@ -36,36 +36,32 @@ from caption.data.records import object_for_word
 from caption.evaluate import build_data, data_config, evaluate
 
 SOFT, HARD = "configs/shapes_soft.yaml", "configs/shapes_hard.yaml"
-WIDE = ["--model.encoder_kernel_sizes", "[3, 3, 3, 3]"]  # every block 3×3: one annotation sees 38×38 pixels
-NARROW = ["--model.encoder_kernel_sizes", "[3, 1, 1, 1]"]  # 1×1 after the first block: 10×10 pixels
-MIDDLE = ["--model.encoder_kernel_sizes", "[3, 3, 3, 1]"]  # 1×1 in the last block: 22×22 pixels
+# The encoder before this work: 8×8 grid, 3×3 in every block (an annotation sees 38×38 of 64×64 pixels), no x, y.
+BEFORE = ["--model.encoder_channels", "[16, 32, 64, 128]", "--model.encoder_kernel_sizes", "[3, 3, 3, 3]",
+          "--model.encoder_coordinates", "false"]
 # name -> (config, overrides, what the row shows)
 RUNS: dict[str, tuple[str, list[str], str]] = {
     "soft": (SOFT, [], "configs/shapes_soft.yaml as shipped"),
     "hard": (HARD, [], "configs/shapes_hard.yaml as shipped"),
 }
 ABLATIONS: dict[str, tuple[str, list[str], str]] = {
-    "soft_wide_field": (SOFT, WIDE, "receptive field 38 px (3×3 in every block, before this work)"),
-    "soft_narrow_field": (SOFT, NARROW, "receptive field 10 px"),
-    "soft_middle_field": (SOFT, MIDDLE, "receptive field 22 px"),
-    "soft_fine_grid": (SOFT, ["--model.encoder_channels", "[16, 64, 128]", "--model.encoder_kernel_sizes", "[3, 3, 3]"],
-                       "16×16 grid (three blocks), receptive field 18 px"),
+    "soft_before_encoder": (SOFT, BEFORE, "the encoder before this work: 8×8 grid, receptive field 38 px, no x, y"),
+    "soft_coarse_grid": (SOFT, ["--model.encoder_channels", "[16, 32, 64, 128]",
+                                "--model.encoder_kernel_sizes", "[3, 3, 3, 1]"], "8×8 grid, receptive field 22 px"),
     "soft_no_coordinates": (SOFT, ["--model.encoder_coordinates", "false"], "no x, y input channels"),
-    "soft_wide_field_alpha_c_1": (SOFT, [*WIDE, "--model.alpha_c", "1.0"], "receptive field 38 px and λ = 1"),
     "soft_uniform": (SOFT, ["--model.inverse_temperature", "0.0"],
                      "α uniform (inverse temperature 0): what the mean annotation alone gives away"),
-    "soft_wide_field_uniform": (SOFT, [*WIDE, "--model.inverse_temperature", "0.0"],
-                                "α uniform, receptive field 38 px"),
-    "soft_alpha_c_1": (SOFT, ["--model.alpha_c", "1.0"], "λ = 1 (eq. 14 per caption, before this work)"),
+    "soft_before_encoder_uniform": (SOFT, [*BEFORE, "--model.inverse_temperature", "0.0"],
+                                    "α uniform, the encoder before this work"),
     "soft_alpha_c_orig": (SOFT, ["--model.alpha_c", "0.25"], "λ = α_c·B/L = 64/256 (capgen's normalisation)"),
-    "soft_alpha_c_0": (SOFT, ["--model.alpha_c", "0.0"], "no doubly stochastic regulariser"),
+    "soft_alpha_c_1": (SOFT, ["--model.alpha_c", "1.0"], "λ = 1 per caption (before this work)"),
     "soft_constant_lr": (SOFT, ["--lr_scheduler", "null"], "no learning-rate schedule"),
-    "hard_reinforce_0.1": (HARD, ["--model.reinforce_weight", "0.1", "--model.entropy_weight", "0.002"],
-                           "λ_r = 0.1, λ_e = 0.002 per caption (before this work)"),
+    "hard_reinforce_0.1": (HARD, ["--model.reinforce_weight", "0.1"], "λ_r = 0.1 per caption (before this work)"),
+    "hard_reinforce_6.4": (HARD, ["--model.reinforce_weight", "6.4"], "λ_r = 0.1·B (the original's effective weight)"),
     "hard_entropy_0.128": (HARD, ["--model.entropy_weight", "0.128"], "λ_e = 0.002·B (the original's effective weight)"),
-    "hard_wide_field": (HARD, WIDE, "receptive field 38 px"),
+    "hard_before_encoder": (HARD, BEFORE, "the encoder before this work"),
     "hard_reinforce_1": (HARD, ["--model.reinforce_weight", "1.0"], "λ_r = 1"),
-    "hard_narrow_field": (HARD, NARROW, "receptive field 10 px"),
+    "hard_reinforce_0.3": (HARD, ["--model.reinforce_weight", "0.3"], "λ_r = 0.3"),
 }
 
 
