@@ -56,12 +56,9 @@ ABLATIONS: dict[str, tuple[str, list[str], str]] = {
     "soft_alpha_c_orig": (SOFT, ["--model.alpha_c", "0.25"], "λ = α_c·B/L = 64/256 (capgen's normalisation)"),
     "soft_alpha_c_1": (SOFT, ["--model.alpha_c", "1.0"], "λ = 1 per caption (before this work)"),
     "soft_constant_lr": (SOFT, ["--lr_scheduler", "null"], "no learning-rate schedule"),
-    "hard_reinforce_0.1": (HARD, ["--model.reinforce_weight", "0.1"], "λ_r = 0.1 per caption (before this work)"),
     "hard_reinforce_6.4": (HARD, ["--model.reinforce_weight", "6.4"], "λ_r = 0.1·B (the original's effective weight)"),
     "hard_entropy_0.128": (HARD, ["--model.entropy_weight", "0.128"], "λ_e = 0.002·B (the original's effective weight)"),
     "hard_before_encoder": (HARD, BEFORE, "the encoder before this work"),
-    "hard_reinforce_1": (HARD, ["--model.reinforce_weight", "1.0"], "λ_r = 1"),
-    "hard_reinforce_0.3": (HARD, ["--model.reinforce_weight", "0.3"], "λ_r = 0.3"),
 }
 
 
@@ -71,8 +68,9 @@ def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
 
 
 def largest_drop(bleu: list[float], after_epoch: int = 5) -> float:
-    """Largest fall of validation BLEU-4 below its best so far, over the epochs after `after_epoch`."""
-    drops = [max(bleu[: epoch + 1]) - bleu[epoch] for epoch in range(after_epoch + 1, len(bleu))]
+    """Largest fall of validation BLEU-4 below its best so far, over the epochs after the first `after_epoch`
+    (`bleu[i]` is epoch i + 1)."""
+    drops = [max(bleu[: epoch + 1]) - bleu[epoch] for epoch in range(after_epoch, len(bleu))]
     return max(drops, default=0.0)
 
 

@@ -96,7 +96,9 @@ def test_ddp_fit_keeps_every_rank_identical(ddp_fit):
 
     validations = [[r["metrics"] for r in records if r["event"] == "validation_end"] for records in ranks]
     assert len(validations[0]) == 2 and validations[0] == validations[1], "checkpointing metrics agree on all ranks"
-    assert set(validations[0][0]) == {"val/bleu4", "val/cider"}
+    assert set(validations[0][0]) == {
+        "val/bleu4", "val/cider", "val/attention_accuracy", "val/attention_accuracy_chance"  # built-in data has boxes
+    }
 
     checkpoints = ddp_fit / "checkpoints"
     assert any(path.name.startswith("best-") for path in checkpoints.iterdir())
@@ -131,6 +133,6 @@ def test_two_process_evaluation_equals_one_process(ddp_fit, monkeypatch):
         return metrics
 
     single = test_metrics("probe_test1", 0)
-    assert set(single) == {f"test/{name}" for name in METRICS}
+    assert set(single) == {f"test/{name}" for name in (*METRICS, "attention_accuracy", "attention_accuracy_chance")}
     for probe, rank in [("probe_test2", 0), ("probe_test2", 1), ("probe", 0), ("probe", 1)]:
         assert test_metrics(probe, rank) == single, (probe, rank)

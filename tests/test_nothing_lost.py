@@ -241,7 +241,7 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
         "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
         "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
-        "--model.encoder_channels", "[4, 8]", "--model.max_caption_length", "8",
+        "--model.encoder_channels", "[4, 8]", "--model.encoder_kernel_sizes", "null", "--model.max_caption_length", "8",
         "--data.source", "caption.data.karpathy.KarpathySource",
         "--data.source.init_args.annotations", str(annotations), "--data.source.init_args.images",
         str(tmp_path / "images"), "--data.source.init_args.resize_size", "36",
