@@ -54,7 +54,7 @@ PAPER_TABLE_1: dict[str, dict[str, tuple[str, ...]]] = {
 }
 PAPER_METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor")
 DATASETS = ("flickr30k", "flickr8k", "coco", "shapes")  # looked for in the data settings, in this order
-CURVES = ("train/nll", "val/bleu4", "val/cider")  # logged columns drawn when a run has them
+CURVES = ("train/nll", "val/bleu4", "val/cider", "val/attention_accuracy")  # logged columns drawn when a run has them
 
 
 @dataclass
