@@ -1,6 +1,7 @@
 """`caption fit` and `caption test` end to end through the real command line, on tiny settings."""
 
 import csv
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -79,9 +80,9 @@ def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_run
     rows = list(csv.DictReader((tiny_runs["soft"] / "logs" / "version_0" / "metrics.csv").open()))
     validations = [row for row in rows if row.get("val/bleu4")]
     assert validations
-    for row in validations:
+    for row in validations:  # NaN while the tiny model names no object yet; a number once it does
         accuracy, chance = float(row["val/attention_accuracy"]), float(row["val/attention_accuracy_chance"])
-        assert 0.0 <= accuracy <= 1.0 and 0.0 < chance < 0.5
+        assert (math.isnan(accuracy) and math.isnan(chance)) or (0.0 <= accuracy <= 1.0 and 0.0 < chance < 0.5)
     rates = list(dict.fromkeys(float(row["lr-Adam"]) for row in rows if row.get("lr-Adam")))  # in step order
     assert len(rates) >= 3
     assert rates == pytest.approx([0.01 * 0.8**epoch for epoch in range(len(rates))])
