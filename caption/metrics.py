@@ -20,7 +20,7 @@ import re
 import shutil
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 from pycocoevalcap.bleu.bleu import Bleu
@@ -170,9 +170,23 @@ def location_center(location: int, grid: tuple[int, int], image_size: tuple[int,
     return (column + 0.5) * width / columns, (row + 0.5) * height / rows
 
 
-def attention_accuracy(
-    captions: Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ShapeObject]]], *, image_size: tuple[int, int]
-) -> tuple[float, int]:
+Captions = Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ShapeObject]]]  # per image: words, α (T, L), objects
+
+
+def named_locations(captions: Captions, image_size: tuple[int, int]) -> Iterator[tuple[torch.Tensor, list[bool]]]:
+    """For every generated word that names an object: its α (L,) and, per location, whether the location's
+    centre lies inside the named object's box (x1/y1 exclusive)."""
+    for words, alpha, objects in captions:
+        grid = attention_grid(alpha.shape[-1], image_size)
+        centres = [location_center(location, grid, image_size) for location in range(alpha.shape[-1])]
+        for word, weights in zip(words, alpha):
+            named = object_for_word(objects, word)
+            if named is not None:
+                x0, y0, x1, y1 = named.box
+                yield weights, [x0 <= x < x1 and y0 <= y < y1 for x, y in centres]
+
+
+def attention_accuracy(captions: Captions, *, image_size: tuple[int, int]) -> tuple[float, int]:
     """Share of object words whose attention peak lies inside the box of the object they name.
 
     `captions` holds, per image, the generated words, their attention α (T, L) and the image's
@@ -180,33 +194,12 @@ def attention_accuracy(
     names an object when `object_for_word` finds it. Returns (share, number of object words); the
     share is NaN when no generated word names an object.
     """
-    hits, total = 0, 0
-    for words, alpha, objects in captions:
-        grid = attention_grid(alpha.shape[-1], image_size)
-        for word, weights in zip(words, alpha):
-            named = object_for_word(objects, word)
-            if named is None:
-                continue
-            x, y = location_center(int(weights.argmax()), grid, image_size)
-            x0, y0, x1, y1 = named.box
-            hits += x0 <= x < x1 and y0 <= y < y1
-            total += 1
-    return (hits / total if total else float("nan")), total
+    hits = [inside[int(weights.argmax())] for weights, inside in named_locations(captions, image_size)]
+    return (sum(hits) / len(hits) if hits else float("nan")), len(hits)
 
 
-def chance_attention_accuracy(
-    captions: Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ShapeObject]]], *, image_size: tuple[int, int]
-) -> float:
+def chance_attention_accuracy(captions: Captions, *, image_size: tuple[int, int]) -> float:
     """What `attention_accuracy` would be for a uniformly random location on the same object words: the mean,
     over object words, of the share of grid cells whose centre lies inside the named object's box."""
-    shares = []
-    for words, alpha, objects in captions:
-        grid = attention_grid(alpha.shape[-1], image_size)
-        centres = [location_center(location, grid, image_size) for location in range(alpha.shape[-1])]
-        for word in words[: len(alpha)]:
-            named = object_for_word(objects, word)
-            if named is None:
-                continue
-            x0, y0, x1, y1 = named.box
-            shares.append(sum(x0 <= x < x1 and y0 <= y < y1 for x, y in centres) / len(centres))
+    shares = [sum(inside) / len(inside) for _, inside in named_locations(captions, image_size)]
     return sum(shares) / len(shares) if shares else float("nan")
