@@ -7,21 +7,24 @@ foreign class) is refused instead of executed. Every path that reads a checkpoin
 
 - the CLI (`caption fit/test --ckpt_path ...`): Lightning loads through `SafeCheckpointIO`, which the
   CLI installs in every Trainer;
-- inference code: `load_module(path)` returns the `CaptionModule`, vocabulary and hyperparameters
-  included.
+- inference code: `caption.inference.load_module(path)` returns the `CaptionModule`, vocabulary and
+  hyperparameters included; `download_checkpoint(url, sha256=...)` fetches a published one first.
 """
 
+import hashlib
+import os
 import pickle
 import re
 from pathlib import Path
 from typing import Any
+from urllib.error import URLError
+from urllib.parse import urlparse
 
 import torch
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from caption.errors import CaptionError, CheckpointError
-from caption.module import CaptionModule
+from caption.errors import CheckpointError
 
 
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
@@ -50,25 +53,34 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     return checkpoint
 
 
-def load_module(path: _PATH, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu") -> CaptionModule:
-    """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`.
+def sha256_of(path: _PATH) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 24), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
-    `checkpoint`: what `read_checkpoint(path)` returned, if the caller has it already. The encoder's
-    weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten.
-    """
-    checkpoint = read_checkpoint(path, map_location=map_location) if checkpoint is None else checkpoint
-    has_encoder = any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
-    overrides = {"encoder_weights": "none"} if has_encoder else {}
-    try:
-        module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
-    except CaptionError:
-        raise
-    except Exception as error:
-        raise CheckpointError(
-            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
-            "was it written by another version of this project?"
-        ) from error
-    return module.eval()
+
+def download_checkpoint(url: str, *, sha256: str | None) -> Path:
+    """The checkpoint at `url`, downloaded once into $TORCH_HOME/hub/checkpoints (torch.hub's downloader) and
+    kept only if its SHA-256 is `sha256`; a file already there is used if its hash matches."""
+    if not sha256 or not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        raise CheckpointError(f"{url}: give the checkpoint's expected SHA-256 (64 hex digits) to download it, "
+                              f"got {sha256!r}")
+    sha256 = sha256.lower()
+    name = os.path.basename(urlparse(url).path) or "checkpoint.ckpt"
+    path = Path(torch.hub.get_dir()) / "checkpoints" / name
+    if path.is_file() and sha256_of(path) == sha256:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # into a temporary file, moved to `path` only when the hash matches
+        torch.hub.download_url_to_file(url, str(path), hash_prefix=sha256, progress=True)
+    except RuntimeError as error:  # torch.hub: invalid hash value
+        raise CheckpointError(f"{url}: refused: its SHA-256 is not {sha256} ({error}); "
+                              "check the URL and the hash you were given") from None
+    except (URLError, OSError) as error:
+        raise CheckpointError(f"{url}: cannot download ({error}); download it yourself and pass the file") from None
+    return path
 
 
 class SafeCheckpointIO(TorchCheckpointIO):

@@ -20,6 +20,18 @@ from caption.text import Vocabulary
 
 
 @dataclass
+class Caption:
+    """One image's caption and where the model looked for each of its T words (<end> not included)."""
+
+    text: str  # the words joined by spaces
+    words: list[str]
+    alpha: Tensor  # attention weights over the L locations, one row per word   (T, L)
+    beta: Tensor  # gate β of each word                                          (T,)
+    locations: Tensor | None  # hard attention: the sampled location s_t        (T,)
+    log_prob: float  # log p(caption | image), <end> included
+
+
+@dataclass
 class Decoded:
     """Generated captions, one per image. Token rows hold words, then <end> if emitted, then <pad>."""
 
@@ -29,6 +41,17 @@ class Decoded:
     beta: Tensor  # gate β for every generated word                   (B, T)
     location: Tensor | None  # hard attention: chosen location s_t    (B, T)
     lengths: Tensor  # generated words, <end> included                (B,)
+
+    def captions(self, vocabulary: Vocabulary) -> list[Caption]:
+        """One `Caption` per image, on the CPU, α and β cut to the caption's words."""
+        captions = []
+        for row in range(self.tokens.shape[0]):
+            words = vocabulary.decode(self.tokens[row])
+            T = len(words)
+            alpha, beta = self.alpha[row, :T].float().cpu(), self.beta[row, :T].float().cpu()  # (T, L), (T,)
+            locations = None if self.location is None else self.location[row, :T].cpu()  # (T,)
+            captions.append(Caption(" ".join(words), words, alpha, beta, locations, float(self.log_prob[row])))
+        return captions
 
 
 def _next_log_probs(

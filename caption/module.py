@@ -17,7 +17,7 @@ from torch import Tensor
 from caption.attention import AttentionKind, HardEvalContext
 from caption.decoder import Decoder
 from caption.data.records import ShapeObject
-from caption.decoding import Decoded, beam_search, greedy
+from caption.decoding import Caption, Decoded, beam_search, greedy
 from caption.encoder import EncoderName, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, score_captions
@@ -188,14 +188,18 @@ class CaptionModule(L.LightningModule):
                 return self.encoder(batch["image"])
         return self.encoder(batch["image"])
 
-    def generate(self, annotations: Tensor, *, beam_size: int | None = None) -> Decoded:
-        """Captions for a batch of annotations: greedy when the beam size is 1, else beam search."""
+    def generate(self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None) -> Decoded:
+        """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
+        `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`."""
         beam_size = self.hparams.beam_size if beam_size is None else beam_size
+        max_length = self.hparams.max_caption_length if max_length is None else max_length
+        check_settings(beam_size=beam_size, max_caption_length=max_length, samples=1, probabilities={}, weights={},
+                       rates={})
         if beam_size == 1:
-            return greedy(self.decoder, annotations, max_length=self.hparams.max_caption_length)
+            return greedy(self.decoder, annotations, max_length=max_length)
         return beam_search(
-            self.decoder, annotations, beam_size=beam_size,
-            max_length=self.hparams.max_caption_length, length_penalty=self.hparams.length_penalty,
+            self.decoder, annotations, beam_size=beam_size, max_length=max_length,
+            length_penalty=self.hparams.length_penalty,
         )
 
     # -------------------------------------------------------------------------- training
@@ -258,13 +262,13 @@ class CaptionModule(L.LightningModule):
 
     # ------------------------------------------------------------------------ evaluation
     def _decode_batch(self, batch: dict[str, Any], beam_size: int) -> None:
-        decoded = self.generate(self.annotations(batch), beam_size=beam_size)
+        captions = self.generate(self.annotations(batch), beam_size=beam_size).captions(self.vocabulary)
         objects = batch.get("objects") or [[]] * len(batch["references"])  # per image: ShapeObject.to_dict()s
-        for row, (image_id, references) in enumerate(zip(batch["image_id"].tolist(), batch["references"])):
-            words = self.vocabulary.decode(decoded.tokens[row])
-            alpha = decoded.alpha[row, : len(words)].float().cpu() if objects[row] else None  # (T, L)
-            boxes = tuple(ShapeObject.from_dict(obj) for obj in objects[row])
-            self._generated.append(Generated(image_id, words, references, alpha, boxes))
+        for caption, image_id, references, boxes in zip(captions, batch["image_id"].tolist(), batch["references"],
+                                                        objects):
+            alpha = caption.alpha if boxes else None  # (T, L), kept only where attention accuracy is scored
+            shapes = tuple(ShapeObject.from_dict(box) for box in boxes)
+            self._generated.append(Generated(image_id, caption.words, references, alpha, shapes))
 
     def _gathered_captions(self) -> dict[int, "Generated"]:
         """Captions from every rank, de-duplicated by image id (distributed samplers pad with repeats)."""
@@ -318,6 +322,11 @@ class CaptionModule(L.LightningModule):
             for image_id in sorted(generated)[:5]
         )
         rank_zero_info(f"Example test captions (beam {self.hparams.beam_size}):\n{examples}")
+
+    def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[tuple[int | str, Caption]]:
+        """`caption predict`: (image id, or file name for a folder of images, caption) for each image."""
+        keys = batch["file"] if "file" in batch else batch["image_id"].tolist()
+        return list(zip(keys, self.generate(self.annotations(batch)).captions(self.vocabulary)))
 
     # ----------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

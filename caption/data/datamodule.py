@@ -8,23 +8,28 @@ the training split only and handed to the model (the CLI links `data.vocabulary`
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from caption.data.features import FeatureCache, cache_config
-from caption.data.images import BadImageError, list_bad_images, report_bad_images
+from caption.checkpoints import read_checkpoint
+from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord
 from caption.data.sampler import LengthBatchSampler
 from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
 
 LongCaptions = Literal["truncate", "drop"]
+SPLITS = ("train", "val", "test")
 TOUCHED = {"truncate": "truncated", "drop": "left out"}  # what `long_captions` did, for the log
 
 
@@ -126,6 +131,26 @@ class Images(Dataset):
         return item | ({"objects": [obj.to_dict() for obj in record.objects]} if record.objects else {})
 
 
+class ImageFiles(Dataset):
+    """Image files from outside the dataset (`caption predict` on a folder): each prepared with the source's
+    `inference_transform`; an unreadable one is skipped with a warning (`collate` leaves it out)."""
+
+    def __init__(self, files: list[Path], transform: Callable[[Image.Image], Tensor]):
+        self.files = files
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        file = self.files[index]
+        try:
+            image = self.transform(read_rgb(str(file), min_side=1))  # (3, H, W)
+        except BadImageError as error:
+            return {"bad_image": BadImage(index, "predict", str(file), str(error))}
+        return {"image": image, "image_id": index, "file": str(file)}
+
+
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack images (or cached annotations), pad captions with <pad> to (B, T+1), keep references as lists.
 
@@ -148,6 +173,8 @@ def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
         batch["references"] = [item["references"] for item in items]
     if "objects" in items[0]:
         batch["objects"] = [item["objects"] for item in items]
+    if "file" in items[0]:
+        batch["file"] = [item["file"] for item in items]
     return batch
 
 
@@ -174,6 +201,10 @@ class CaptionDataModule(L.LightningDataModule):
         check_images: how images are checked before training without a feature cache: "header"
             (fast) or "decode" (decodes every image; also finds truncated files).
         features: folder of the feature cache that `caption features` writes (None: run the CNN on images).
+        predict: what `caption predict` captions: a split ("train", "val", "test"), or an image file or a folder of
+            images (write a folder named like a split as ./test).
+        vocabulary_from: a checkpoint whose vocabulary to use instead of building one from the training captions
+            (`caption predict` sets it to --ckpt_path, so the training data need not be there).
         encoder / encoder_weights / freeze_encoder: linked from model.* by the CLI; the feature cache
             must have been built with them.
     """
@@ -194,6 +225,8 @@ class CaptionDataModule(L.LightningDataModule):
         max_skipped_share: float = 0.01,
         check_images: Literal["header", "decode"] = "header",
         features: str | None = None,
+        predict: str = "test",
+        vocabulary_from: str | None = None,
         encoder: str = "vgg16",
         encoder_weights: str = "imagenet",
         freeze_encoder: bool = True,
@@ -226,6 +259,8 @@ class CaptionDataModule(L.LightningDataModule):
         self.failed: dict[int, BadImage] = {}  # images that failed while loading (on_bad_image: skip), by id
         self.check_images = check_images
         self.features = features
+        self.predict = predict
+        self.vocabulary_from = vocabulary_from
         self.encoder = encoder
         self.encoder_weights = encoder_weights
         self.freeze_encoder = freeze_encoder
@@ -258,7 +293,9 @@ class CaptionDataModule(L.LightningDataModule):
 
     @property
     def vocabulary(self) -> list[str]:
-        """The vocabulary's words (specials first), built from the training captions only."""
+        """The vocabulary's words (specials first), built from the training captions only (or `vocabulary_from`)."""
+        if self._vocabulary is None and self.vocabulary_from is not None:
+            self._vocabulary = Vocabulary(read_checkpoint(self.vocabulary_from)["hyper_parameters"]["vocabulary"])
         if self._vocabulary is None:
             captions = (tokenize(reference) for record in self.split("train") for reference in record.references)
             self._vocabulary = Vocabulary.build(captions, min_count=self.min_count, max_size=self.max_vocab_size)
@@ -328,6 +365,15 @@ class CaptionDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._images_loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        """The split named by `predict`, or the image files it names (a file, or a folder's images)."""
+        if self.predict in SPLITS:
+            return self._images_loader(self.predict)
+        files = [file for file, _ in image_files([self.predict])]
+        if not files:
+            raise ConfigError(f"data.predict: {self.predict} holds no image files")
+        return self._loader(ImageFiles(files, self.source.inference_transform()), self.eval_batch_size, False)
 
     @property
     def skip_bad(self) -> bool:

@@ -315,26 +315,3 @@ def build_cache(
     rank_zero_info(f"Feature cache in {path}: {len(records)} images, {len(skipped)} left out, "
                    f"{encoded} encoded in {elapsed:.1f} s ({encoded / max(elapsed, 1e-9):.1f} images/s).")
     return manifest
-
-
-def features_command(argv: list[str]) -> None:
-    """`caption features --config X.yaml [--key value ...]`: build or finish the config's feature cache.
-
-    The config is parsed exactly as `caption fit` parses it; the encoder is the model's, run on the
-    trainer's device over every split, `data.eval_batch_size` images at a time. Errors are
-    `CaptionError`s, which the `caption` command prints without a traceback.
-    """
-    from caption.cli import CaptionCLI  # imported here: caption.cli registers this command
-    from caption.data.datamodule import CaptionDataModule
-    from caption.module import CaptionModule
-
-    cli = CaptionCLI(CaptionModule, CaptionDataModule, args=argv, run=False, auto_configure_optimizers=False)
-    data, hparams = cli.datamodule, cli.model.hparams
-    if data.features is None:
-        raise FeatureCacheError("set data.features in the config: the cache folder, e.g. data/features/coco_vgg16")
-    records = data.records()
-    config = cache_config(encoder=hparams.encoder, weights=hparams.encoder_weights,
-                          freeze=hparams.freeze_encoder, source=data.source, records=records)
-    build_cache(data.features, encoder=cli.model.encoder, config=config, source=data.source, records=records,
-                on_bad_image=data.on_bad_image, batch_size=data.eval_batch_size, num_workers=data.num_workers,
-                device=cli.trainer.strategy.root_device)

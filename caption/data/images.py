@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import warnings
 from abc import abstractmethod
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,7 @@ from torchvision import models
 from torchvision.transforms._presets import ImageClassification
 
 from caption.data.records import BadImage, CaptionSource, ImageRecord
-from caption.errors import CaptionError
+from caption.errors import CaptionError, ConfigError
 
 # The preset of the ImageNet VGG weights (VGG19_Weights.IMAGENET1K_V1 has the same one).
 WEIGHTS = models.VGG16_Weights.IMAGENET1K_V1
@@ -215,3 +217,31 @@ class ImageFileSource(CaptionSource):
     def describe_transform(self) -> dict[str, Any]:
         """The transform's settings (see `describe_transform`)."""
         return describe_transform(self.transform)
+
+    def inference_transform(self) -> Callable[[Image.Image], Tensor]:
+        return self.transform
+
+    @property
+    def normalization(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        return tuple(self.transform.mean), tuple(self.transform.std)
+
+
+IMAGE_EXTENSIONS = frozenset(Image.registered_extensions())  # ".jpg", ".png", ... every format Pillow reads
+
+
+def image_files(inputs: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
+    """(file, named explicitly) for every input file and every image file in input folders, in order, once each.
+    A missing input is a `ConfigError` naming it; a folder without images, a warning."""
+    files: dict[Path, bool] = {}
+    for path in map(Path, inputs):
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+            if not found:
+                warnings.warn(f"folder {path} holds no image files")
+            for file in found:
+                files.setdefault(file.resolve(), False)
+        elif path.is_file():
+            files[path.resolve()] = True
+        else:
+            raise ConfigError(f"{path}: no such image file or folder")
+    return list(files.items())

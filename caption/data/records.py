@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from collections.abc import Sequence
 from typing import Any
 
+from PIL import Image
 from torch import Tensor
 
 
@@ -115,6 +116,17 @@ class CaptionSource(ABC):
     @abstractmethod
     def image_size(self) -> tuple[int, int]:
         """(H, W) of every tensor `image` returns."""
+
+    def inference_transform(self) -> Callable[[Image.Image], Tensor]:
+        """An RGB image from outside the dataset (any size) -> the encoder's input (3, H, W), prepared as
+        `image` prepares the dataset's own: what a model trained on this source needs for new images."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how to prepare images from outside the "
+                                  "dataset (CaptionSource.inference_transform), so its models cannot caption them")
+
+    @property
+    def normalization(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Per-channel (mean, std) in 0..1 pixel units that `image` normalises with (to draw images again)."""
+        raise NotImplementedError(f"{type(self).__name__} does not give its pixel normalization")
 
     def check(self, records: list[ImageRecord], *, decode: bool) -> list[BadImage]:
         """The images of `records` that cannot be read: none for in-memory data.

@@ -326,3 +326,18 @@ class ShapesSource(CaptionSource):
         self._load()
         pixels = torch.from_numpy(self._images[self._rows[record.image_id]])  # (H, W, 3) uint8
         return (pixels.permute(2, 0, 1).float() / 255.0 - PIXEL_MEAN) / PIXEL_STD  # (3, H, W)
+
+    def inference_transform(self) -> Callable[[Image.Image], torch.Tensor]:
+        """Resized (bilinear) to the canvas size, then normalised as the generated images are."""
+        height, width = self.image_size
+
+        def transform(image: Image.Image) -> torch.Tensor:
+            resized = image.resize((width, height), Image.Resampling.BILINEAR)
+            pixels = torch.from_numpy(np.asarray(resized, dtype=np.uint8).copy())  # (H, W, 3)
+            return (pixels.permute(2, 0, 1).float() / 255.0 - PIXEL_MEAN) / PIXEL_STD  # (3, H, W)
+
+        return transform
+
+    @property
+    def normalization(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        return (PIXEL_MEAN,) * 3, (PIXEL_STD,) * 3

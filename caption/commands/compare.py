@@ -2,7 +2,7 @@
 
     caption compare runs/shapes_soft runs/shapes_hard --out reports/shapes
 
-Each model is evaluated as `caption evaluate` does, all on the same data and split (the first
+Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`), all on the same data and split (the first
 checkpoint's data, or `--config`). DIR/report.md then holds a table laid out like the paper's
 Table 1 (BLEU-1..4, METEOR, in %) plus ROUGE-L, CIDEr-D and attention accuracy, with the paper's
 own numbers for the same dataset beside them where it has some (none for the built-in data);
@@ -25,24 +25,14 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from caption.checkpoints import load_module, read_checkpoint
+from caption.checkpoints import read_checkpoint
+from caption.commands.common import add_batch_size, add_decoding, add_device
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import object_for_word
-from caption.describe import normalization
 from caption.errors import ConfigError
-from caption.evaluate import (
-    METRIC_NAMES,
-    Evaluation,
-    build_data,
-    data_config,
-    evaluate,
-    format_score,
-    pick_device,
-    positive_int,
-    write_evaluation,
-)
+from caption.inference import Captioner, Evaluation, build_data, data_settings, evaluate, write_evaluation
+from caption.inference.evaluation import METRIC_NAMES, format_score
 from caption.metrics import METRICS
-from caption.module import CaptionModule
 from caption.outputs import save_figure, writable_folder, write_text
 from caption.visualize import Overlay, comparison_figure, to_uint8
 
@@ -63,9 +53,17 @@ class Model:
 
     name: str  # label in the report
     checkpoint: Path
-    module: CaptionModule
-    source: dict[str, Any] | None  # the data source it was trained on ({class_path, init_args}), if recorded
+    captioner: Captioner
     metrics_csv: Path | None  # the run's CSVLogger log, if found
+
+    @property
+    def hparams(self) -> Any:
+        return self.captioner.module.hparams
+
+    @property
+    def source(self) -> dict[str, Any] | None:
+        """The data source it was trained on ({class_path, init_args}), if recorded."""
+        return None if self.captioner.data is None else self.captioner.data[0]["source"]
 
 
 def newest(paths: list[Path]) -> Path | None:
@@ -92,13 +90,13 @@ def find_metrics_csv(path: Path, checkpoint: Path) -> Path | None:
     return newest(list(root.rglob("metrics.csv")))
 
 
-def model_names(modules: list[CaptionModule], names: list[str] | None) -> list[str]:
+def model_names(captioners: list[Captioner], names: list[str] | None) -> list[str]:
     """`names` if given, else the attention kind ("soft", "hard"), numbered when it repeats."""
     if names is not None:
-        if len(names) != len(modules) or len(set(names)) != len(names):
-            raise ConfigError(f"--names needs {len(modules)} distinct names, one per model; got {names}")
+        if len(names) != len(captioners) or len(set(names)) != len(names):
+            raise ConfigError(f"--names needs {len(captioners)} distinct names, one per model; got {names}")
         return names
-    kinds = [module.hparams.attention for module in modules]
+    kinds = [captioner.module.hparams.attention for captioner in captioners]
     return [kind if kinds.count(kind) == 1 else f"{kind}-{kinds[:i].count(kind) + 1}" for i, kind in enumerate(kinds)]
 
 
@@ -123,7 +121,7 @@ def results_table(models: list[Model], evaluations: list[Evaluation], dataset: s
         cells = [format_score(scores[name]) if scores[name] is not None else "–" for name in columns]
         lines.append(f"| {model.name} (ours) | " + " | ".join(cells) + " |")
     paper = PAPER_TABLE_1.get(dataset or "", {})
-    for kind in dict.fromkeys(model.module.hparams.attention for model in models):
+    for kind in dict.fromkeys(model.hparams.attention for model in models):
         if kind in paper:
             cells = [*paper[kind], *["–"] * (len(columns) - len(PAPER_METRICS))]
             lines.append(f"| {kind} (paper, Table 1) | " + " | ".join(cells) + " |")
@@ -163,17 +161,16 @@ def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: Ca
                     count: int, out: Path) -> list[Path]:
     """For the first `count` images of the split: every model's caption and overlays, one figure each."""
     records = sorted(data.usable(split), key=lambda record: record.image_id)[:count]
-    by_id = [{g.image_id: g for g in evaluation.generated} for evaluation in evaluations]
     paths = []
     for record in records:
-        image = data.source.image(record)
+        pixels = to_uint8(data.source.image(record), *data.source.normalization)
         overlays = []
-        for model, generated in zip(models, by_id):
-            caption = generated[record.image_id]
+        for model, evaluation in zip(models, evaluations):
+            caption = evaluation.captions[record.image_id]
             named = [object_for_word(record.objects, word) for word in caption.words]
-            overlays.append(Overlay(to_uint8(image, *normalization(model.module)), caption.words, caption.alpha,
-                                    caption.beta, caption.location, title=f"{model.name}: {caption.caption}",
-                                    label=model.name, boxes=[None if obj is None else obj.box for obj in named]))
+            overlays.append(Overlay(pixels, caption.words, caption.alpha, caption.beta, caption.locations,
+                                    title=f"{model.name}: {caption.text}", label=model.name,
+                                    boxes=[None if obj is None else obj.box for obj in named]))
         figure = comparison_figure(overlays)
         figure.suptitle(f"image {record.image_id} ({split})")
         paths.append(out / f"overlays-{record.image_id}.png")
@@ -184,7 +181,7 @@ def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: Ca
 def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset: str | None, split: str,
                  figures: list[Path], curves: Path | None, out: Path) -> Path:
     """DIR/report.md: the results table, the overlay figures, the curves and where each model came from."""
-    images = len(evaluations[0].generated)
+    images = len(evaluations[0].captions)
     paper = "the paper's numbers beside ours" if dataset in PAPER_TABLE_1 else "the paper has no numbers for this data"
     lines = [
         f"# Comparison on the {split} split of {dataset or 'the data'}",
@@ -205,7 +202,7 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         lines += ["## Training curves", "", f"![training curves]({curves.name})", ""]
     lines += ["## Models", ""]
     for model, evaluation in zip(models, evaluations):
-        hparams = model.module.hparams
+        hparams = model.hparams
         words = f", {evaluation.object_words} object words" if evaluation.attention_accuracy is not None else ""
         lines.append(
             f"- **{model.name}**: `{model.checkpoint}` ({hparams.attention} attention, {hparams.encoder} encoder, "
@@ -224,29 +221,25 @@ def main(argv: list[str]) -> None:
     parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN", help="checkpoints or run folders")
     parser.add_argument("--out", required=True, type=Path, help="folder for report.md, figures and per-model results")
     parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
-    parser.add_argument("--beam-size", type=positive_int, default=None, help="beam width (default: each checkpoint's)")
     parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the first checkpoint's)")
     parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
     parser.add_argument("--images", type=int, default=3, help="images shown with each model's overlays (default: 3)")
     parser.add_argument("--dataset", default=None, choices=DATASETS,
                         help="dataset for the paper's numbers (default: guessed from the data settings)")
-    parser.add_argument("--batch-size", type=positive_int, default=None, help="images per batch")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default: auto)")
-    parser.add_argument("--meteor-timeout", type=float, default=120.0, help="seconds before METEOR counts as missing")
+    add_decoding(parser, default="each checkpoint's")
+    add_batch_size(parser, default=None)
+    add_device(parser)
+    parser.add_argument("--meteor_timeout", type=float, default=120.0, help="seconds before METEOR counts as missing")
     args = parser.parse_args(argv)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     paths = [find_checkpoint(path) for path in args.models]
-    contents = [read_checkpoint(path) for path in paths]
-    modules = [load_module(path, content).to(pick_device(args.device)) for path, content in zip(paths, contents)]
-    names = model_names(modules, args.names)
-    models = [
-        Model(name, path, module, content.get("datamodule_hyper_parameters", {}).get("source"),
-              find_metrics_csv(given, path))
-        for name, path, module, content, given in zip(names, paths, modules, contents, args.models)
-    ]
-    settings, origin = data_config(contents[0], paths[0], args.config)
+    captioners = [Captioner.from_checkpoint(path, device=args.device) for path in paths]
+    names = model_names(captioners, args.names)
+    models = [Model(name, path, captioner, find_metrics_csv(given, path))
+              for name, path, captioner, given in zip(names, paths, captioners, args.models)]
+    settings, origin = data_settings(read_checkpoint(paths[0]), paths[0], args.config)
     for model in models[1:]:
         if args.config is None and model.source is not None and model.source != settings["source"]:
             warnings.warn(f"{model.name} was trained on other data than {models[0].name}; "
@@ -256,8 +249,9 @@ def main(argv: list[str]) -> None:
         data.eval_batch_size = args.batch_size
     evaluations = []
     for model in models:
-        evaluation = evaluate(model.module, data, split=args.split, beam_size=args.beam_size,
-                              meteor_timeout=args.meteor_timeout, description=model.name, out=args.out / model.name)
+        evaluation = evaluate(model.captioner, data, split=args.split, beam_size=args.beam_size,
+                              max_length=args.max_length, meteor_timeout=args.meteor_timeout, description=model.name,
+                              out=args.out / model.name)
         write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
         evaluations.append(evaluation)
     figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)

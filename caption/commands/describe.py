@@ -1,0 +1,113 @@
+"""`caption describe`: caption your own images and see where the model looked.
+
+    caption describe --ckpt_path runs/shapes_soft/checkpoints/last.ckpt photo.jpg photos/ --out figures
+
+Prints each image's caption and writes DIR/<name>.png: the image as the encoder sees it, then one
+panel per word with its attention overlay (`caption.visualize`), and DIR/captions.json. Any image
+Pillow opens works, whatever its size or mode; folders are captioned in batches, and their unreadable
+files skipped with a warning. Images get the transform of the data the model was trained on
+(`caption.inference.Captioner`): for vgg16/vgg19 the weights' own (short side 256, centre crop 224,
+ImageNet normalisation, as the paper, at the training data's sizes); for small_vgg (built-in data)
+a resize to the training size and the built-in data's normalisation.
+"""
+
+import argparse
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, positive_int
+from caption.data.images import BadImageError, image_files, read_rgb
+from caption.decoding import Caption
+from caption.inference import Captioner
+from caption.outputs import save_figure, writable_folder, write_text
+from caption.visualize import Overlay, overlay_figure, to_uint8
+
+
+def batches(files: list[tuple[Path, bool]], size: int) -> Iterator[list[tuple[Path, Image.Image]]]:
+    """Readable images in batches; unreadable ones from folders are skipped with a warning."""
+    batch = []
+    for path, explicit in files:
+        try:
+            batch.append((path, read_rgb(str(path), min_side=1)))
+        except BadImageError as error:
+            if explicit:
+                raise BadImageError(f"{path}: {error}") from None
+            warnings.warn(f"skipping {path}: {error}")
+            continue
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def unique_name(stem: str, taken: set[str]) -> str:
+    """`stem`, or `stem-2`, `stem-3`, ... if taken (photo.jpg and photo.png make photo and photo-2); marks it taken."""
+    name, copy = stem, 1
+    while name in taken:
+        copy += 1
+        name = f"{stem}-{copy}"
+    taken.add(name)
+    return name
+
+
+def describe(
+    captioner: Captioner,
+    files: list[tuple[Path, bool]],
+    *,
+    out: Path,
+    beam_size: int | None = None,
+    max_length: int | None = None,
+    batch_size: int = 16,
+    columns: int = 6,
+    figure_format: str = "png",
+) -> list[tuple[Path, Caption, Path]]:
+    """Caption `files` (from `caption.data.images.image_files`); write one overlay figure each under `out`.
+    Returns (image, caption, figure) triples."""
+    writable_folder(out, what="output")
+    described: list[tuple[Path, Caption, Path]] = []
+    taken: set[str] = set()
+    for batch in batches(files, batch_size):
+        images = torch.stack([captioner.prepare(image) for _, image in batch])  # (B, 3, H, W)
+        captions = captioner.caption_batch({"image": images}, beam_size=beam_size, max_length=max_length)
+        for (path, _), caption, pixels in zip(batch, captions, images):
+            figure_path = out / f"{unique_name(path.stem, taken)}.{figure_format}"
+            overlay = Overlay(to_uint8(pixels, *captioner.normalization), caption.words, caption.alpha, caption.beta,
+                              caption.locations, title=caption.text, label=path.name)
+            save_figure(overlay_figure(overlay, columns=columns), figure_path)
+            described.append((path, caption, figure_path))
+            print(f"{path}: {caption.text}", flush=True)
+    return described
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="caption describe",
+        description="Caption images and draw where the model looked for each word (one figure per image).",
+    )
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="IMAGE_OR_FOLDER", help="image files and/or folders")
+    add_checkpoint(parser)
+    parser.add_argument("--out", type=Path, default=Path("captions"), help="folder for the figures (default: captions)")
+    parser.add_argument("--config", default=None,
+                        help="YAML with the training `data:` section, for checkpoints that do not record it")
+    add_decoding(parser)
+    add_batch_size(parser, default=16)
+    parser.add_argument("--columns", type=positive_int, default=6, help="panels per row (default: 6)")
+    parser.add_argument("--format", default="png", choices=("png", "pdf", "svg", "jpg"), help="figure format")
+    add_device(parser)
+    args = parser.parse_args(argv)
+    writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, config=args.config)
+    described = describe(
+        captioner, image_files(args.inputs), out=args.out, beam_size=args.beam_size, max_length=args.max_length,
+        batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
+    )
+    captions = [{"file": str(path), "caption": caption.text, "figure": str(figure)}
+                for path, caption, figure in described]
+    write_text(args.out / "captions.json", json.dumps(captions, indent=1) + "\n")
+    print(f"wrote {len(described)} figures and captions.json to {args.out}")

@@ -1,0 +1,44 @@
+"""`caption evaluate`: the coco-caption metrics of a checkpoint on a split, as the paper reports them.
+
+    caption evaluate --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --split test --out eval/soft
+
+Writes DIR/captions.json (the COCO results format, [{"image_id", "caption"}]) as soon as the split is
+decoded, then DIR/metrics.json, which also names the tokenizer: coco-caption's PTB tokenizer (Java),
+or its pure-Python stand-in without Java. DIR is created and checked writable before any work.
+The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
+`--config`, a YAML file with a `data:` section such as the training config. The work is
+`caption.inference.evaluate`.
+"""
+
+import argparse
+from pathlib import Path
+
+from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device
+from caption.inference import Captioner, evaluate, training_data, write_evaluation
+from caption.outputs import writable_folder
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="caption evaluate",
+        description="Score a checkpoint's captions on a split with coco-caption's metrics (pycocoevalcap).",
+    )
+    add_checkpoint(parser)
+    parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
+    parser.add_argument("--out", required=True, type=Path, help="folder for metrics.json and captions.json")
+    parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the checkpoint's data)")
+    add_decoding(parser)
+    add_batch_size(parser, default=None)
+    add_device(parser)
+    parser.add_argument("--meteor_timeout", type=float, default=120.0, help="seconds before METEOR counts as missing")
+    args = parser.parse_args(argv)
+    writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, config=args.config)
+    data = training_data(captioner)
+    if args.batch_size is not None:
+        data.eval_batch_size = args.batch_size
+    evaluation = evaluate(captioner, data, split=args.split, beam_size=args.beam_size, max_length=args.max_length,
+                          meteor_timeout=args.meteor_timeout, out=args.out)
+    write_evaluation(evaluation, args.out, checkpoint=str(args.ckpt_path))
+    print(evaluation.table())
+    print(f"wrote {args.out / 'metrics.json'} and {args.out / 'captions.json'}")

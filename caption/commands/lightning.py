@@ -1,0 +1,223 @@
+"""`caption fit | validate | test | predict`: Lightning's own subcommands, driven by YAML configs.
+
+    caption fit --config configs/shapes_soft.yaml                  # train, then test the best checkpoint
+    caption fit --config configs/shapes_soft.yaml --model.attention hard
+    caption test --config configs/shapes_soft.yaml --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
+    caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
+    caption fit --config configs/shapes_soft.yaml --print_config    # every setting, with its default
+
+The best checkpoint is chosen on validation BLEU-4 (the paper's model selection); `last.ckpt` is
+kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the end and on SIGTERM), both in
+`<trainer.default_root_dir>/checkpoints`, so a killed or pre-empted run continues with
+`caption fit ... --ckpt_path last`. After `fit`, the best checkpoint is evaluated on the test split.
+Checkpoints are always loaded with weights_only=True (`caption.checkpoints`). Output folders are
+created and checked writable before any work (`caption.outputs`); decoding settings given on the
+command line (`--model.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
+`caption predict` and its writer are described in `caption.commands.prediction_writer`.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from jsonargparse import Namespace
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
+from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+
+from caption.callbacks import LAST, PeriodicCheckpoint
+from caption.checkpoints import SafeCheckpointIO, read_checkpoint
+from caption.commands.prediction_writer import CaptionWriter
+from caption.data.datamodule import CaptionDataModule
+from caption.errors import CheckpointError, ConfigError
+from caption.module import CaptionModule
+from caption.outputs import writable_folder
+
+DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settings that only change decoding
+# data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
+PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "predict", "vocabulary_from")
+
+
+def given_on_command_line(args: list[str], key: str) -> bool:
+    """Whether `--key value` or `--key=value` is among the command-line `args`."""
+    return any(arg == f"--{key}" or arg.startswith(f"--{key}=") for arg in args)
+
+
+def logger_folders(logger: Any) -> list[str]:
+    """The `save_dir` of each logger in the trainer's `logger:` setting (one, a list, or none)."""
+    loggers = logger if isinstance(logger, list) else [logger]
+    folders = [getattr(getattr(item, "init_args", None), "save_dir", None) for item in loggers]
+    return [folder for folder in folders if folder]
+
+
+class CaptionArgumentParser(LightningArgumentParser):
+    """Lightning's parser, with errors in one line (no 100-line usage first) that name the config file."""
+
+    config_file: Any = None  # the config file being read, named in its errors (e.g. a YAML syntax error)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("prog", "caption")  # not the module's file name
+        super().__init__(*args, **kwargs)
+
+    def parse_path(self, cfg_path: Any, *args: Any, **kwargs: Any) -> Any:
+        self.config_file = cfg_path
+        try:
+            return super().parse_path(cfg_path, *args, **kwargs)
+        finally:
+            self.config_file = None
+
+    def error(self, message: str, ex: Exception | None = None) -> Any:
+        if not self.exit_on_error:  # jsonargparse catches these itself
+            return super().error(message, ex)
+        where = f"config file {self.config_file}: " if self.config_file else ""
+        sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help`)")
+
+
+def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
+    """`lr_scheduler:` as a plain dict {class_path, init_args}, or None for a constant learning rate."""
+    return None if scheduler is None else scheduler.as_dict()
+
+
+class CaptionCLI(LightningCLI):
+    """LightningCLI with the project's links between model and data, checkpoints and `caption predict`."""
+
+    def _prepare_subcommand_parser(self, klass: type, subcommand: str, **kwargs: Any) -> LightningArgumentParser:
+        """Each subcommand's parser; `predict`'s also has `predictions:`, the writer of its captions."""
+        parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
+        if subcommand == "predict":
+            parser.add_lightning_class_args(CaptionWriter, "predictions")
+            parser.set_defaults({"trainer.logger": False})  # nothing to log: the captions go to predictions.out
+        return parser
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
+        parser.link_arguments("data.image_size", "model.image_size", apply_on="instantiate")
+        for key in ("encoder", "encoder_weights", "freeze_encoder"):  # the feature cache is checked against them
+            parser.link_arguments(f"model.{key}", f"data.{key}")
+        # LightningCLI's `lr_scheduler:` group, as its add_lr_scheduler_args makes it (any torch scheduler, or
+        # Lightning's ReduceLROnPlateau with a `monitor`), handed to the model as a plain dict (it goes into the
+        # checkpoint's hyperparameters); the model builds it on its optimizer (`CaptionModule.configure_optimizers`).
+        parser.add_subclass_arguments(
+            LRSchedulerTypeTuple, "lr_scheduler", instantiate=False, fail_untyped=False, skip={"optimizer"}, required=False
+        )
+        parser.link_arguments("lr_scheduler", "model.lr_scheduler", compute_fn=scheduler_settings)
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(PeriodicCheckpoint, "periodic_checkpoint")
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": "val/bleu4",
+                "checkpoint.mode": "max",
+                "checkpoint.save_last": False,  # periodic_checkpoint writes last.ckpt
+                "checkpoint.filename": "best-epoch{epoch}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
+        args = sys.argv[1:] if args is None else list(args)
+        if args[:1] == ["predict"]:
+            args = predict_arguments(args)
+        self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        self.checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
+        # Lightning then overwrites the model settings with the checkpoint's: keep the decoding ones given here
+        self.decoding_overrides = {
+            key: self.config[subcommand].model[key] for key in DECODING
+            if subcommand and given_on_command_line(args, f"model.{key}")
+        }
+
+    def before_instantiate_classes(self) -> None:
+        """Checkpoints go to <default_root_dir>/checkpoints, not the logger's new version folder of each
+        run, so that a restarted run finds them with --ckpt_path last."""
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        if config.checkpoint.dirpath is None:
+            root = config.trainer.default_root_dir or os.getcwd()
+            config.checkpoint.dirpath = os.path.join(root, "checkpoints")
+        if self.subcommand is None:
+            return
+        if self.subcommand == "predict":  # writes only its captions (CaptionWriter checks that folder)
+            self.save_config_callback = None
+        else:
+            self.check_output_folders(config)
+        self.apply_decoding_overrides(config)
+        if self.subcommand != "fit" and self.checkpoint is not None and has_encoder(self.checkpoint):
+            config.model.encoder_weights = "none"  # the checkpoint has the encoder: no ImageNet download first
+        if config.get("ckpt_path") == "last" and not os.path.isfile(os.path.join(config.checkpoint.dirpath, LAST)):
+            missing = f"--ckpt_path last: there is no {LAST} in {config.checkpoint.dirpath}"
+            if self.subcommand != "fit":
+                raise CheckpointError(f"{missing}: pass the checkpoint to use, or the run's trainer.default_root_dir")
+            rank_zero_warn(f"{missing} yet, so this run starts from scratch")
+            config.ckpt_path = None
+
+    @staticmethod
+    def check_output_folders(config: Any) -> None:
+        """Create every folder the run writes to and check it is writable, before any work starts."""
+        writable_folder(config.trainer.default_root_dir or os.getcwd(), what="trainer.default_root_dir")
+        writable_folder(config.checkpoint.dirpath, what="checkpoint.dirpath")
+        for folder in logger_folders(config.trainer.logger):
+            writable_folder(folder, what="trainer.logger's save_dir")
+
+    def apply_decoding_overrides(self, config: Any) -> None:
+        """Decoding settings given on the command line win over the checkpoint's, and say so."""
+        for key, value in self.decoding_overrides.items():
+            if config.model[key] != value:
+                rank_zero_info(f"model.{key}: {value} from the command line, not the checkpoint's {config.model[key]}")
+                config.model[key] = value
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors)."""
+        plugins = kwargs.get("plugins") or []
+        plugins = plugins if isinstance(plugins, list) else [plugins]
+        if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
+        return super().instantiate_trainer(**kwargs)
+
+    def after_fit(self) -> None:
+        """Evaluate the best checkpoint (or the final weights if none was selected) on the test split."""
+        checkpoint = self.trainer.checkpoint_callback
+        best = checkpoint.best_model_path if checkpoint is not None else ""
+        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
+
+
+def has_encoder(checkpoint: dict[str, Any]) -> bool:
+    """Whether the checkpoint holds the encoder's weights (then the model need not load ImageNet's first)."""
+    return any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
+
+
+def predict_arguments(args: list[str]) -> list[str]:
+    """`caption predict`'s arguments, completed from --ckpt_path: the checkpoint's data settings unless a config
+    or data source is given, and its vocabulary (data.vocabulary_from) unless another is named."""
+    if any(arg in ("-h", "--help", "--print_config") or arg.startswith("--print_config=") for arg in args):
+        return args
+    ckpt_path = next((value for flag, value in zip(args, args[1:]) if flag == "--ckpt_path"), None)
+    ckpt_path = ckpt_path or next((arg.split("=", 1)[1] for arg in args if arg.startswith("--ckpt_path=")), None)
+    if ckpt_path is None or ckpt_path == "last":
+        raise ConfigError("caption predict needs --ckpt_path: the checkpoint file to caption with")
+    if not any(given_on_command_line(args, key) for key in ("config", "data", "data.source")):
+        settings = read_checkpoint(ckpt_path).get("datamodule_hyper_parameters")
+        if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
+            raise ConfigError(f"checkpoint {ckpt_path} does not record its data settings: pass --config with the "
+                              "training config, or --data.source")
+        unlinked = {key: value for key, value in settings.items() if key not in PREDICT_OWN}
+        args = [args[0], "--data", json.dumps(unlinked), *args[1:]]  # first, so that the command line's data.* win
+    if not given_on_command_line(args, "data.vocabulary_from"):
+        args = [*args, "--data.vocabulary_from", ckpt_path]
+    return args
+
+
+def main(argv: list[str]) -> None:
+    """`caption fit|validate|test|predict ...` (argv starts with the subcommand)."""
+    CaptionCLI(
+        CaptionModule,
+        CaptionDataModule,
+        parser_class=CaptionArgumentParser,
+        args=argv,
+        save_config_kwargs={"overwrite": True},
+        auto_configure_optimizers=False,
+    )

@@ -1,0 +1,16 @@
+"""The inference layer: what every command that captions images calls, and the Python API.
+
+- `Captioner`: a checkpoint (file or URL) and its input transform; images in, `Caption`s out.
+- `evaluate`: caption a split in batches and score it (coco-caption metrics, attention accuracy).
+"""
+
+from caption.decoding import Caption
+from caption.inference.captioner import Captioner, data_settings, load_module, pick_device
+from caption.inference.evaluation import (
+    Evaluation, build_data, evaluate, training_data, write_captions, write_evaluation,
+)
+
+__all__ = [
+    "Caption", "Captioner", "Evaluation", "build_data", "data_settings", "evaluate", "load_module", "pick_device",
+    "training_data", "write_captions", "write_evaluation",
+]

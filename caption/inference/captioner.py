@@ -1,0 +1,196 @@
+"""Caption images from Python with a trained checkpoint:
+
+    from caption import Captioner
+    captioner = Captioner.from_checkpoint("runs/shapes_soft/checkpoints/last.ckpt")
+    print(captioner("photo.jpg").text)
+
+Images may be file paths, PIL images or tensors (torchvision's layout: (3, H, W) uint8, or float in
+[0, 1]), one or many; many are captioned in batches and give the same captions as one at a time.
+Each image gets the transform of the data the model was trained on (`CaptionSource.inference_transform`,
+rebuilt from the data settings the checkpoint stores). Each `Caption` holds the text, the words, the
+attention α (T×L) and gate β of every word, the hard-attention locations and the log-probability.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import torch
+import yaml
+from lightning.pytorch.cli import instantiate_class
+from PIL import Image
+from torch import Tensor
+from torchvision.transforms.functional import to_pil_image
+
+from caption.checkpoints import download_checkpoint, read_checkpoint
+from caption.data.images import image_transform, read_rgb, to_rgb
+from caption.decoding import Caption
+from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.module import CaptionModule
+
+ImageInput = Union[str, os.PathLike, Image.Image, Tensor]
+Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
+LINKED = ("encoder", "encoder_weights", "freeze_encoder")  # model settings the data module is given by the CLI
+
+
+def pick_device(name: str | torch.device | None) -> torch.device:
+    """None or "auto": the GPU when there is one, else the CPU; otherwise the named device, checked."""
+    if name is None or name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise ConfigError(f"device {name}: {error}") from None
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(f"device {name}: this machine has {torch.cuda.device_count()} visible GPUs")
+    return device
+
+
+def load_module(path: str | os.PathLike, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu") -> CaptionModule:
+    """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`.
+
+    `checkpoint`: what `read_checkpoint(path)` returned, if the caller has it already. The encoder's
+    weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten.
+    """
+    checkpoint = read_checkpoint(path, map_location=map_location) if checkpoint is None else checkpoint
+    has_encoder = any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
+    overrides = {"encoder_weights": "none"} if has_encoder else {}
+    try:
+        module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
+    except CaptionError:
+        raise
+    except Exception as error:
+        raise CheckpointError(
+            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
+            "was it written by another version of this project?"
+        ) from error
+    return module.eval()
+
+
+def data_settings(checkpoint: dict[str, Any], path: str | Path, config: str | Path | None) -> tuple[dict[str, Any], str]:
+    """The data settings ({source: {class_path, init_args}, ...}) a model was trained with, and where they come
+    from: the `data:` section of `config` if given, else what `caption fit` stored in the checkpoint."""
+    if config is not None:
+        try:
+            settings = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as error:
+            raise ConfigError(f"cannot read config {config}: {error}") from error
+        if not isinstance(settings, dict) or not isinstance(settings.get("data"), dict):
+            raise ConfigError(f"config {config} has no `data:` section (use the config the model was trained with)")
+        # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
+        linked = {key: checkpoint["hyper_parameters"][key] for key in LINKED}
+        return {**settings["data"], **linked}, str(config)
+    settings = checkpoint.get("datamodule_hyper_parameters")
+    if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
+        saved = sorted(Path(path).parent.parent.rglob("config.yaml"), key=lambda file: file.stat().st_mtime)
+        raise ConfigError(
+            f"checkpoint {path} does not record its data (written before data settings were stored, or "
+            "outside `caption fit`): pass the training config (--config)"
+            + (f", e.g. {saved[-1]} (saved by that run)" if saved else "")
+        )
+    return {key: value for key, value in settings.items() if key != "_instantiator"}, str(path)
+
+
+def source_inputs(settings: dict[str, Any], origin: str) -> tuple[Callable[[Image.Image], Tensor], Normalization]:
+    """The input transform and normalization of the data source in `settings` (built, not read: sources load
+    their records lazily, so the dataset's files need not be on this machine)."""
+    try:
+        source = instantiate_class((), settings["source"])
+    except Exception as error:
+        raise ConfigError(f"cannot rebuild the data source from {origin}: {error}") from error
+    return source.inference_transform(), source.normalization
+
+
+class Captioner:
+    """A trained model with its input transform: images in, `Caption`s out.
+
+    Args:
+        module: the trained model (eval mode; its device is where captioning runs).
+        transform: an RGB PIL image -> the encoder's input (3, H, W).
+        normalization: the transform's per-channel (mean, std), to draw its inputs again.
+        data: the data settings the model was trained with and where they come from (`data_settings`), if known.
+    """
+
+    def __init__(self, module: CaptionModule, *, transform: Callable[[Image.Image], Tensor],
+                 normalization: Normalization, data: tuple[dict[str, Any], str] | None = None):
+        self.module = module.eval()
+        self.transform = transform
+        self.normalization = normalization
+        self.data = data
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: str | os.PathLike, *, device: str | torch.device | None = None, sha256: str | None = None,
+        config: str | os.PathLike | None = None,
+    ) -> Captioner:
+        """Load a checkpoint written by `caption fit` (weights_only=True; vocabulary and settings included).
+
+        Args:
+            path: a checkpoint file, or an http(s) URL, downloaded once into $TORCH_HOME/hub/checkpoints.
+            device: "cpu", "cuda", "cuda:1", ...; None picks the GPU when there is one.
+            sha256: the URL's expected SHA-256 (required for a URL; a file that differs is refused).
+            config: a YAML with a `data:` section, for checkpoints that do not store their data settings.
+        """
+        path = download_checkpoint(str(path), sha256=sha256) if str(path).startswith(("https://", "http://")) else path
+        checkpoint = read_checkpoint(path)
+        module = load_module(path, checkpoint).to(pick_device(device))
+        try:
+            settings, origin = data_settings(checkpoint, path, config)
+        except ConfigError:
+            if config is not None or module.hparams.encoder == "small_vgg":  # small_vgg: no preset to fall back on
+                raise
+            return cls(module, transform=image_transform(), normalization=preset_normalization())
+        transform, normalization = source_inputs(settings, origin)
+        return cls(module, transform=transform, normalization=normalization, data=(settings, origin))
+
+    @property
+    def device(self) -> torch.device:
+        return self.module.device
+
+    def prepare(self, image: ImageInput) -> Tensor:
+        """One image -> the encoder's input (3, H, W): read (a path), made RGB, transformed."""
+        if isinstance(image, (str, os.PathLike)):
+            rgb = read_rgb(str(image), min_side=1)  # BadImageError names the file
+        elif isinstance(image, Image.Image):
+            rgb = to_rgb(image)
+        elif isinstance(image, Tensor):
+            if image.dim() != 3 or image.shape[0] not in (1, 3):
+                raise ConfigError(f"an image tensor is (3, H, W) or (1, H, W); got shape {tuple(image.shape)}")
+            if image.is_floating_point() and not (0 <= image.min() and image.max() <= 1):
+                raise ConfigError("a float image tensor holds pixels in [0, 1] (use uint8 for 0..255)")
+            rgb = to_pil_image(image.cpu()).convert("RGB")
+        else:
+            raise ConfigError(f"cannot caption a {type(image).__name__}: give a file path, a PIL image or a tensor")
+        return self.transform(rgb)
+
+    @torch.inference_mode()
+    def caption_batch(
+        self, batch: dict[str, Tensor], *, beam_size: int | None = None, max_length: int | None = None
+    ) -> list[Caption]:
+        """Captions of a batch: {"image": (B, 3, H, W)} prepared images, or {"annotations": (B, L, D)} from a
+        feature cache. `beam_size` (1: greedy) and `max_length` default to the checkpoint's."""
+        inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
+        decoded = self.module.generate(self.module.annotations(inputs), beam_size=beam_size, max_length=max_length)
+        return decoded.captions(self.module.vocabulary)
+
+    def __call__(
+        self, images: ImageInput | Sequence[ImageInput], *, beam_size: int | None = None,
+        max_length: int | None = None, batch_size: int = 16,
+    ) -> Caption | list[Caption]:
+        """Caption one image (-> a `Caption`) or several (a sequence, or a (B, 3, H, W) tensor -> a list)."""
+        many = isinstance(images, Tensor) and images.dim() != 3 or isinstance(images, Sequence) and not isinstance(images, str)
+        items = list(images) if many else [images]
+        captions: list[Caption] = []
+        for start in range(0, len(items), batch_size):
+            pixels = torch.stack([self.prepare(item) for item in items[start:start + batch_size]])  # (B, 3, H, W)
+            captions += self.caption_batch({"image": pixels}, beam_size=beam_size, max_length=max_length)
+        return captions if many else captions[0]
+
+
+def preset_normalization() -> Normalization:
+    """(mean, std) of the ImageNet preset (`caption.data.images.image_transform`)."""
+    transform = image_transform()
+    return tuple(transform.mean), tuple(transform.std)
