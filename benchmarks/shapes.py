@@ -31,9 +31,8 @@ from pathlib import Path
 
 import torch
 
-from caption.checkpoints import load_module, read_checkpoint
 from caption.data.records import object_for_word
-from caption.evaluate import build_data, data_config, evaluate
+from caption.inference import Captioner, evaluate, training_data
 
 SOFT, HARD = "configs/shapes_soft.yaml", "configs/shapes_hard.yaml"
 # The encoder before this work: 8×8 grid, 3×3 in every block (an annotation sees 38×38 of 64×64 pixels), no x, y.
@@ -75,23 +74,23 @@ def largest_drop(bleu: list[float], after_epoch: int = 5) -> float:
 
 
 def object_word_beta(evaluation, records) -> float:
-    betas = [float(beta) for g in evaluation.generated for word, beta in zip(g.words, g.beta)
-             if object_for_word(records[g.image_id].objects, word) is not None]
+    betas = [float(beta) for image_id, caption in evaluation.captions.items()
+             for word, beta in zip(caption.words, caption.beta)
+             if object_for_word(records[image_id].objects, word) is not None]
     return sum(betas) / len(betas) if betas else float("nan")
 
 
 def score(run_dir: Path, *, hard: bool) -> dict[str, float]:
     best = min(run_dir.glob("checkpoints/best-*.ckpt"), key=lambda p: p.stat().st_mtime)
-    checkpoint = read_checkpoint(best)
-    module = load_module(best, checkpoint).eval()
-    data = build_data(*data_config(checkpoint, best, None))
+    captioner = Captioner.from_checkpoint(best, device="cpu")
+    data = training_data(captioner)
     records = {record.image_id: record for record in data.usable("test")}
     contexts = ["expected", "argmax"] if hard else [None]
     result: dict[str, float] = {}
     for context in contexts:
         if context is not None:
-            module.decoder.attention.eval_context = context
-        evaluation = evaluate(module, data, split="test", beam_size=3, description=f"{run_dir.name} {context or ''}")
+            captioner.module.decoder.attention.eval_context = context
+        evaluation = evaluate(captioner, data, split="test", beam_size=3, description=f"{run_dir.name} {context or ''}")
         suffix = "" if context in (None, "expected") else f"_{context}"
         result |= {f"{metric}{suffix}": value for metric, value in evaluation.scores.items()} | {
             f"attention_accuracy{suffix}": evaluation.attention_accuracy,

@@ -16,7 +16,8 @@ import lightning as L
 import pytest
 import torch
 
-from caption.checkpoints import SafeCheckpointIO, load_module, read_checkpoint
+from caption.checkpoints import SafeCheckpointIO, read_checkpoint
+from caption.inference import load_module
 from caption.cli import TERMINATED
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from caption.checkpoints import load_module
+from caption.inference import load_module
 from caption.cli import main
 from caption.metrics import METRICS
 from probes import read_probe

@@ -5,6 +5,7 @@ import math
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,10 +19,11 @@ from pycocotools.coco import COCO
 
 from caption import metrics
 from caption.cli import main
-from caption.compare import dataset_name, results_table
+from caption.commands.compare import dataset_name, results_table
 from caption.data.records import ShapeObject
 from caption.data.shapes import ShapesSource, object_for_word
-from caption.evaluate import Evaluation, Generated, metrics_table, write_evaluation
+from caption.decoding import Caption
+from caption.inference import Evaluation, write_evaluation
 from caption.metrics import attention_accuracy, attention_grid, chance_attention_accuracy, coco_scores, location_center
 
 CANDIDATES = {
@@ -83,19 +85,19 @@ def test_meteor_missing_or_hanging_is_reported_missing_and_the_rest_still_scored
     assert scores["bleu4"] == Bleu(4).compute_score(references, hypotheses)[0][3]
     assert scores["cider"] == Cider().compute_score(references, hypotheses)[0]
 
-    evaluation = Evaluation("test", 3, scores, None, 0, [])
+    evaluation = Evaluation("test", 3, scores, None, 0, {})
     assert evaluation.metrics()["metrics"]["meteor"] is None, "missing is null in metrics.json"
-    assert re.search(r"METEOR +missing", metrics_table(evaluation))
+    assert re.search(r"METEOR +missing", evaluation.table())
 
 
 def generated(image_id, caption, locations=64):
     words = caption.split()
     alpha = torch.full((len(words), locations), 1 / locations)
-    return Generated(image_id, words, alpha, torch.ones(len(words)), None)
+    return image_id, Caption(caption, words, alpha, torch.ones(len(words)), None, -1.0)
 
 
 def test_results_file_is_in_the_coco_results_format(tmp_path):
-    evaluation = Evaluation("test", 3, {}, None, 0, [generated(7, "a red circle"), generated(8, "")])
+    evaluation = Evaluation("test", 3, {}, None, 0, dict([generated(7, "a red circle"), generated(8, "")]))
     write_evaluation(evaluation, tmp_path, checkpoint="x.ckpt")
     coco = COCO()
     coco.dataset = {
@@ -146,10 +148,9 @@ def test_attention_accuracy_against_hand_made_attention_and_boxes():
 
 
 def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
-    models = [type("M", (), {"name": kind, "module": type("X", (), {"hparams": type("H", (), {"attention": kind})})})
-              for kind in ("soft", "hard")]
+    models = [SimpleNamespace(name=kind, hparams=SimpleNamespace(attention=kind)) for kind in ("soft", "hard")]
     scores = dict.fromkeys(metrics.METRICS, 0.5) | {"meteor": float("nan")}
-    evaluations = [Evaluation("test", 3, scores, None, 0, []), Evaluation("test", 3, scores, 0.25, 10, [], 0.07)]
+    evaluations = [Evaluation("test", 3, scores, None, 0, {}), Evaluation("test", 3, scores, 0.25, 10, {}, 0.07)]
     table = results_table(models, evaluations, "coco").splitlines()
     assert table[0].endswith("| attention accuracy | random location |")
     assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | – | – |"
@@ -179,7 +180,7 @@ def shapes_source(checkpoint):
 @pytest.mark.slow
 def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_path, capsys):
     checkpoint = tiny_runs["soft"] / "checkpoints" / "last.ckpt"
-    main(["evaluate", "--ckpt", str(checkpoint), "--split", "test", "--out", str(tmp_path), "--batch-size", "3"])
+    main(["evaluate", "--ckpt", str(checkpoint), "--split", "test", "--out", str(tmp_path), "--batch_size", "3"])
     printed = capsys.readouterr().out
     assert "BLEU-4" in printed and "attention accuracy" in printed
     report = json.loads((tmp_path / "metrics.json").read_text())
@@ -224,9 +225,9 @@ def test_evaluate_data_from_config_and_clear_errors(tiny_runs, tmp_path, capsys,
     for args, message in [
         (["--ckpt", str(tmp_path / "missing.ckpt")], "missing.ckpt: no such checkpoint file"),
         (["--ckpt", str(tmp_path / "foreign.ckpt")], "not a checkpoint of this project"),
-        (["--ckpt", str(tmp_path / "no_data.ckpt")], "pass --config with the training config"),
+        (["--ckpt", str(tmp_path / "no_data.ckpt")], "pass the training config (--config)"),
         (["--ckpt", str(checkpoint), "--config", str(tmp_path / "nodata.yaml")], "has no `data:` section"),
-        (["--ckpt", str(checkpoint), "--beam-size", "0"], "must be >= 1"),
+        (["--ckpt", str(checkpoint), "--beam_size", "0"], "must be >= 1"),
     ]:
         with pytest.raises(SystemExit) as exit_:
             main(["evaluate", *args, "--out", str(tmp_path / "b")])

@@ -2,19 +2,20 @@
 
 import json
 import math
-from types import SimpleNamespace
 
 import matplotlib.cbook
 import numpy as np
 import pytest
 import torch
+import yaml
 from matplotlib.patches import Rectangle
 from PIL import Image
 from torchvision.transforms.functional import gaussian_blur
 
-import caption.describe
+import caption.commands.describe
 from caption.cli import main
-from caption.describe import input_transform, normalization
+from caption.data.karpathy import KarpathySource
+from caption.data.shapes import ShapesSource
 from caption.visualize import Overlay, attention_map, comparison_figure, overlay_figure, to_uint8
 
 GRACE_HOPPER = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
@@ -102,13 +103,19 @@ def test_to_uint8_inverts_the_normalisation():
     assert np.array_equal(to_uint8(normalised, (0.5,) * 3, (0.25,) * 3), pixels.permute(1, 2, 0).numpy())
 
 
-def test_vgg_input_transform_is_the_weights_preset_with_the_training_sizes():
-    vgg = SimpleNamespace(hparams=SimpleNamespace(encoder="vgg16", image_size=[224, 224]))
+def test_new_images_get_the_training_data_transform(tmp_path):
     photo = Image.open(GRACE_HOPPER).convert("RGB")  # 512 x 600, not square
-    assert input_transform(vgg)(photo).shape == (3, 224, 224)
-    source = {"class_path": "caption.data.karpathy.KarpathySource", "init_args": {"resize_size": 160, "crop_size": 128}}
-    assert input_transform(vgg, source)(photo).shape == (3, 128, 128)
-    assert normalization(vgg) == ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    preset = KarpathySource(annotations="absent.json", images="absent")  # reads no file until asked for records
+    assert preset.inference_transform()(photo).shape == (3, 224, 224)
+    assert preset.normalization == ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    smaller = KarpathySource(annotations="absent.json", images="absent", resize_size=160, crop_size=128)
+    assert smaller.inference_transform()(photo).shape == (3, 128, 128)
+    shapes = ShapesSource(root=str(tmp_path), num_train=2, num_val=1, num_test=1, image_size=48)
+    assert shapes.inference_transform()(photo).shape == (3, 48, 48)
+    assert shapes.normalization == ((0.5,) * 3, (0.25,) * 3)
+    image = shapes.image(shapes.records()[0])  # (3, 48, 48), as training sees it
+    saved = Image.fromarray(to_uint8(image, *shapes.normalization))  # the same image as a file would hold it
+    torch.testing.assert_close(shapes.inference_transform()(saved), image)
 
 
 def awkward_images(folder):
@@ -133,12 +140,12 @@ def test_describe_photographs_awkward_images_and_a_folder(tiny_runs, tmp_path, m
         figures.append((item, overlay_figure(item, **kwargs)))
         return figures[-1][1]
 
-    monkeypatch.setattr(caption.describe, "overlay_figure", recording_figure)
+    monkeypatch.setattr(caption.commands.describe, "overlay_figure", recording_figure)
     expected = awkward_images(tmp_path / "images")
     out = tmp_path / "out"
     with pytest.warns(UserWarning, match="broken.jpg"):
         main(["describe", "--ckpt", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), GRACE_HOPPER,
-              str(tmp_path / "images"), "--out", str(out), "--batch-size", "2"])
+              str(tmp_path / "images"), "--out", str(out), "--batch_size", "2"])
     captions = json.loads((out / "captions.json").read_text())
     assert [entry["file"].rsplit("/", 1)[1].split(".")[0] for entry in captions] == ["grace_hopper", *expected]
     printed = capsys.readouterr().out
@@ -149,6 +156,13 @@ def test_describe_photographs_awkward_images_and_a_folder(tiny_runs, tmp_path, m
         assert item.image.shape == (64, 64, 3), "resized to the size the model was trained on"
         assert [ax.get_xlabel().split("\n")[0] for ax in word_axes(figure)] == entry["caption"].split()
     assert any(entry["caption"] for entry in captions), "the tiny model says something"
+
+
+def checkpoint_data(checkpoint):
+    """The `data:` section a training config would have, from what `caption fit` stored in the checkpoint."""
+    settings = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]
+    return {key: value for key, value in settings.items()
+            if key not in ("_instantiator", "encoder", "encoder_weights", "freeze_encoder")}
 
 
 @pytest.mark.slow
@@ -164,11 +178,13 @@ def test_describe_errors_name_the_file(tiny_runs, tmp_path, capsys):
         assert exit_.value.code.startswith("caption: error: ") and message in exit_.value.code
 
     old = torch.load(checkpoint, weights_only=True)
-    old["hyper_parameters"].pop("image_size")  # as written before checkpoints stored it
+    del old["datamodule_hyper_parameters"]  # as written before checkpoints stored their data settings
     torch.save(old, tmp_path / "old.ckpt")
     with pytest.raises(SystemExit) as exit_:
-        main(["describe", "--ckpt", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--out", str(tmp_path / "out")])
-    assert "--image-size" in exit_.value.code
-    main(["describe", "--ckpt", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--out", str(tmp_path / "out"),
-          "--image-size", "64"])
+        main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--out", str(tmp_path / "out")])
+    assert "pass the training config (--config)" in exit_.value.code
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"data": checkpoint_data(checkpoint)}))
+    main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--out", str(tmp_path / "out"),
+          "--config", str(config)])
     assert (tmp_path / "out" / "grace_hopper.png").is_file()
