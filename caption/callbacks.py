@@ -167,7 +167,6 @@ class ModelFlopsUtilization(ThroughputMonitor):
 
     def __init__(self, window_size: int = 100) -> None:
         super().__init__(batch_size_fn=rows_in, window_size=window_size)
-        self.window_size = window_size
         self.active = False
         self._hook: torch.utils.hooks.RemovableHandle | None = None
         self._forwards: list[tuple[int, int, torch.Tensor]] = []  # this batch's (locations, rows, tokens) per forward

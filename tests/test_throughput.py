@@ -90,7 +90,9 @@ class ReduceSpy(Callback):
         self.monkeypatch.setattr(trainer.strategy, "reduce", spy)
 
 
-@pytest.mark.parametrize(("accumulate", "every", "windows"), [(1, 5, [(0, 5), (5, 10)]), (2, 2, [(0, 4), (4, 8), (8, 12)])])
+@pytest.mark.parametrize(
+    ("accumulate", "every", "windows"), [(1, 5, [(0, 5), (5, 10)]), (2, 2, [(0, 4), (4, 8), (8, 12)])]
+)
 def test_tokens_per_second_is_logged_once_per_window_with_one_all_reduce(
     tmp_path, monkeypatch, accumulate, every, windows
 ):
@@ -140,7 +142,8 @@ class Batches(Callback):
             locations = module.annotations(batch).shape[1]
         samples = module.hparams.samples
         counts = DecoderFlops.of(module.decoder, locations)
-        self.flops.append(counts.training(captions=samples * len(batch["caption"]), tokens=samples * target_tokens(batch)))
+        rows, tokens = samples * len(batch["caption"]), samples * target_tokens(batch)  # Monte Carlo copies
+        self.flops.append(counts.training(captions=rows, tokens=tokens))
 
 
 def fit_tiny(shapes: CaptionDataModule, root: Path, monitor: ModelFlopsUtilization, **model: Any) -> Recording:
