@@ -28,7 +28,7 @@ ratio = achieved FLOP/s ÷ the reference matrix product's FLOP/s, measured right
 step or run (CPU: a 2048³ fp32 `torch.matmul` on the same threads; GPU: 8192³ in bf16), median over
 the steps, so that figures stay comparable on a shared machine. FLOPs are counted analytically from
 the dimensions, only where the model needs them (the annotation projection once per image; real
-tokens only): see benchmarks/flops.py. tokens/s, captions/s and images/s are totals over the timed
+tokens only): see caption/flops.py. tokens/s, captions/s and images/s are totals over the timed
 steps. Peak memory is the process's peak resident memory (CPU) or peak allocated CUDA memory in
 the case. The `caption` command keeps freed memory for reuse (caption.allocator); so does this
 script unless --default-malloc.
@@ -52,12 +52,12 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DistributedSampler
 
-from caption.allocator import keep_freed_memory
+from caption.allocator import configure_allocator
 from caption.data.sampler import LengthBatchSampler
+from caption.flops import DecoderFlops
 from caption.module import CaptionModule
 from caption.text import Vocabulary
 from coco_lengths import coco_like_words
-from flops import DecoderFlops
 
 LOCATIONS, ANNOTATION_DIM, VOCABULARY = 196, 512, 10_000
 COCO_CAPTIONS = 566_435  # Karpathy train + restval: 113,287 images × ~5 captions
@@ -124,7 +124,7 @@ class Clock:
 class PeakMemory:
     """Peak memory of a case: resident set (CPU, Linux, reset through /proc) or allocated CUDA memory.
 
-    On CPU the memory that earlier cases freed (and `keep_freed_memory` keeps) is first handed back
+    On CPU the memory that earlier cases freed (and `configure_allocator` keeps) is first handed back
     with glibc's malloc_trim, so that the peak is this case's own.
     """
 
@@ -353,6 +353,14 @@ def bench_input(args, train_results: dict) -> None:
                   f"({fastest}) consumes: {train_results[fastest]['captions']:,.1f} captions/s")
 
 
+def allocator_setting(device: torch.device) -> str:
+    """Keep freed memory for reuse where `caption` does (CPU runs on glibc, caption.allocator), and say what it did."""
+    knobs = configure_allocator(device.type)
+    if knobs and all(knobs.values()):
+        return "freed memory kept for reuse, as `caption` does"
+    return "glibc default" if not knobs else "partly tuned: " + ", ".join(name for name, ok in knobs.items() if ok)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="configuration (a) only, 3 timed steps, 1 repeat")
@@ -371,9 +379,8 @@ def main() -> None:
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc's malloc as it is (the `caption` command raises its thresholds)")
     args = parser.parse_args()
-    malloc = "glibc default" if args.default_malloc else (
-        "freed memory kept for reuse, as `caption` does" if keep_freed_memory() else "default (not glibc)")
     device = torch.device(args.device)
+    malloc = "glibc default" if args.default_malloc else allocator_setting(device)
     cuda = device.type == "cuda"
     args.configs = args.configs or (["b"] if cuda else ["a"] if args.quick else ["a", "b"])
     args.precision = args.precision or (["fp32", "bf16"] if cuda else ["fp32"])

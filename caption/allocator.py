@@ -9,21 +9,106 @@ Raising both thresholds makes glibc keep what was freed and hand it out again (m
 reuse old pages; glibc's placement still puts a block on fresh pages now and then). Measured on 2
 CPU cores (benchmarks/speed.py, --default-malloc for the comparison): that broadcast add 51 -> 16 ms,
 beam search about 1.3x faster, a training step about 1.1x; the price is that the process keeps its
-peak memory until it exits. jemalloc or tcmalloc (LD_PRELOAD) do the same job; on other C libraries
-(macOS, musl, Windows) this does nothing.
+peak memory until it exits. jemalloc or tcmalloc (LD_PRELOAD) do the same job.
+
+`configure_allocator(device_type)` is the one entry point (the `caption` command calls it once the
+trainer's device is known, the inference layer for CPU inference). It changes malloc only when all hold:
+
+- the run computes on the CPU: on a GPU the big tensors live in CUDA memory, which PyTorch's own
+  caching allocator already keeps, and a host process that holds its peak would only cost RAM;
+- the C library is glibc (macOS, musl and Windows have no such knobs);
+- the environment does not opt out: `CAPTION_KEEP_FREED_MEMORY=0` leaves malloc at glibc's defaults
+  (for a machine short of memory, or to measure without it).
+
+Each knob (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) is set by its own `mallopt` call and checked on its own,
+and one line says what was set, what glibc refused, or why nothing was: malloc is process-wide, so the
+first call decides for the whole process and later calls return its result without a second line.
 """
 
 import ctypes
+import os
+import platform
+from collections.abc import Callable
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's malloc.h
-MMAP_THRESHOLD = 1 << 30  # blocks under 1 GiB come from the heap, where freed blocks are reused
-TRIM_THRESHOLD = 2**31 - 1  # never shrink the heap
+from lightning.pytorch.utilities import rank_zero_info
+
+from caption.errors import ConfigError
+
+OPT_OUT = "CAPTION_KEEP_FREED_MEMORY"  # 0 (or false, no, off): leave glibc's malloc as it is
+OFF, ON = {"0", "false", "no", "off"}, {"1", "true", "yes", "on"}
+
+# knob -> (mallopt parameter from glibc's malloc.h, value, the value as the log line says it)
+KNOBS: dict[str, tuple[int, int, str]] = {
+    "M_MMAP_THRESHOLD": (-3, 1 << 30, "1 GiB"),  # blocks under 1 GiB come from the heap, where freed blocks are reused
+    "M_TRIM_THRESHOLD": (-1, 2**31 - 1, "2 GiB"),  # never shrink the heap
+}
+
+_configured: dict[str, bool] | None = None  # the first call's result: malloc is set once per process
+
+
+def configure_allocator(device_type: str) -> dict[str, bool]:
+    """Make glibc keep freed memory for reuse when this process computes on the CPU, once per process.
+
+    Args:
+        device_type: the device the process computes on, as `torch.device.type` names it ("cpu", "cuda", ...).
+
+    Returns:
+        {knob name: whether glibc accepted it}, e.g. {"M_MMAP_THRESHOLD": True, "M_TRIM_THRESHOLD": True};
+        empty when the knobs were not tried (not a CPU run, opted out, not glibc).
+    """
+    global _configured
+    if _configured is None:
+        _configured = _configure(device_type)
+    return _configured
+
+
+def _configure(device_type: str) -> dict[str, bool]:
+    skipped = skip_reason(device_type)
+    mallopt = None if skipped else glibc_mallopt()
+    if mallopt is None:
+        rank_zero_info(f"caption.allocator: malloc left at glibc's defaults ({skipped or 'no mallopt in libc.so.6'})")
+        return {}
+    results = {name: bool(mallopt(parameter, value)) for name, (parameter, value, _) in KNOBS.items()}
+    rank_zero_info(f"caption.allocator: {describe(results)}")
+    return results
+
+
+def skip_reason(device_type: str) -> str | None:
+    """Why malloc is left as it is (opted out, not a CPU run, not glibc), or None to set the knobs."""
+    setting = os.environ.get(OPT_OUT, "1").strip().lower()
+    if setting not in OFF | ON:
+        raise ConfigError(f"{OPT_OUT}={os.environ[OPT_OUT]!r}: use 0 to leave malloc as it is, or 1 (the default)")
+    if setting in OFF:
+        return f"{OPT_OUT}={os.environ[OPT_OUT]}"
+    if device_type != "cpu":
+        return f"the run computes on {device_type}, not the CPU"
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return "the C library is not glibc"
+    return None
+
+
+def glibc_mallopt() -> Callable[[int, int], int] | None:
+    """glibc's `int mallopt(int param, int value)` (1 on success, 0 on error), or None where it cannot be loaded."""
+    try:
+        return ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+
+
+def describe(results: dict[str, bool]) -> str:
+    """The log line's text: which knobs are set, which glibc refused, and how to opt out."""
+    accepted = [f"{name}={KNOBS[name][2]}" for name, ok in results.items() if ok]
+    refused = [f"{name}={KNOBS[name][2]}" for name, ok in results.items() if not ok]
+    parts = []
+    if accepted:
+        parts.append(f"freed memory kept for reuse ({', '.join(accepted)} set; {OPT_OUT}=0 to opt out)")
+    if refused:
+        parts.append(f"glibc's mallopt refused {', '.join(refused)}")
+    return "; ".join(parts)
 
 
 def keep_freed_memory() -> bool:
-    """Set glibc's malloc thresholds for this process (and the workers it forks); False elsewhere."""
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    """Transitional: what `caption.cli.main` calls until it calls `configure_allocator` with the trainer's device
+    (issue 10); remove with that change. Assumes a CPU run, as the old unconditional call did."""
+    results = configure_allocator("cpu")
+    return bool(results) and all(results.values())

@@ -1,7 +1,4 @@
-"""The analytic FLOP count of benchmarks/flops.py equals what PyTorch's own counter sees, product by product."""
-
-import sys
-from pathlib import Path
+"""The analytic FLOP count of caption/flops.py equals what PyTorch's own counter sees, product by product."""
 
 import pytest
 import torch
@@ -9,10 +6,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from caption.decoder import Decoder
 from caption.decoding import beam_search, greedy
+from caption.flops import DecoderFlops
 from caption.objectives import hard_attention_loss, soft_attention_loss
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from flops import DecoderFlops  # noqa: E402
 
 B, L, D, V = 3, 7, 6, 13
 

@@ -77,7 +77,7 @@ def test_bf16_mixed_trains_and_decodes(data, tmp_path, attention):
     module = CaptionModule(vocabulary=data.vocabulary, attention=attention, **TINY)
     run = trainer(
         tmp_path, precision="bf16-mixed", gradient_clip_val=5.0, max_steps=3, limit_val_batches=1,
-        val_check_interval=3, callbacks=[recorder, TokensPerSecond()],
+        val_check_interval=3, log_every_n_steps=3, callbacks=[recorder, TokensPerSecond()],
     )
     run.fit(module, datamodule=data)
     losses = [batch["loss"] for batch in recorder.batches]

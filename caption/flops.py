@@ -1,4 +1,5 @@
-"""FLOPs of the decoder, counted analytically from its dimensions (what `speed.py` divides by time).
+"""FLOPs of the decoder, counted analytically from its dimensions: what `benchmarks/speed.py` divides by time,
+and the FLOPs per training batch from which `caption.callbacks.ModelFlopsUtilization` logs MFU on a GPU.
 
 One multiply-add is 2 FLOPs; only matrix products are counted (every linear layer, the attention
 score w·tanh(..) and the context Σ_i α_ti a_i); element-wise work (tanh, sigmoid, softmax, dropout,
