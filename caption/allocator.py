@@ -105,10 +105,3 @@ def describe(results: dict[str, bool]) -> str:
     if refused:
         parts.append(f"glibc's mallopt refused {', '.join(refused)}")
     return "; ".join(parts)
-
-
-def keep_freed_memory() -> bool:
-    """Transitional: what `caption.cli.main` calls until it calls `configure_allocator` with the trainer's device
-    (issue 10); remove with that change. Assumes a CPU run, as the old unconditional call did."""
-    results = configure_allocator("cpu")
-    return bool(results) and all(results.values())

@@ -16,7 +16,6 @@ import sys
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 import caption
-from caption.allocator import keep_freed_memory
 from caption.commands import COMMANDS, command
 from caption.errors import CaptionError
 
@@ -58,7 +57,6 @@ def run(argv: list[str] | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    keep_freed_memory()  # CPU steps reuse freed memory instead of page-faulting it again (caption.allocator)
     try:
         run(argv)
     except (CaptionError, MisconfigurationException) as error:  # Lightning's name the trainer setting

@@ -29,6 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSched
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
+from caption.allocator import configure_allocator
 from caption.callbacks import LAST, PeriodicCheckpoint
 from caption.checkpoints import SafeCheckpointIO, read_checkpoint
 from caption.commands.prediction_writer import CaptionWriter
@@ -176,7 +177,9 @@ class CaptionCLI(LightningCLI):
         plugins = plugins if isinstance(plugins, list) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        configure_allocator(trainer.strategy.root_device.type)  # CPU runs keep freed memory for reuse (one log line)
+        return trainer
 
     def after_fit(self) -> None:
         """Evaluate the best checkpoint (or the final weights if none was selected) on the test split."""

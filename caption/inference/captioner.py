@@ -25,6 +25,7 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
+from caption.allocator import configure_allocator
 from caption.checkpoints import download_checkpoint, read_checkpoint
 from caption.data.images import image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
@@ -136,7 +137,9 @@ class Captioner:
         """
         path = download_checkpoint(str(path), sha256=sha256) if str(path).startswith(("https://", "http://")) else path
         checkpoint = read_checkpoint(path)
-        module = load_module(path, checkpoint).to(pick_device(device))
+        device = pick_device(device)
+        configure_allocator(device.type)  # CPU inference keeps freed memory for reuse (caption.allocator)
+        module = load_module(path, checkpoint).to(device)
         try:
             settings, origin = data_settings(checkpoint, path, config)
         except ConfigError:
