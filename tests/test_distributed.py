@@ -5,6 +5,7 @@ run `python -m caption.cli` (never pytest itself). `probes.Probe` (tests/probes.
 every rank, the baseline, a parameter checksum and the metrics after every step / evaluation.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -136,3 +137,18 @@ def test_two_process_evaluation_equals_one_process(ddp_fit, monkeypatch):
     assert set(single) == {f"test/{name}" for name in (*METRICS, "attention_accuracy", "attention_accuracy_chance")}
     for probe, rank in [("probe_test2", 0), ("probe_test2", 1), ("probe", 0), ("probe", 1)]:
         assert test_metrics(probe, rank) == single, (probe, rank)
+
+
+@pytest.mark.slow
+def test_two_process_predict_writes_what_one_process_writes(ddp_fit, tmp_path):
+    """`caption predict` under DDP: every rank captions a share, one captions.json holds each image once."""
+    checkpoint = ddp_fit / "checkpoints" / "last.ckpt"
+    written = {}
+    for name, devices in (("one", SINGLE), ("two", DDP)):
+        result, _ = caption("predict", "--ckpt_path", str(checkpoint), "--data.predict", "test", "--predictions.out",
+                            str(tmp_path / name), "--trainer.enable_progress_bar", "false", *devices,
+                            probe=tmp_path / "probe")
+        assert result.returncode == 0, result.stderr[-4000:]
+        written[name] = json.loads((tmp_path / name / "captions.json").read_text())
+    assert len(written["one"]) == 7 and len({entry["image_id"] for entry in written["one"]}) == 7
+    assert written["two"] == written["one"]

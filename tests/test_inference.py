@@ -5,6 +5,7 @@ import functools
 import hashlib
 import http.server
 import json
+import shutil
 import threading
 
 import matplotlib.cbook
@@ -145,11 +146,15 @@ def predict(*args: str) -> None:
 
 
 def test_predict_a_folder_writes_file_names_and_the_api_captions(checkpoint, images, tmp_path):
-    predict("--ckpt_path", str(checkpoint), "--data.predict", str(images), "--predictions.out", str(tmp_path / "out"),
-            "--model.beam_size", "2")
+    folder = tmp_path / "mixed"
+    shutil.copytree(images, folder)
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
+    with pytest.warns(UserWarning, match="skipping .*broken.jpg"):
+        predict("--ckpt_path", str(checkpoint), "--data.predict", str(folder), "--predictions.out",
+                str(tmp_path / "out"), "--model.beam_size", "2")
     results = json.loads((tmp_path / "out" / "captions.json").read_text())
     captioner = Captioner.from_checkpoint(checkpoint, device="cpu")
-    files = sorted(images.iterdir())
+    files = sorted(file for file in folder.iterdir() if file.name != "broken.jpg")
     assert [entry["file_name"] for entry in results] == [str(file.resolve()) for file in files]
     assert [entry["caption"] for entry in results] == [c.text for c in captioner(files, beam_size=2)]
 

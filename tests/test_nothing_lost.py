@@ -23,7 +23,7 @@ import torch
 from image_data import karpathy_dataset
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-from caption import evaluate as evaluate_module
+from caption.inference import Captioner, evaluation as evaluation_module
 from caption.cli import main
 from caption.data.features import LOCK, FeatureCacheError, build_cache, building
 from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
@@ -100,7 +100,7 @@ def test_evaluate_describe_compare_refuse_an_unusable_out_before_decoding(traine
     taken = tmp_path / "taken"
     taken.write_text("")
     decoded = []
-    monkeypatch.setattr(evaluate_module, "generate", lambda *args, **kwargs: decoded.append(1))
+    monkeypatch.setattr(Captioner, "caption_batch", lambda *args, **kwargs: decoded.append(1))
     for command in (["evaluate", "--ckpt", str(best(root))], ["describe", "--ckpt", str(best(root)), str(taken)],
                     ["compare", str(root)]):
         for out in (taken, Path("/proc/caption-out")):
@@ -116,7 +116,7 @@ def test_evaluate_writes_the_captions_before_scoring(trained, tmp_path, monkeypa
     def scoring_fails(*args, **kwargs):
         raise OSError(28, "No space left on device", str(tmp_path / "scratch"))
 
-    monkeypatch.setattr(evaluate_module, "coco_scores", scoring_fails)
+    monkeypatch.setattr(evaluation_module, "coco_scores", scoring_fails)
     line = failed(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "eval")])
     assert "scratch" in line and "No space left" in line
     captions = json.loads((tmp_path / "eval" / "captions.json").read_text())

@@ -20,8 +20,8 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from caption.data.features import FeatureCache, cache_config
 from caption.checkpoints import read_checkpoint
+from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord
 from caption.data.sampler import LengthBatchSampler
@@ -30,6 +30,7 @@ from caption.text import Vocabulary, tokenize
 
 LongCaptions = Literal["truncate", "drop"]
 SPLITS = ("train", "val", "test")
+PREDICTED = "files"  # the split of `BadImage`s among the image files `caption predict` is given
 TOUCHED = {"truncate": "truncated", "drop": "left out"}  # what `long_captions` did, for the log
 
 
@@ -147,7 +148,7 @@ class ImageFiles(Dataset):
         try:
             image = self.transform(read_rgb(str(file), min_side=1))  # (3, H, W)
         except BadImageError as error:
-            return {"bad_image": BadImage(index, "predict", str(file), str(error))}
+            return {"bad_image": BadImage(index, PREDICTED, str(file), str(error))}
         return {"image": image, "image_id": index, "file": str(file)}
 
 
@@ -388,12 +389,14 @@ class CaptionDataModule(L.LightningDataModule):
 
     def count_skipped(self, batch: dict[str, Any]) -> dict[str, Any]:
         """Count the images `collate` left out because they failed to load; stop past `max_skipped_share`."""
-        new = [bad for bad in batch.pop("bad_images", []) if bad.image_id not in self.failed]
+        bad_images = batch.pop("bad_images", [])
+        for bad in [bad for bad in bad_images if bad.split == PREDICTED]:  # files from outside the dataset
+            rank_zero_warn(f"skipping {bad.file}: {bad.reason}")
+        new = [bad for bad in bad_images if bad.split != PREDICTED and bad.image_id not in self.failed]
         for bad in new:
             self.failed[bad.image_id] = bad
             rank_zero_warn(f"skipping {bad} (data.on_bad_image: skip); {len(self.failed)} such images so far")
-        total = len(self.records())
-        if new and len(self.failed) > self.max_skipped_share * total:
+        if new and len(self.failed) > self.max_skipped_share * (total := len(self.records())):
             raise BadImageError(
                 f"{len(self.failed)} of {total} images failed while loading, more than data.max_skipped_share="
                 f"{self.max_skipped_share}: {list_bad_images(list(self.failed.values()))}. Fix or remove them, or "
