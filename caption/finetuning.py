@@ -9,8 +9,8 @@ The paper keeps its CNN fixed. With `model.freeze_encoder: false` the encoder tr
 `EncoderFinetuning` is Lightning's `BaseFinetuning`: it freezes the encoder before the optimizer is built
 and, at the start of epoch N, adds the chosen stages to the optimizer as a new parameter group. Lightning
 stores that group in the callback's state, so `caption fit ... --ckpt_path last` restores it (and Adam's
-moments for it) mid-schedule; `finetune_function` makes the stages trainable again on every later epoch start,
-since `setup` froze the whole encoder once more. BatchNorm layers never train: they stay in eval mode with
+moments for it) mid-schedule; the stages are made trainable again at the start of the resumed training and of
+every later epoch, since `setup` froze the whole encoder once more (a run resumed mid-epoch gets no epoch start). BatchNorm layers never train: they stay in eval mode with
 ImageNet's statistics (`TorchvisionResNet`), and their γ, β stay fixed, as torchvision's detection models do
 (FrozenBatchNorm2d) — a batch holds five captions of one image, so batch statistics would be skewed.
 
@@ -87,11 +87,17 @@ class EncoderFinetuning(BaseFinetuning):
     def freeze_before_training(self, pl_module: L.LightningModule) -> None:
         pl_module.encoder.requires_grad_(False)
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """A run resumed in the middle of an epoch gets no `on_train_epoch_start` (Lightning skips it), so its
+        fine-tuned stages, frozen again by `setup`, would silently stop training: unfreeze them here."""
+        if trainer.current_epoch >= self.frozen_epochs:
+            self.on_train_epoch_start(trainer, pl_module)
+
     def finetune_function(self, pl_module: L.LightningModule, epoch: int, optimizer: torch.optim.Optimizer) -> None:
         if epoch < self.frozen_epochs:
             return
         trained = stage_parameters(pl_module.encoder, self.stages)
-        for parameter in trained:  # again on every epoch start: a resumed run's `setup` froze them
+        for parameter in trained:  # again at every start: a resumed run's `setup` froze them
             parameter.requires_grad_(True)
         in_optimizer = {id(parameter) for group in optimizer.param_groups for parameter in group["params"]}
         new = [parameter for parameter in trained if id(parameter) not in in_optimizer]
