@@ -4,6 +4,11 @@ The paper takes VGG's last convolutional block *before* its final max-pool: 14×
 224×224 input, so L = 196 and D = 512, not fine-tuned. torchvision's `vgg16.features[:30]` ends at
 relu5_3 and `vgg19.features[:36]` at relu5_4.
 
+The ResNets (50/101/152, torchvision) give their last stage, layer4: 7×7×2048 at 224×224, average-pooled
+adaptively to `grid` × grid (default 14, the paper's L = 196, as the most-used PyTorch port does), D = 2048.
+Every torchvision encoder is split into five `stages` (ResNet: the stem and layer1-4; VGG: its five conv
+blocks), so that fine-tuning can train the last k of them (`caption.finetuning`).
+
 `SmallVGG` keeps the VGG pattern (3×3 convolutions and 2×2 max-pools, annotations taken before the
 last pool) at a few channels, so the built-in data trains end to end on a CPU in minutes.
 """
@@ -18,7 +23,7 @@ from torchvision import models
 
 from caption.errors import CaptionError, ConfigError
 
-EncoderName = Literal["vgg16", "vgg19", "small_vgg"]
+EncoderName = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "small_vgg"]
 
 # name -> (torchvision builder, weights enum, number of `features` layers up to the last conv's ReLU,
 #          torchvision's layer configuration of `features`)
@@ -26,14 +31,34 @@ TORCHVISION_VGG = {
     "vgg16": (models.vgg16, models.VGG16_Weights.IMAGENET1K_V1, 30, "D"),
     "vgg19": (models.vgg19, models.VGG19_Weights.IMAGENET1K_V1, 36, "E"),
 }
+# name -> (torchvision builder, weights enum). IMAGENET1K_V1: the weights the ResNet port's results were
+# trained from (`resnet101(pretrained=True)`), and their preset (short side 256, crop 224) is the paper's.
+TORCHVISION_RESNET = {
+    "resnet50": (models.resnet50, models.ResNet50_Weights.IMAGENET1K_V1),
+    "resnet101": (models.resnet101, models.ResNet101_Weights.IMAGENET1K_V1),
+    "resnet152": (models.resnet152, models.ResNet152_Weights.IMAGENET1K_V1),
+}
+TORCHVISION_ENCODERS = (*TORCHVISION_VGG, *TORCHVISION_RESNET)
+RESNET_GRID = 14  # the ResNets' grid when model.encoder_grid is not set: the paper's L = 196
 
 
 class EncoderWeightsError(CaptionError):
     """The requested encoder weights cannot be found or read."""
 
 
+def imagenet_weights(name: str) -> models.WeightsEnum:
+    """The ImageNet weights of torchvision encoder `name`: their URL names the file, their preset is the transform."""
+    return TORCHVISION_VGG[name][1] if name in TORCHVISION_VGG else TORCHVISION_RESNET[name][1]
+
+
+def annotation_grid(name: str, grid: int | None) -> int | None:
+    """The side of the grid an encoder pools its last conv map to: `grid`, or 14 for a ResNet when None;
+    None for a VGG means no pooling (its conv5 map as it is: H/16 × W/16)."""
+    return RESNET_GRID if grid is None and name in TORCHVISION_RESNET else grid
+
+
 def _imagenet_state_dict(name: str) -> dict[str, Tensor]:
-    weights = TORCHVISION_VGG[name][1]
+    weights = imagenet_weights(name)
     filename = os.path.basename(weights.url)
     folder = Path(torch.hub.get_dir()) / "checkpoints"
     try:
@@ -46,18 +71,35 @@ def _imagenet_state_dict(name: str) -> dict[str, Tensor]:
         ) from error
 
 
-def _file_state_dict(path: str) -> dict[str, Tensor]:
+def _file_state_dict(path: str, *, family: str, example: str) -> dict[str, Tensor]:
+    """A torchvision-format state dict read with weights_only=True; refused unless it has keys like `example`."""
     if not Path(path).is_file():
         raise EncoderWeightsError(f"encoder weights file {path} does not exist")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
         raise EncoderWeightsError(f"cannot read encoder weights {path}: {error}") from error
-    if not isinstance(state, dict) or not any(key.startswith("features.") for key in state):
-        raise EncoderWeightsError(
-            f"{path} is not a torchvision VGG state dict (expected keys like 'features.0.weight')"
-        )
+    prefix = example.split(".")[0] + "."
+    if not isinstance(state, dict) or not any(isinstance(key, str) and key.startswith(prefix) for key in state):
+        raise EncoderWeightsError(f"{path} is not a torchvision {family} state dict (expected keys like '{example}')")
     return state
+
+
+def _load(module: nn.Module, state: dict[str, Tensor], *, name: str, weights: str, layers: str) -> None:
+    """Load `state` into `module` strictly, naming the weights and the encoder if they do not fit."""
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as error:
+        origin = f"the ImageNet weights of {name}" if weights == "imagenet" else weights
+        summary = " ".join(str(error).split())[:300]
+        raise EncoderWeightsError(
+            f"{origin} do not fit {name}'s layers {layers}: is it a torchvision {name} state dict? ({summary})"
+        ) from None
+
+
+def pooled_annotations(features: Tensor, pool: nn.Module) -> Tensor:
+    """(B, D, h, w) conv map -> (B, L, D) annotations, L = grid² after `pool` (or h·w without one)."""
+    return pool(features).flatten(2).transpose(1, 2)  # (B, L, D)
 
 
 class TorchvisionVGG(nn.Module):
@@ -68,41 +110,100 @@ class TorchvisionVGG(nn.Module):
         weights: "imagenet" (torchvision weights API), "none" (random init) or a path to a
             torchvision-format state dict.
         freeze: no gradients and always in eval mode (the paper does not fine-tune).
+        grid: adaptively average-pool the conv5 map to grid × grid (None: keep it, H/16 × W/16).
     """
 
-    def __init__(self, *, name: Literal["vgg16", "vgg19"] = "vgg16", weights: str = "imagenet", freeze: bool = True):
+    def __init__(
+        self, *, name: Literal["vgg16", "vgg19"] = "vgg16", weights: str = "imagenet", freeze: bool = True,
+        grid: int | None = None,
+    ):
         super().__init__()
         builder, _, depth, layers = TORCHVISION_VGG[name]
         if weights == "none":  # torchvision's own random initialisation
             self.features = builder(weights=None).features[:depth]
         else:  # just the layers used (the classifier's 120M parameters take seconds to build), then loaded
             self.features = models.vgg.make_layers(models.vgg.cfgs[layers])[:depth]
-            state = _imagenet_state_dict(name) if weights == "imagenet" else _file_state_dict(weights)
+            state = (_imagenet_state_dict(name) if weights == "imagenet"
+                     else _file_state_dict(weights, family="VGG", example="features.0.weight"))
             kept = {  # the layers before `depth`, keyed relative to `features`; the classifier is not used
                 key.removeprefix("features."): value
                 for key, value in state.items()
                 if key.startswith("features.") and int(key.split(".")[1]) < depth
             }
-            try:
-                self.features.load_state_dict(kept)
-            except RuntimeError as error:
-                origin = f"the ImageNet weights of {name}" if weights == "imagenet" else weights
-                raise EncoderWeightsError(
-                    f"{origin} do not fit {name}'s layers features[:{depth}]: is it a torchvision {name} "
-                    f"state dict? ({error})"
-                ) from None
+            _load(self.features, kept, name=name, weights=weights, layers=f"features[:{depth}]")
+        self.pool = nn.AdaptiveAvgPool2d(grid) if grid is not None else nn.Identity()
         self.dim = 512
+        self.grid = grid
         self.freeze = freeze
         if freeze:
             self.requires_grad_(False)
+
+    @property
+    def stages(self) -> list[nn.Module]:
+        """The five conv blocks, from the input up (each ends at its max-pool; the last at relu5_x)."""
+        ends = [index + 1 for index, layer in enumerate(self.features) if isinstance(layer, nn.MaxPool2d)]
+        edges = [0, *ends, len(self.features)]
+        return [self.features[start:end] for start, end in zip(edges, edges[1:])]
 
     def train(self, mode: bool = True):
         return super().train(mode and not self.freeze)
 
     def forward(self, images: Tensor) -> Tensor:
-        """images (B, 3, H, W) -> annotations (B, L, D), L = H/16 · W/16."""
+        """images (B, 3, H, W) -> annotations (B, L, D), L = H/16 · W/16 (grid² when pooled)."""
         features = self.features(images)  # (B, D, H/16, W/16)
-        return features.flatten(2).transpose(1, 2)  # (B, L, D)
+        return pooled_annotations(features, self.pool)  # (B, L, D)
+
+
+class TorchvisionResNet(nn.Module):
+    """ResNet-50/101/152 from torchvision up to layer4 (no average pool, no fc), average-pooled to grid × grid.
+
+    At 224×224 layer4 is 7×7: `grid` 7 keeps it; 14 copies each cell into 2×2 (an adaptive average pool that
+    enlarges repeats cells), the port's choice: L = 196 locations holding 49 distinct vectors. A 448×448
+    crop gives 14×14 distinct ones. BatchNorm always runs in eval mode, frozen or fine-tuned: it keeps
+    ImageNet's running statistics and normalises with them (the layers' own `train()` is ignored).
+
+    Args:
+        name: "resnet50", "resnet101" or "resnet152".
+        weights: "imagenet" (torchvision weights API, IMAGENET1K_V1), "none" (torchvision's random init) or a
+            path to a torchvision-format state dict (its `fc.` keys are not used).
+        freeze: no gradients (the paper does not fine-tune); fine-tuning unfreezes stages (`caption.finetuning`).
+        grid: side of the annotation grid, L = grid².
+    """
+
+    def __init__(
+        self, *, name: Literal["resnet50", "resnet101", "resnet152"] = "resnet101", weights: str = "imagenet",
+        freeze: bool = True, grid: int = RESNET_GRID,
+    ):
+        super().__init__()
+        builder, _ = TORCHVISION_RESNET[name]
+        resnet = builder(weights=None)  # torchvision's own initialisation; the fc layer is dropped below
+        self.conv1, self.bn1, self.relu, self.maxpool = resnet.conv1, resnet.bn1, resnet.relu, resnet.maxpool
+        self.layer1, self.layer2, self.layer3, self.layer4 = resnet.layer1, resnet.layer2, resnet.layer3, resnet.layer4
+        if weights != "none":
+            state = (_imagenet_state_dict(name) if weights == "imagenet"
+                     else _file_state_dict(weights, family="ResNet", example="layer4.0.conv1.weight"))
+            kept = {key: value for key, value in state.items() if not key.startswith("fc.")}
+            _load(self, kept, name=name, weights=weights, layers="conv1 ... layer4")
+        self.pool = nn.AdaptiveAvgPool2d(grid)
+        self.dim = 2048
+        self.grid = grid
+        if freeze:
+            self.requires_grad_(False)
+        self.eval()
+
+    @property
+    def stages(self) -> list[nn.Module]:
+        """The stem (conv1, bn1) and layer1-4, from the input up."""
+        return [nn.ModuleList([self.conv1, self.bn1]), self.layer1, self.layer2, self.layer3, self.layer4]
+
+    def train(self, mode: bool = True):
+        return super().train(False)  # BatchNorm keeps ImageNet's statistics; a ResNet has no dropout
+
+    def forward(self, images: Tensor) -> Tensor:
+        """images (B, 3, H, W) -> annotations (B, grid², 2048)."""
+        stem = self.maxpool(self.relu(self.bn1(self.conv1(images))))  # (B, 64, H/4, W/4)
+        features = self.layer4(self.layer3(self.layer2(self.layer1(stem))))  # (B, 2048, H/32, W/32)
+        return pooled_annotations(features, self.pool)  # (B, L, D)
 
 
 class SmallVGG(nn.Module):
@@ -162,14 +263,23 @@ class SmallVGG(nn.Module):
 
 
 def build_encoder(
-    name: EncoderName, *, weights: str = "imagenet", freeze: bool = True, channels: tuple[int, ...] = (16, 32, 64, 128),
-    kernel_sizes: tuple[int, ...] | None = None, coordinates: bool = False,
+    name: EncoderName, *, weights: str = "imagenet", freeze: bool = True, grid: int | None = None,
+    channels: tuple[int, ...] = (16, 32, 64, 128), kernel_sizes: tuple[int, ...] | None = None,
+    coordinates: bool = False,
 ) -> nn.Module:
-    """The encoder named in a config; every encoder has `.dim` (D) and maps images to (B, L, D)."""
+    """The encoder named in a config; every encoder has `.dim` (D) and maps images to (B, L, D); the
+    torchvision ones also have `.grid` (see `annotation_grid`) and `.stages`."""
+    if grid is not None and grid < 1:
+        raise ConfigError(f"model.encoder_grid must be >= 1 (or null), got {grid}")
     if name == "small_vgg":
         if weights != "none" or freeze:
             raise ConfigError("encoder small_vgg trains from scratch: set encoder_weights: none and freeze_encoder: false")
+        if grid is not None:
+            raise ConfigError("model.encoder_grid applies to the torchvision encoders; small_vgg's grid follows "
+                              "model.encoder_channels: leave encoder_grid null")
         return SmallVGG(channels=channels, kernel_sizes=kernel_sizes, coordinates=coordinates)
     if name in TORCHVISION_VGG:
-        return TorchvisionVGG(name=name, weights=weights, freeze=freeze)
-    raise ConfigError(f"encoder must be one of vgg16, vgg19, small_vgg; got {name!r}")
+        return TorchvisionVGG(name=name, weights=weights, freeze=freeze, grid=grid)
+    if name in TORCHVISION_RESNET:
+        return TorchvisionResNet(name=name, weights=weights, freeze=freeze, grid=annotation_grid(name, grid))
+    raise ConfigError(f"model.encoder must be one of {', '.join(TORCHVISION_ENCODERS)}, small_vgg; got {name!r}")

@@ -18,8 +18,9 @@ from caption.attention import AttentionKind, HardEvalContext
 from caption.decoder import Decoder
 from caption.data.records import ShapeObject
 from caption.decoding import Caption, Decoded, beam_search, greedy
-from caption.encoder import EncoderName, build_encoder
+from caption.encoder import TORCHVISION_ENCODERS, EncoderName, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.finetuning import EncoderFinetuning, check_finetuning, load_weights
 from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, score_captions
 from caption.objectives import OBJECTIVES, LossTerms, Reward
 from caption.text import Vocabulary, vocabulary_difference
@@ -64,9 +65,17 @@ class CaptionModule(L.LightningModule):
     Args:
         vocabulary: the words, specials first (linked from the data module by the CLI).
         attention: "soft" (eq. 14) or "hard" (eq. 12).
-        encoder: "vgg16", "vgg19" (torchvision, paper) or "small_vgg" (built-in data, from scratch).
+        encoder: "vgg16", "vgg19" (torchvision, paper), "resnet50", "resnet101", "resnet152" (torchvision, layer4)
+            or "small_vgg" (built-in data, from scratch).
         encoder_weights: "imagenet", "none" or a path to a torchvision-format state dict.
-        freeze_encoder: keep the CNN fixed (the paper); required for the torchvision encoders' cache.
+        freeze_encoder: keep the CNN fixed all run (the paper); required for the feature cache. False: it trains,
+            on the schedule of the three settings below (`caption.finetuning`).
+        encoder_frozen_epochs: with freeze_encoder false: epochs the encoder stays frozen before it trains.
+        encoder_finetune_stages: with freeze_encoder false: how many of the encoder's 5 stages train, from the
+            top (ResNet: layer4 is 1, layer2-4 is 3; VGG: conv blocks); None: all.
+        encoder_learning_rate: with freeze_encoder false: the encoder's learning rate (None: learning_rate).
+        encoder_grid: torchvision encoders: average-pool the last conv map to grid × grid, L = grid² (None:
+            ResNets 14, VGG unpooled, H/16 × W/16).
         encoder_channels: small_vgg only: channels of each conv block.
         encoder_kernel_sizes: small_vgg only: convolution size of each block (None: 3 everywhere); sets how
             much of the image one annotation sees (`caption.encoder.SmallVGG.receptive_field`).
@@ -93,6 +102,8 @@ class CaptionModule(L.LightningModule):
         compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
         image_size: (H, W) of the encoder's training inputs, set from the data by the CLI
             (`data.image_size`); `caption describe` resizes new images to it for small_vgg.
+        init_from: a checkpoint of this project whose weights a new `fit` starts from (stage 2 of the two-stage
+            recipe: fresh optimizer, epochs and steps); a run resumed with --ckpt_path keeps its own weights.
     """
 
     def __init__(
@@ -103,6 +114,10 @@ class CaptionModule(L.LightningModule):
         encoder: EncoderName = "vgg16",
         encoder_weights: str = "imagenet",
         freeze_encoder: bool = True,
+        encoder_frozen_epochs: int = 0,
+        encoder_finetune_stages: int | None = None,
+        encoder_learning_rate: float | None = None,
+        encoder_grid: int | None = None,
         encoder_channels: tuple[int, ...] = (16, 32, 64, 128),
         encoder_kernel_sizes: tuple[int, ...] | None = None,
         encoder_coordinates: bool = False,
@@ -133,6 +148,7 @@ class CaptionModule(L.LightningModule):
         on_nonfinite_loss: Literal["error", "skip"] = "error",
         compile: bool = False,
         image_size: tuple[int, int] | None = None,
+        init_from: str | None = None,
     ):
         super().__init__()
         check_settings(
@@ -144,10 +160,12 @@ class CaptionModule(L.LightningModule):
         )
         if samples > 1 and attention != "hard":
             raise ConfigError("model.samples > 1 only makes sense with model.attention: hard")
+        check_finetuning(encoder=encoder, freeze_encoder=freeze_encoder, frozen_epochs=encoder_frozen_epochs,
+                         stages=encoder_finetune_stages, learning_rate=encoder_learning_rate)
         self.save_hyperparameters()
         self.vocabulary = Vocabulary(vocabulary)
         self.encoder = build_encoder(
-            encoder, weights=encoder_weights, freeze=freeze_encoder, channels=encoder_channels,
+            encoder, weights=encoder_weights, freeze=freeze_encoder, grid=encoder_grid, channels=encoder_channels,
             kernel_sizes=encoder_kernel_sizes, coordinates=encoder_coordinates,
         )
         self.decoder = Decoder(
@@ -244,8 +262,22 @@ class CaptionModule(L.LightningModule):
         self.log("train/nonfinite_batches", float(self.nonfinite_batches))
         return False
 
+    def configure_callbacks(self) -> list[L.Callback]:
+        """A torchvision encoder that trains (freeze_encoder: false) does so on its schedule (`caption.finetuning`)."""
+        if self.hparams.freeze_encoder or self.hparams.encoder not in TORCHVISION_ENCODERS:
+            return []
+        rate = self.hparams.encoder_learning_rate or self.hparams.learning_rate
+        return [EncoderFinetuning(frozen_epochs=self.hparams.encoder_frozen_epochs,
+                                  stages=self.hparams.encoder_finetune_stages, learning_rate=rate)]
+
+    def on_fit_start(self) -> None:
+        """A new run with model.init_from starts from that checkpoint's weights (a resumed one has its own)."""
+        if self.hparams.init_from and self.trainer.ckpt_path is None:
+            load_weights(self, self.hparams.init_from)
+
     def configure_optimizers(self) -> Any:
-        """The optimizer, and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with its
+        """The optimizer over the parameters that train now (a fine-tuned encoder joins later, in its own group:
+        `caption.finetuning`), and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with its
         `monitor`, e.g. val/bleu4, as LightningCLI itself would return it)."""
         parameters = [p for p in self.parameters() if p.requires_grad]
         if self.hparams.optimizer == "rmsprop":

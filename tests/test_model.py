@@ -51,7 +51,7 @@ def test_encoder_rejects_conflicting_settings():
     with pytest.raises(ValueError, match="small_vgg trains from scratch"):
         build_encoder("small_vgg", weights="imagenet", freeze=True)
     with pytest.raises(ValueError, match="encoder must be one of"):
-        build_encoder("resnet50", weights="none", freeze=True)  # type: ignore[arg-type]
+        build_encoder("alexnet", weights="none", freeze=True)  # type: ignore[arg-type]
 
 
 def test_attention_shapes_and_projection_once():

@@ -40,7 +40,8 @@ from caption.outputs import writable_folder
 
 DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settings that only change decoding
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
-PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "predict", "vocabulary_from")
+PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "encoder_grid", "predict",
+               "vocabulary_from")
 
 
 def given_on_command_line(args: list[str], key: str) -> bool:
@@ -97,7 +98,7 @@ class CaptionCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
         parser.link_arguments("data.image_size", "model.image_size", apply_on="instantiate")
-        for key in ("encoder", "encoder_weights", "freeze_encoder"):  # the feature cache is checked against them
+        for key in ("encoder", "encoder_weights", "freeze_encoder", "encoder_grid"):  # the cache is checked against them
             parser.link_arguments(f"model.{key}", f"data.{key}")
         # LightningCLI's `lr_scheduler:` group, as its add_lr_scheduler_args makes it (any torch scheduler, or
         # Lightning's ReduceLROnPlateau with a `monitor`), handed to the model as a plain dict (it goes into the

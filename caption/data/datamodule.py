@@ -206,8 +206,8 @@ class CaptionDataModule(L.LightningDataModule):
             images (write a folder named like a split as ./test).
         vocabulary_from: a checkpoint whose vocabulary to use instead of building one from the training captions
             (`caption predict` sets it to --ckpt_path, so the training data need not be there).
-        encoder / encoder_weights / freeze_encoder: linked from model.* by the CLI; the feature cache
-            must have been built with them.
+        encoder / encoder_weights / freeze_encoder / encoder_grid: linked from model.* by the CLI; the feature
+            cache must have been built with them, and image files get the transform of the encoder's weights.
     """
 
     def __init__(
@@ -231,6 +231,7 @@ class CaptionDataModule(L.LightningDataModule):
         encoder: str = "vgg16",
         encoder_weights: str = "imagenet",
         freeze_encoder: bool = True,
+        encoder_grid: int | None = None,
     ):
         super().__init__()
         # Under the CLI the hyperparameters are the config (the source as class_path + init_args): the
@@ -246,6 +247,12 @@ class CaptionDataModule(L.LightningDataModule):
                 raise ConfigError(f"data.{key} must be >= {least}, got {value}")
         if not 0 <= max_skipped_share <= 1:
             raise ConfigError(f"data.max_skipped_share is a share: it must be in [0, 1], got {max_skipped_share}")
+        if features is not None and not freeze_encoder:
+            raise ConfigError(
+                "data.features (the feature cache) needs model.freeze_encoder: true; a trained encoder needs the "
+                "images: set data.features: null to fine-tune"
+            )
+        source.use_encoder(encoder)
         self.source = source
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
@@ -265,6 +272,7 @@ class CaptionDataModule(L.LightningDataModule):
         self.encoder = encoder
         self.encoder_weights = encoder_weights
         self.freeze_encoder = freeze_encoder
+        self.encoder_grid = encoder_grid
         self._vocabulary: Vocabulary | None = None
         self._records: list[ImageRecord] | None = None
         self._bad: set[int] | None = None  # ids of images that cannot be used
@@ -312,8 +320,8 @@ class CaptionDataModule(L.LightningDataModule):
         if self._bad is None:  # once: bad images come from the feature cache, or from checking the files
             records = self.records()
             if self.features is not None:
-                config = cache_config(encoder=self.encoder, weights=self.encoder_weights,
-                                      freeze=self.freeze_encoder, source=self.source, records=records)
+                config = cache_config(encoder=self.encoder, weights=self.encoder_weights, freeze=self.freeze_encoder,
+                                      source=self.source, records=records, grid=self.encoder_grid)
                 self._cache = FeatureCache(self.features, config)
                 bad = self._cache.skipped
             else:

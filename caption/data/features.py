@@ -5,13 +5,14 @@ image: computing them once instead of at every epoch is the bulk of the training
 `caption features --config X.yaml` fills the config's `data.features` folder with
 
     annotations.npy  (N, L, D) float16, memory-mapped; row i holds manifest["images"][i]
-    manifest.json    encoder, weights, transform, the image list [[image_id, file], ...],
+    manifest.json    encoder, its grid (L = grid², null: VGG's unpooled conv5 map), weights, transform,
+                     the shape [N, L, D], the image list [[image_id, file], ...],
                      the images left out (data.on_bad_image: skip) and whether the build finished
     progress.json    while building: rows done so far, from which an interrupted build resumes
     building.lock    while building: the host and process id of the one build allowed at a time
 
 With `data.features` set, training and evaluation read the rows (batches carry "annotations"
-instead of "image") and never run the CNN. A cache built for another encoder, weights file,
+instead of "image") and never run the CNN. A cache built for another encoder, grid, weights file,
 transform or image list is refused with the command that rebuilds it. Reading is safe from
 several DataLoader workers: each process maps the file itself.
 """
@@ -37,7 +38,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from caption.data.images import BadImageError, ImageFileSource, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord
-from caption.encoder import TORCHVISION_VGG, EncoderWeightsError
+from caption.encoder import TORCHVISION_ENCODERS, EncoderWeightsError, annotation_grid, imagenet_weights
 from caption.errors import CaptionError
 from caption.outputs import cannot_write, writable_folder, write_text
 
@@ -59,7 +60,7 @@ def weights_identity(encoder: str, weights: str) -> dict[str, str]:
             "random weights differ from one run to the next"
         )
     if weights == "imagenet":
-        return {"weights": "imagenet", "file": os.path.basename(TORCHVISION_VGG[encoder][1].url)}
+        return {"weights": "imagenet", "file": os.path.basename(imagenet_weights(encoder).url)}
     if not os.path.isfile(weights):
         raise EncoderWeightsError(f"encoder weights file {weights} does not exist")
     digest = hashlib.sha256()
@@ -70,11 +71,12 @@ def weights_identity(encoder: str, weights: str) -> dict[str, str]:
 
 
 def cache_config(
-    *, encoder: str, weights: str, freeze: bool, source: CaptionSource, records: list[ImageRecord]
+    *, encoder: str, weights: str, freeze: bool, source: CaptionSource, records: list[ImageRecord],
+    grid: int | None = None,
 ) -> dict[str, Any]:
-    """The part of the manifest that must match the config for the cache to be used."""
-    if encoder not in TORCHVISION_VGG:
-        raise FeatureCacheError(f"a feature cache needs a torchvision encoder ({', '.join(TORCHVISION_VGG)}), "
+    """The part of the manifest that must match the config for the cache to be used (`grid`: model.encoder_grid)."""
+    if encoder not in TORCHVISION_ENCODERS:
+        raise FeatureCacheError(f"a feature cache needs a torchvision encoder ({', '.join(TORCHVISION_ENCODERS)}), "
                                 f"not {encoder}")
     if not freeze:
         raise FeatureCacheError(
@@ -85,6 +87,7 @@ def cache_config(
     return {
         "version": VERSION,
         "encoder": encoder,
+        "grid": annotation_grid(encoder, grid),
         "weights": weights_identity(encoder, weights),
         "transform": source.describe_transform(),
         "images": [[record.image_id, record.file] for record in records],
@@ -95,8 +98,8 @@ def mismatch(manifest: dict[str, Any], config: dict[str, Any]) -> str | None:
     """What differs between a manifest and the config it should have been built for, or None."""
     problems = [
         f"{key}: the cache has {manifest.get(key)!r}, the config gives {config[key]!r}"
-        for key in ("version", "encoder", "weights", "transform")
-        if manifest.get(key) != config[key]
+        for key in ("version", "encoder", "grid", "weights", "transform")
+        if manifest.get(key) != config[key]  # caches built before grids existed have none: VGG's unpooled map
     ]
     cached, wanted = manifest.get("images") or [], config["images"]
     if cached != wanted:
@@ -265,7 +268,8 @@ def build_cache(
     device: torch.device,
 ) -> dict[str, Any]:
     """Encode every image of `records` into `path` (resuming an interrupted build), one build at a time;
-    returns the manifest."""
+    returns the manifest. The manifest records the grid `encoder` pools to, whatever `config` says."""
+    config = {**config, "grid": getattr(encoder, "grid", config["grid"])}
     encoder = encoder.eval().to(device)
     manifest = read_json(path / MANIFEST)
     problem = mismatch(manifest, config) if manifest else "no cache yet"

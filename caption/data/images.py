@@ -2,8 +2,9 @@
 
 Every image becomes 8-bit RGB whatever mode Pillow reads it in (grayscale, palette, RGBA, CMYK,
 16-bit, float), turned upright by its EXIF orientation, then goes through the transform that
-ships with torchvision's VGG weights (`VGG16_Weights.IMAGENET1K_V1.transforms()`): resize the short
-side to 256, centre-crop 224×224, ImageNet mean/std — the paper's preprocessing (sec. 4.3).
+ships with the encoder's torchvision weights (`VGG16_Weights.IMAGENET1K_V1.transforms()`, and the same
+preset for the ResNets' IMAGENET1K_V1): resize the short side to 256, centre-crop 224×224, ImageNet
+mean/std — the paper's preprocessing (sec. 4.3).
 
 A file that cannot be used raises `BadImageError` with the reason: missing, empty, not an image,
 smaller than `min_side`, over Pillow's decompression-bomb limit (`PIL.Image.MAX_IMAGE_PIXELS`,
@@ -29,9 +30,11 @@ from torchvision import models
 from torchvision.transforms._presets import ImageClassification
 
 from caption.data.records import BadImage, CaptionSource, ImageRecord
+from caption.encoder import TORCHVISION_ENCODERS, imagenet_weights
 from caption.errors import CaptionError, ConfigError
 
-# The preset of the ImageNet VGG weights (VGG19_Weights.IMAGENET1K_V1 has the same one).
+# The preset of the ImageNet VGG weights (VGG19_Weights.IMAGENET1K_V1 has the same one), also used for
+# small_vgg on image files.
 WEIGHTS = models.VGG16_Weights.IMAGENET1K_V1
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel
 ALPHA_MODES = ("RGBA", "RGBa", "LA", "La", "PA")
@@ -118,10 +121,14 @@ def read_rgb(path: str, *, min_side: int) -> Image.Image:
         raise BadImageError(f"cannot convert mode {upright.mode} to RGB ({error})") from None
 
 
-def image_transform(*, resize_size: int | None = None, crop_size: int | None = None) -> ImageClassification:
-    """The VGG weights' own preset, optionally with other sizes (e.g. small images in tests)."""
+def image_transform(
+    *, resize_size: int | None = None, crop_size: int | None = None, encoder: str = "vgg16"
+) -> ImageClassification:
+    """The preset of `encoder`'s ImageNet weights (small_vgg: VGG16's), optionally with other sizes (e.g. small
+    images in tests)."""
     sizes = {name: size for name, size in (("resize_size", resize_size), ("crop_size", crop_size)) if size is not None}
-    return WEIGHTS.transforms(**sizes)
+    weights = imagenet_weights(encoder) if encoder in TORCHVISION_ENCODERS else WEIGHTS
+    return weights.transforms(**sizes)
 
 
 def describe_transform(transform: ImageClassification) -> dict[str, Any]:
@@ -153,7 +160,7 @@ def report_bad_images(bad: list[BadImage], *, total: int, on_bad_image: str) -> 
 
 
 class ImageFileSource(CaptionSource):
-    """A `CaptionSource` whose images are files: robust reading, the VGG transform, up-front checks.
+    """A `CaptionSource` whose images are files: robust reading, the encoder weights' transform, up-front checks.
 
     Subclasses read their annotation files in `read_records` and pass the image settings here.
 
@@ -166,9 +173,14 @@ class ImageFileSource(CaptionSource):
     def __init__(self, *, resize_size: int | None, crop_size: int | None, min_side: int):
         if min_side < 1:
             raise ValueError(f"source.min_side must be >= 1, got {min_side}")
+        self.resize_size, self.crop_size = resize_size, crop_size
         self.transform = image_transform(resize_size=resize_size, crop_size=crop_size)
         self.min_side = min_side
         self._records: list[ImageRecord] | None = None
+
+    def use_encoder(self, encoder: str) -> None:
+        """Transform images with the preset of `encoder`'s weights (the data module passes model.encoder)."""
+        self.transform = image_transform(resize_size=self.resize_size, crop_size=self.crop_size, encoder=encoder)
 
     @abstractmethod
     def read_records(self) -> list[ImageRecord]:

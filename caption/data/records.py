@@ -117,6 +117,10 @@ class CaptionSource(ABC):
     def image_size(self) -> tuple[int, int]:
         """(H, W) of every tensor `image` returns."""
 
+    def use_encoder(self, encoder: str) -> None:
+        """Prepare images for the encoder named `encoder` (model.encoder; the data module passes it). Sources of
+        image files take the transform of its weights; sources with their own normalisation do nothing."""
+
     def inference_transform(self) -> Callable[[Image.Image], Tensor]:
         """An RGB image from outside the dataset (any size) -> the encoder's input (3, H, W), prepared as
         `image` prepares the dataset's own: what a model trained on this source needs for new images."""

@@ -95,13 +95,16 @@ def data_settings(checkpoint: dict[str, Any], path: str | Path, config: str | Pa
     return {key: value for key, value in settings.items() if key != "_instantiator"}, str(path)
 
 
-def source_inputs(settings: dict[str, Any], origin: str) -> tuple[Callable[[Image.Image], Tensor], Normalization]:
-    """The input transform and normalization of the data source in `settings` (built, not read: sources load
-    their records lazily, so the dataset's files need not be on this machine)."""
+def source_inputs(
+    settings: dict[str, Any], origin: str, *, encoder: str
+) -> tuple[Callable[[Image.Image], Tensor], Normalization]:
+    """The input transform and normalization of the data source in `settings` for `encoder` (the source is built,
+    not read: sources load their records lazily, so the dataset's files need not be on this machine)."""
     try:
         source = instantiate_class((), settings["source"])
     except Exception as error:
         raise ConfigError(f"cannot rebuild the data source from {origin}: {error}") from error
+    source.use_encoder(encoder)
     return source.inference_transform(), source.normalization
 
 
@@ -145,8 +148,9 @@ class Captioner:
         except ConfigError:
             if config is not None or module.hparams.encoder == "small_vgg":  # small_vgg: no preset to fall back on
                 raise
-            return cls(module, transform=image_transform(), normalization=preset_normalization())
-        transform, normalization = source_inputs(settings, origin)
+            transform = image_transform(encoder=module.hparams.encoder)  # the weights' preset
+            return cls(module, transform=transform, normalization=(tuple(transform.mean), tuple(transform.std)))
+        transform, normalization = source_inputs(settings, origin, encoder=module.hparams.encoder)
         return cls(module, transform=transform, normalization=normalization, data=(settings, origin))
 
     @property
@@ -191,9 +195,3 @@ class Captioner:
             pixels = torch.stack([self.prepare(item) for item in items[start:start + batch_size]])  # (B, 3, H, W)
             captions += self.caption_batch({"image": pixels}, beam_size=beam_size, max_length=max_length)
         return captions if many else captions[0]
-
-
-def preset_normalization() -> Normalization:
-    """(mean, std) of the ImageNet preset (`caption.data.images.image_transform`)."""
-    transform = image_transform()
-    return tuple(transform.mean), tuple(transform.std)
