@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import matplotlib.cbook
 import pytest
 import torch
 import yaml
@@ -18,6 +19,8 @@ from finetune_probe import checksum, read_records
 from image_data import karpathy_dataset
 from resnet_weights import resnet_weights
 
+from caption import Captioner
+from caption.cli import main
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCache, FeatureCacheError, build_cache, cache_config
 from caption.data.karpathy import KarpathySource
@@ -28,6 +31,7 @@ from caption.finetuning import check_finetuning, stage_parameters
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {"resize_size": 64, "crop_size": 64}  # ResNet-50 on 64x64 crops: layer4 is 2x2, fast on a CPU
 GRID = 2
+GRACE_HOPPER = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
 
 
 @pytest.fixture(scope="module")
@@ -231,3 +235,10 @@ def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(datase
                         encoder_tensors(best, prefix, parameters=parameters))
         assert all(torch.equal(a, b) for a, b in unchanged), f"{prefix} ({'weights' if parameters else 'statistics'})"
     assert json.loads((tmp_path / "features" / "manifest.json").read_text())["grid"] == GRID
+
+    # the fine-tuned ResNet captions new images (its training transform, a 2x2 grid) and draws its attention
+    captioner = Captioner.from_checkpoint(last, device="cpu")
+    assert captioner.prepare(GRACE_HOPPER).shape == (3, SIZES["crop_size"], SIZES["crop_size"])
+    assert captioner(GRACE_HOPPER, max_length=4).alpha.shape[1] == GRID**2
+    main(["describe", "--ckpt_path", str(last), GRACE_HOPPER, "--out", str(tmp_path / "figures"), "--max_length", "4"])
+    assert (tmp_path / "figures" / "grace_hopper.png").is_file()
