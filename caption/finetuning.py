@@ -10,7 +10,8 @@ The paper keeps its CNN fixed. With `model.freeze_encoder: false` the encoder tr
 and, at the start of epoch N, adds the chosen stages to the optimizer as a new parameter group. Lightning
 stores that group in the callback's state, so `caption fit ... --ckpt_path last` restores it (and Adam's
 moments for it) mid-schedule; the stages are made trainable again at the start of the resumed training and of
-every later epoch, since `setup` froze the whole encoder once more (a run resumed mid-epoch gets no epoch start). BatchNorm layers never train: they stay in eval mode with
+every later epoch, since `setup` froze the whole encoder once more (a run resumed mid-epoch gets no epoch
+start). BatchNorm layers never train: they stay in eval mode with
 ImageNet's statistics (`TorchvisionResNet`), and their γ, β stay fixed, as torchvision's detection models do
 (FrozenBatchNorm2d) — a batch holds five captions of one image, so batch statistics would be skewed.
 
@@ -29,6 +30,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from caption.checkpoints import read_checkpoint
 from caption.encoder import TORCHVISION_ENCODERS
 from caption.errors import CheckpointError, ConfigError
 from caption.text import vocabulary_difference
@@ -110,8 +112,6 @@ class EncoderFinetuning(BaseFinetuning):
 
 def load_weights(module: L.LightningModule, path: str) -> None:
     """Start `module` from the weights of checkpoint `path` (model.init_from), read with weights_only=True."""
-    from caption.checkpoints import read_checkpoint  # imported here: caption.checkpoints imports caption.module
-
     if not Path(path).is_file():
         raise ConfigError(f"model.init_from: {path} does not exist: point it at the checkpoint of the run to start "
                           "from (e.g. stage 1's checkpoints/best.ckpt)")
