@@ -35,3 +35,9 @@ def add_device(parser: argparse.ArgumentParser) -> None:
 def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None) -> None:
     shown = default if default is not None else "the data's eval_batch_size"
     parser.add_argument("--batch_size", type=positive_int, default=default, help=f"images per batch (default: {shown})")
+
+
+def add_scoring(parser: argparse.ArgumentParser) -> None:
+    """--split and --meteor_timeout, for the commands that score a split."""
+    parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
+    parser.add_argument("--meteor_timeout", type=float, default=120.0, help="seconds before METEOR counts as missing")

@@ -26,7 +26,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from caption.checkpoints import read_checkpoint
-from caption.commands.common import add_batch_size, add_decoding, add_device
+from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import object_for_word
 from caption.errors import ConfigError
@@ -220,7 +220,6 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN", help="checkpoints or run folders")
     parser.add_argument("--out", required=True, type=Path, help="folder for report.md, figures and per-model results")
-    parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
     parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the first checkpoint's)")
     parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
     parser.add_argument("--images", type=int, default=3, help="images shown with each model's overlays (default: 3)")
@@ -229,7 +228,7 @@ def main(argv: list[str]) -> None:
     add_decoding(parser, default="each checkpoint's")
     add_batch_size(parser, default=None)
     add_device(parser)
-    parser.add_argument("--meteor_timeout", type=float, default=120.0, help="seconds before METEOR counts as missing")
+    add_scoring(parser)
     args = parser.parse_args(argv)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")

@@ -13,7 +13,7 @@ The data comes from the checkpoint (`caption fit` stores the data settings in it
 import argparse
 from pathlib import Path
 
-from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device
+from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, add_scoring
 from caption.inference import Captioner, evaluate, training_data, write_evaluation
 from caption.outputs import writable_folder
 
@@ -24,13 +24,12 @@ def main(argv: list[str]) -> None:
         description="Score a checkpoint's captions on a split with coco-caption's metrics (pycocoevalcap).",
     )
     add_checkpoint(parser)
-    parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
     parser.add_argument("--out", required=True, type=Path, help="folder for metrics.json and captions.json")
     parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the checkpoint's data)")
     add_decoding(parser)
     add_batch_size(parser, default=None)
     add_device(parser)
-    parser.add_argument("--meteor_timeout", type=float, default=120.0, help="seconds before METEOR counts as missing")
+    add_scoring(parser)
     args = parser.parse_args(argv)
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, config=args.config)

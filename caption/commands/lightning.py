@@ -92,7 +92,8 @@ class CaptionCLI(LightningCLI):
         parser = super()._prepare_subcommand_parser(klass, subcommand, **kwargs)
         if subcommand == "predict":
             parser.add_lightning_class_args(CaptionWriter, "predictions")
-            parser.set_defaults({"trainer.logger": False})  # nothing to log: the captions go to predictions.out
+            # nothing to log, nothing to hold in memory: the writer gathers the captions into predictions.out
+            parser.set_defaults({"trainer.logger": False, "return_predictions": False})
         return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -203,7 +204,7 @@ def predict_arguments(args: list[str]) -> list[str]:
     ckpt_path = ckpt_path or next((arg.split("=", 1)[1] for arg in args if arg.startswith("--ckpt_path=")), None)
     if ckpt_path is None or ckpt_path == "last":
         raise ConfigError("caption predict needs --ckpt_path: the checkpoint file to caption with")
-    if not any(given_on_command_line(args, key) for key in ("config", "data", "data.source")):
+    if "-c" not in args and not any(given_on_command_line(args, key) for key in ("config", "data", "data.source")):
         settings = read_checkpoint(ckpt_path).get("datamodule_hyper_parameters")
         if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
             raise ConfigError(f"checkpoint {ckpt_path} does not record its data settings: pass --config with the "
