@@ -53,6 +53,11 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     return checkpoint
 
 
+def has_encoder(checkpoint: dict[str, Any]) -> bool:
+    """Whether the checkpoint holds the encoder's weights (then the model need not load ImageNet's first)."""
+    return any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
+
+
 def sha256_of(path: _PATH) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as file:

@@ -16,9 +16,10 @@ def positive_int(text: str) -> int:
 
 
 def add_checkpoint(parser: argparse.ArgumentParser) -> None:
-    """--ckpt_path (alias --ckpt): a checkpoint written by `caption fit`."""
+    """--ckpt_path (alias --ckpt): a checkpoint written by `caption fit`, or a URL with its --sha256."""
     parser.add_argument("--ckpt_path", "--ckpt", dest="ckpt_path", required=True, metavar="CKPT",
-                        help="checkpoint written by `caption fit` (alias: --ckpt)")
+                        help="checkpoint written by `caption fit`, or its https URL (alias: --ckpt)")
+    parser.add_argument("--sha256", default=None, help="the URL's expected SHA-256 (downloaded once, then checked)")
 
 
 def add_decoding(parser: argparse.ArgumentParser, *, default: str = "the checkpoint's") -> None:

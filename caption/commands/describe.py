@@ -102,7 +102,8 @@ def main(argv: list[str]) -> None:
     add_device(parser)
     args = parser.parse_args(argv)
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
-    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, config=args.config)
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256,
+                                         config=args.config)
     described = describe(
         captioner, image_files(args.inputs), out=args.out, beam_size=args.beam_size, max_length=args.max_length,
         batch_size=args.batch_size, columns=args.columns, figure_format=args.format,

@@ -32,7 +32,8 @@ def main(argv: list[str]) -> None:
     add_scoring(parser)
     args = parser.parse_args(argv)
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
-    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, config=args.config)
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256,
+                                         config=args.config)
     data = training_data(captioner)
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size

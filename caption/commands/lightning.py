@@ -31,7 +31,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from caption.allocator import configure_allocator
 from caption.callbacks import LAST, PeriodicCheckpoint
-from caption.checkpoints import SafeCheckpointIO, read_checkpoint
+from caption.checkpoints import SafeCheckpointIO, has_encoder, read_checkpoint
 from caption.commands.prediction_writer import CaptionWriter
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CheckpointError, ConfigError
@@ -188,11 +188,6 @@ class CaptionCLI(LightningCLI):
         checkpoint = self.trainer.checkpoint_callback
         best = checkpoint.best_model_path if checkpoint is not None else ""
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
-
-
-def has_encoder(checkpoint: dict[str, Any]) -> bool:
-    """Whether the checkpoint holds the encoder's weights (then the model need not load ImageNet's first)."""
-    return any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
 
 
 def predict_arguments(args: list[str]) -> list[str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import socket
@@ -36,6 +35,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
+from caption.checkpoints import sha256_of
 from caption.data.images import BadImageError, ImageFileSource, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord
 from caption.encoder import TORCHVISION_ENCODERS, EncoderWeightsError, annotation_grid, imagenet_weights
@@ -63,11 +63,7 @@ def weights_identity(encoder: str, weights: str) -> dict[str, str]:
         return {"weights": "imagenet", "file": os.path.basename(imagenet_weights(encoder).url)}
     if not os.path.isfile(weights):
         raise EncoderWeightsError(f"encoder weights file {weights} does not exist")
-    digest = hashlib.sha256()
-    with open(weights, "rb") as file:
-        for chunk in iter(lambda: file.read(1 << 24), b""):
-            digest.update(chunk)
-    return {"weights": "file", "sha256": digest.hexdigest()}
+    return {"weights": "file", "sha256": sha256_of(weights)}
 
 
 def cache_config(

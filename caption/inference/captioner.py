@@ -26,7 +26,7 @@ from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
 from caption.allocator import configure_allocator
-from caption.checkpoints import download_checkpoint, read_checkpoint
+from caption.checkpoints import download_checkpoint, has_encoder, read_checkpoint
 from caption.data.images import image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
 from caption.errors import CaptionError, CheckpointError, ConfigError
@@ -34,7 +34,7 @@ from caption.module import CaptionModule
 
 ImageInput = Union[str, os.PathLike, Image.Image, Tensor]
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
-LINKED = ("encoder", "encoder_weights", "freeze_encoder")  # model settings the data module is given by the CLI
+LINKED = ("encoder", "encoder_weights", "freeze_encoder", "encoder_grid")  # model settings the CLI gives the data
 
 
 def pick_device(name: str | torch.device | None) -> torch.device:
@@ -50,15 +50,16 @@ def pick_device(name: str | torch.device | None) -> torch.device:
     return device
 
 
-def load_module(path: str | os.PathLike, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu") -> CaptionModule:
+def load_module(
+    path: str | os.PathLike, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu"
+) -> CaptionModule:
     """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`.
 
     `checkpoint`: what `read_checkpoint(path)` returned, if the caller has it already. The encoder's
     weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten.
     """
     checkpoint = read_checkpoint(path, map_location=map_location) if checkpoint is None else checkpoint
-    has_encoder = any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
-    overrides = {"encoder_weights": "none"} if has_encoder else {}
+    overrides = {"encoder_weights": "none"} if has_encoder(checkpoint) else {}
     try:
         module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
     except CaptionError:
@@ -82,7 +83,8 @@ def data_settings(checkpoint: dict[str, Any], path: str | Path, config: str | Pa
         if not isinstance(settings, dict) or not isinstance(settings.get("data"), dict):
             raise ConfigError(f"config {config} has no `data:` section (use the config the model was trained with)")
         # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
-        linked = {key: checkpoint["hyper_parameters"][key] for key in LINKED}
+        hparams = checkpoint["hyper_parameters"]
+        linked = {key: hparams[key] for key in LINKED if key in hparams}  # encoder_grid: not in older checkpoints
         return {**settings["data"], **linked}, str(config)
     settings = checkpoint.get("datamodule_hyper_parameters")
     if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
