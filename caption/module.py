@@ -101,7 +101,7 @@ class CaptionModule(L.LightningModule):
             ("error"), or skip the batch on every rank and count it in train/nonfinite_batches ("skip").
         compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
         image_size: (H, W) of the encoder's training inputs, set from the data by the CLI
-            (`data.image_size`); `caption describe` resizes new images to it for small_vgg.
+            (`data.image_size`): the pixel frame of the object boxes that attention accuracy scores against.
         init_from: a checkpoint of this project whose weights a new `fit` starts from (stage 2 of the two-stage
             recipe: fresh optimizer, epochs and steps); a run resumed with --ckpt_path keeps its own weights.
     """

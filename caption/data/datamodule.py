@@ -312,7 +312,7 @@ class CaptionDataModule(L.LightningDataModule):
 
     @property
     def image_size(self) -> list[int]:
-        """[H, W] of the images fed to the encoder, stored with the model (for `caption describe`)."""
+        """[H, W] of the images fed to the encoder, stored with the model (the frame of attention accuracy)."""
         return list(self.source.image_size)  # a list, like every sequence the CLI stores, for plain YAML
 
     def usable(self, name: str) -> list[ImageRecord]:
