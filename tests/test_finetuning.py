@@ -54,8 +54,7 @@ def test_a_cache_of_another_encoder_or_grid_is_refused_as_stale(dataset, tmp_pat
     root, annotations, weights = dataset
     source = source_of(root, annotations)
     encoder = build_encoder("resnet50", weights=str(weights), freeze=True, grid=GRID)
-    unpooled = config_of(source, weights, grid=None)  # says 14, as `caption features` passes no grid: the encoder wins
-    manifest = build_cache(str(tmp_path / "cache"), encoder=encoder, config=unpooled, source=source,
+    manifest = build_cache(str(tmp_path / "cache"), encoder=encoder, config=config_of(source, weights), source=source,
                            records=source.records(), on_bad_image="error", batch_size=9, num_workers=0,
                            device=torch.device("cpu"))
     assert manifest["encoder"] == "resnet50" and manifest["grid"] == GRID and manifest["shape"] == [9, 4, 2048]

@@ -12,7 +12,7 @@ import argparse
 
 from caption.commands.lightning import CaptionCLI
 from caption.data.datamodule import CaptionDataModule
-from caption.data.features import FeatureCacheError, build_cache, cache_config
+from caption.data.features import FeatureCacheError, build_cache
 from caption.module import CaptionModule
 
 
@@ -29,12 +29,9 @@ def main(argv: list[str]) -> None:
     configs = [item for config in args.config for item in ("--config", config)]
     cli = CaptionCLI(CaptionModule, CaptionDataModule, args=[*configs, *overrides], run=False,
                      auto_configure_optimizers=False)
-    data, hparams = cli.datamodule, cli.model.hparams
+    data = cli.datamodule
     if data.features is None:
         raise FeatureCacheError("set data.features in the config: the cache folder, e.g. data/features/coco_vgg16")
-    records = data.records()
-    config = cache_config(encoder=hparams.encoder, weights=hparams.encoder_weights,
-                          freeze=hparams.freeze_encoder, source=data.source, records=records)
-    build_cache(data.features, encoder=cli.model.encoder, config=config, source=data.source, records=records,
-                on_bad_image=data.on_bad_image, batch_size=data.eval_batch_size, num_workers=data.num_workers,
-                device=cli.trainer.strategy.root_device)
+    build_cache(data.features, encoder=cli.model.encoder, config=data.cache_config(), source=data.source,
+                records=data.records(), on_bad_image=data.on_bad_image, batch_size=data.eval_batch_size,
+                num_workers=data.num_workers, device=cli.trainer.strategy.root_device)

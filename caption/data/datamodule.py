@@ -315,14 +315,18 @@ class CaptionDataModule(L.LightningDataModule):
         """[H, W] of the images fed to the encoder, stored with the model (the frame of attention accuracy)."""
         return list(self.source.image_size)  # a list, like every sequence the CLI stores, for plain YAML
 
+    def cache_config(self) -> dict[str, Any]:
+        """What the feature cache must have been built for: this data with the model's encoder settings (linked
+        by the CLI); `caption features` builds the cache for it, and training checks the cache against it."""
+        return cache_config(encoder=self.encoder, weights=self.encoder_weights, freeze=self.freeze_encoder,
+                            source=self.source, records=self.records(), grid=self.encoder_grid)
+
     def usable(self, name: str) -> list[ImageRecord]:
         """The records of split `name` whose images can be used (see `on_bad_image`)."""
         if self._bad is None:  # once: bad images come from the feature cache, or from checking the files
             records = self.records()
             if self.features is not None:
-                config = cache_config(encoder=self.encoder, weights=self.encoder_weights, freeze=self.freeze_encoder,
-                                      source=self.source, records=records, grid=self.encoder_grid)
-                self._cache = FeatureCache(self.features, config)
+                self._cache = FeatureCache(self.features, self.cache_config())
                 bad = self._cache.skipped
             else:
                 bad = self.source.check(records, decode=self.check_images == "decode")

@@ -264,8 +264,7 @@ def build_cache(
     device: torch.device,
 ) -> dict[str, Any]:
     """Encode every image of `records` into `path` (resuming an interrupted build), one build at a time;
-    returns the manifest. The manifest records the grid `encoder` pools to, whatever `config` says."""
-    config = {**config, "grid": getattr(encoder, "grid", config["grid"])}
+    returns the manifest."""
     encoder = encoder.eval().to(device)
     manifest = read_json(path / MANIFEST)
     problem = mismatch(manifest, config) if manifest else "no cache yet"
