@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
 from jsonargparse import Namespace
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -221,3 +222,13 @@ def main(argv: list[str]) -> None:
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
     )
+    leave_process_group()  # after a command that finished: a failed rank's peers must not wait for it here
+
+
+def leave_process_group() -> None:
+    """Close the DDP process group once the command is done. Lightning leaves it open; a rank that exits while
+    its peer's gloo threads still hold the connection can make that peer abort at exit ("terminate called
+    without an active exception", 1 run in 8 of a 2-process `caption predict` here)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()  # every rank is done with its collectives before any rank closes the group
+        torch.distributed.destroy_process_group()
