@@ -53,6 +53,24 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     return checkpoint
 
 
+def newest(paths: list[Path]) -> Path | None:
+    return max(paths, key=lambda path: path.stat().st_mtime, default=None)
+
+
+def find_checkpoint(path: Path) -> Path:
+    """A checkpoint file itself, or a run folder's newest best-*.ckpt (else last.ckpt, else any)."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such checkpoint or run folder")
+    checkpoints = list(path.rglob("*.ckpt"))
+    for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt"):
+        found = newest([p for p in checkpoints if p.match(kind)])
+        if found is not None:
+            return found
+    raise CheckpointError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
+
+
 def has_encoder(checkpoint: dict[str, Any]) -> bool:
     """Whether the checkpoint holds the encoder's weights (then the model need not load ImageNet's first)."""
     return any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))

@@ -57,6 +57,7 @@ class DecoderOutput:
     log_alpha_location: Tensor | None = None  # hard: log α_{t,s_t}  (B, T)
     entropy: Tensor | None = None  # hard: H(α_t)            (B, T)
     semi_sampled: Tensor | None = None  # hard, training: used the expected context  (B,)
+    hidden: Tensor | None = None  # h_{t-1}, the state each step attends from (B, T, n)
 
 
 def _stack(values: list[Tensor | None]) -> Tensor | None:
@@ -211,6 +212,7 @@ class Decoder(nn.Module):
         projected = self.project_annotations(annotations)  # (B, L, A)
         embedded, word_gates = self.word_gates(captions[:, :-1])  # (B, T, m), (B, T, 4n)
         state = self.init_state(annotations)
+        h_0 = state.h  # (B, n)
         semi_sampled = self.sample_semi_sampling(B, annotations.device)
         steps = []
         for t in range(T):
@@ -227,4 +229,5 @@ class Decoder(nn.Module):
             log_alpha_location=_stack([s.log_alpha_location for s in steps]),
             entropy=_stack([s.entropy for s in steps]),
             semi_sampled=semi_sampled,
+            hidden=torch.cat([h_0[:, None], hs[:, :-1]], dim=1),  # h_{t-1}: (B, T, n)
         )

@@ -10,7 +10,9 @@ Every torchvision encoder is split into five `stages` (ResNet: the stem and laye
 blocks), so that fine-tuning can train the last k of them (`caption.finetuning`).
 
 `SmallVGG` keeps the VGG pattern (3×3 convolutions and 2×2 max-pools, annotations taken before the
-last pool) at a few channels, so the built-in data trains end to end on a CPU in minutes.
+last pool) at a few channels, so the built-in data trains end to end on a CPU in minutes. Its pretrained
+weights, the analogue of ImageNet's for the built-in data, come from another run of this project: the encoder
+of a `caption fit` checkpoint (`encoder_weights: runs/shapes_soft`), then frozen as the paper's VGG is.
 """
 
 import os
@@ -21,6 +23,7 @@ import torch
 from torch import Tensor, nn
 from torchvision import models
 
+from caption.checkpoints import find_checkpoint, read_checkpoint
 from caption.errors import CaptionError, ConfigError
 
 EncoderName = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "small_vgg"]
@@ -218,10 +221,11 @@ class SmallVGG(nn.Module):
 
     def __init__(
         self, *, channels: tuple[int, ...] = (16, 32, 64, 128), kernel_sizes: tuple[int, ...] | None = None,
-        coordinates: bool = False, batch_norm: bool = True,
+        coordinates: bool = False, batch_norm: bool = True, freeze: bool = False,
     ):
         super().__init__()
         self.coordinates = coordinates
+        self.freeze = freeze
         kernel_sizes = tuple(kernel_sizes or (3,) * len(channels))
         if len(kernel_sizes) != len(channels) or any(k < 1 or k % 2 == 0 for k in kernel_sizes):
             raise ConfigError(
@@ -241,6 +245,27 @@ class SmallVGG(nn.Module):
         self.features = nn.Sequential(*layers)
         self.dim = channels[-1]
         self.kernel_sizes = kernel_sizes
+        if freeze:
+            self.requires_grad_(False)
+
+    def train(self, mode: bool = True):
+        return super().train(mode and not self.freeze)  # frozen: BatchNorm keeps its running statistics
+
+    def load_from_run(self, path: str) -> None:
+        """The encoder weights of a `caption fit` checkpoint, or of a run folder's newest best checkpoint."""
+        checkpoint = find_checkpoint(Path(path))
+        state = {key.removeprefix("encoder."): value for key, value in read_checkpoint(checkpoint)["state_dict"].items()
+                 if key.startswith("encoder.")}
+        if not state:
+            raise EncoderWeightsError(f"model.encoder_weights: {checkpoint} holds no encoder weights")
+        try:
+            self.load_state_dict(state)
+        except RuntimeError as error:
+            summary = " ".join(str(error).split())[:300]
+            raise EncoderWeightsError(
+                f"model.encoder_weights: the encoder of {checkpoint} does not fit this small_vgg: use its run's "
+                f"model.encoder_channels, encoder_kernel_sizes and encoder_coordinates ({summary})"
+            ) from None
 
     @property
     def receptive_field(self) -> int:
@@ -272,12 +297,16 @@ def build_encoder(
     if grid is not None and grid < 1:
         raise ConfigError(f"model.encoder_grid must be >= 1 (or null), got {grid}")
     if name == "small_vgg":
-        if weights != "none" or freeze:
-            raise ConfigError("encoder small_vgg trains from scratch: set encoder_weights: none and freeze_encoder: false")
+        if weights == "imagenet":
+            raise ConfigError("encoder small_vgg has no ImageNet weights: set model.encoder_weights to none (train "
+                              "from scratch) or to another run's checkpoint or run folder (e.g. runs/shapes_soft)")
         if grid is not None:
             raise ConfigError("model.encoder_grid applies to the torchvision encoders; small_vgg's grid follows "
                               "model.encoder_channels: leave encoder_grid null")
-        return SmallVGG(channels=channels, kernel_sizes=kernel_sizes, coordinates=coordinates)
+        encoder = SmallVGG(channels=channels, kernel_sizes=kernel_sizes, coordinates=coordinates, freeze=freeze)
+        if weights != "none":
+            encoder.load_from_run(weights)
+        return encoder
     if name in TORCHVISION_VGG:
         return TorchvisionVGG(name=name, weights=weights, freeze=freeze, grid=grid)
     if name in TORCHVISION_RESNET:

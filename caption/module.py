@@ -22,7 +22,7 @@ from caption.encoder import TORCHVISION_ENCODERS, EncoderName, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.finetuning import EncoderFinetuning, check_finetuning, load_weights
 from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, score_captions
-from caption.objectives import OBJECTIVES, LossTerms, Reward
+from caption.objectives import OBJECTIVES, BaselineKind, Credit, LossTerms, Reward
 from caption.text import Vocabulary, vocabulary_difference
 
 
@@ -34,6 +34,14 @@ class Generated(NamedTuple):
     references: list[str]
     alpha: Tensor | None  # (T, L), only on data with object boxes (for attention accuracy)
     objects: tuple[ShapeObject, ...]
+
+
+def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
+    """For ids (B,): the index of each distinct id's first row (U,) and, per row, which distinct id it holds (B,)."""
+    distinct, rows = torch.unique(ids, return_inverse=True)  # (U,), (B,)
+    positions = torch.arange(len(ids), device=ids.device)
+    first = torch.full_like(distinct, len(ids)).scatter_reduce(0, rows, positions, reduce="amin")
+    return first, rows
 
 
 class NonFiniteLossError(CaptionError, FloatingPointError):
@@ -90,6 +98,12 @@ class CaptionModule(L.LightningModule):
         entropy_weight: hard attention: λ_e per caption (original code: 0.002·B, 0.128 at B = 64).
         baseline_decay: hard attention: moving-average decay of the baseline (paper: 0.9).
         reward: hard attention: "mean" per-token (original code) or "sum" (paper) log-likelihood.
+        credit: hard attention, beyond the paper: "caption" (paper: each location gets the caption's reward) or
+            "step" (only the words it can affect); see `caption.objectives`.
+        baseline: hard attention: "moving_average" (paper), or beyond it "leave_one_out" (samples >= 2) or
+            "learned" (b(h_{t-1})); see `caption.objectives`.
+        semi_sampling_final: hard attention, beyond the paper: semi-sampling moves linearly from semi_sampling
+            in the first epoch to this in the last (trainer.max_epochs); None: constant (paper).
         optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
         learning_rate: optimizer step size.
         lr_scheduler: set by the CLI from `lr_scheduler:` (LightningCLI's own argument group, e.g.
@@ -138,6 +152,9 @@ class CaptionModule(L.LightningModule):
         semi_sampling: float = 0.5,
         baseline_decay: float = 0.9,
         reward: Reward = "mean",
+        credit: Credit = "caption",
+        baseline: BaselineKind = "moving_average",
+        semi_sampling_final: float | None = None,
         hard_eval_context: HardEvalContext = "expected",
         optimizer: Literal["adam", "rmsprop"] = "adam",
         learning_rate: float = 1e-3,
@@ -153,13 +170,17 @@ class CaptionModule(L.LightningModule):
         super().__init__()
         check_settings(
             beam_size=beam_size, max_caption_length=max_caption_length, samples=samples,
-            probabilities={"dropout": dropout, "semi_sampling": semi_sampling, "baseline_decay": baseline_decay},
+            probabilities={"dropout": dropout, "semi_sampling": semi_sampling, "baseline_decay": baseline_decay,
+                           "semi_sampling_final": 0.0 if semi_sampling_final is None else semi_sampling_final},
             weights={"alpha_c": alpha_c, "reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight,
                      "length_penalty": length_penalty, "inverse_temperature": inverse_temperature},  # 0: uniform α
             rates={"learning_rate": learning_rate},
         )
-        if samples > 1 and attention != "hard":
-            raise ConfigError("model.samples > 1 only makes sense with model.attention: hard")
+        hard_only = {"samples": samples > 1, "credit": credit != "caption", "baseline": baseline != "moving_average",
+                     "semi_sampling_final": semi_sampling_final is not None}
+        if attention != "hard" and any(hard_only.values()):
+            keys = ", ".join(f"model.{key}" for key, set_ in hard_only.items() if set_)
+            raise ConfigError(f"{keys} only make sense with model.attention: hard (this run is {attention})")
         check_finetuning(encoder=encoder, freeze_encoder=freeze_encoder, frozen_epochs=encoder_frozen_epochs,
                          stages=encoder_finetune_stages, learning_rate=encoder_learning_rate)
         self.save_hyperparameters()
@@ -188,7 +209,8 @@ class CaptionModule(L.LightningModule):
         weights = {
             "soft": {"alpha_c": alpha_c},
             "hard": {"reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight,
-                     "baseline_decay": baseline_decay, "reward": reward},
+                     "baseline_decay": baseline_decay, "reward": reward, "credit": credit, "baseline": baseline,
+                     "samples": samples, "hidden_dim": hidden_dim},
         }
         self.objective = OBJECTIVES[attention](**weights[attention])  # eq. 14 or eq. 12, with its weights
         self._generated: list[Generated] = []
@@ -198,13 +220,16 @@ class CaptionModule(L.LightningModule):
 
     # ----------------------------------------------------------------------------- model
     def annotations(self, batch: dict[str, Any]) -> Tensor:
-        """(B, L, D) annotations: from the cache when the batch has them, else through the CNN."""
+        """(B, L, D) annotations: from the cache when the batch has them, else through the CNN, which sees each
+        distinct image of the batch once (a training batch holds one row per caption, often five per image:
+        `data.batch_by_image`)."""
         if "annotations" in batch:
             return batch["annotations"].float()
-        if self.hparams.freeze_encoder:
-            with torch.no_grad():
-                return self.encoder(batch["image"])
-        return self.encoder(batch["image"])
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.hparams.freeze_encoder):
+            if "image_id" not in batch:  # images from outside the dataset
+                return self.encoder(batch["image"])  # (B, L, D)
+            first, rows = first_occurrences(batch["image_id"])  # (U,), (B,)
+            return self.encoder(batch["image"][first])[rows]  # (U, L, D) -> (B, L, D)
 
     def generate(self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None) -> Decoded:
         """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
@@ -269,6 +294,15 @@ class CaptionModule(L.LightningModule):
         rate = self.hparams.encoder_learning_rate or self.hparams.learning_rate
         return [EncoderFinetuning(frozen_epochs=self.hparams.encoder_frozen_epochs,
                                   stages=self.hparams.encoder_finetune_stages, learning_rate=rate)]
+
+    def on_train_epoch_start(self) -> None:
+        """Hard attention with semi_sampling_final: this epoch's semi-sampling probability, on a linear schedule."""
+        final = self.hparams.semi_sampling_final
+        if final is not None and self.hparams.attention == "hard":
+            progress = self.current_epoch / max(1, (self.trainer.max_epochs or 1) - 1)
+            start = self.hparams.semi_sampling
+            self.decoder.semi_sampling = start + (final - start) * min(1.0, progress)
+            self.log("train/semi_sampling", self.decoder.semi_sampling)
 
     def on_fit_start(self) -> None:
         """A new run with model.init_from starts from that checkpoint's weights (a resumed one has its own)."""

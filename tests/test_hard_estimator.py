@@ -12,6 +12,11 @@ f_att), against a tolerance of 4%. (With b off by 3 nats, f_att's error is still
 samples: that is what the baseline is for.) Float64 keeps the mean of 50,000 small terms exact.
 Dropping the REINFORCE term (λ_r = 0) leaves f_att without gradient and the whole estimate
 biased, so the same comparison then fails.
+
+The estimators beyond the paper must stay unbiased too, and are held to the same tolerance: the per-step
+credit (reward-to-go, with the moving average scaled to the words still to come), the leave-one-out
+baseline over N = 4 samples of a caption, and the learned baseline b(h_{t-1}) (untrained here: small random
+weights and a bias near the mean reward-to-go; its value changes the variance, not the mean).
 """
 
 import itertools
@@ -20,7 +25,7 @@ import pytest
 import torch
 
 from caption.decoder import Decoder
-from caption.objectives import caption_log_likelihood, hard_attention_loss
+from caption.objectives import HardAttentionObjective, caption_log_likelihood, hard_attention_loss
 
 L, D, V = 3, 4, 6
 SAMPLES = 50_000
@@ -100,3 +105,55 @@ def test_monte_carlo_gradient_is_unbiased():
     biased = monte_carlo_gradient(decoder, annotations, captions, baseline=expected_reward, reinforce_weight=0.0)
     assert biased[attention].abs().max() == 0, "without REINFORCE, f_att gets no gradient from the samples"
     assert (biased - exact).norm() / exact.norm() > 0.1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("credit", "baseline"), [("step", "moving_average"), ("caption", "leave_one_out"),
+                                                  ("step", "leave_one_out"), ("step", "learned")])
+def test_estimators_beyond_the_paper_are_unbiased(credit, baseline):
+    decoder, annotations, captions = make_problem()
+    expected_reward, exact = exact_lower_bound(decoder, annotations, captions)
+    objective = HardAttentionObjective(reinforce_weight=1.0, entropy_weight=0.0, reward="sum", credit=credit,
+                                       baseline=baseline, samples=4, hidden_dim=5).double()
+    if baseline == "moving_average":
+        objective.baseline.value.fill_(expected_reward)
+    if baseline == "learned":  # input-dependent, near the mean reward-to-go of the two steps (share 1 and 1/2)
+        with torch.no_grad():
+            objective.baseline.layer.weight.mul_(0.1)
+            objective.baseline.layer.bias.fill_(0.75 * expected_reward)
+    decoder.zero_grad()
+    torch.manual_seed(0)
+    annotations, captions = annotations.expand(SAMPLES, -1, -1), captions.expand(SAMPLES, -1)
+    targets = captions[:, 1:]
+    objective(decoder(annotations, captions), targets, torch.ones_like(targets, dtype=torch.double)).loss.backward()
+    estimate = -flat_grad(decoder)
+    attention = scorer_slice(decoder)
+    for part, name in ((slice(None), "all"), (attention, "f_att")):
+        error = (estimate[part] - exact[part]).norm() / exact[part].norm()
+        assert error < TOLERANCE, f"{credit}/{baseline}: {name} relative error {error:.3f}"
+
+
+class MeanWithItself(torch.nn.Module):
+    """A wrong leave-one-out: the mean over all N samples, the sample's own reward included."""
+
+    def forward(self, rewards, *, hidden, share):
+        grouped = rewards.view(-1, 4, rewards.shape[-1])
+        return grouped.mean(dim=1, keepdim=True).expand_as(grouped).reshape_as(rewards)
+
+
+@pytest.mark.slow
+def test_a_baseline_that_sees_its_own_sample_is_caught():
+    """The check above can fail: a baseline that includes the sample's own reward shrinks every advantage by
+    (N - 1)/N, so f_att's gradient comes out about 25% short."""
+    decoder, annotations, captions = make_problem()
+    _, exact = exact_lower_bound(decoder, annotations, captions)
+    decoder.zero_grad()
+    torch.manual_seed(0)
+    annotations, captions = annotations.expand(SAMPLES, -1, -1), captions.expand(SAMPLES, -1)
+    targets = captions[:, 1:]
+    hard_attention_loss(decoder(annotations, captions), targets, torch.ones_like(targets, dtype=torch.double),
+                        baseline=MeanWithItself(), reinforce_weight=1.0, entropy_weight=0.0, reward="sum",
+                        credit="step").loss.backward()
+    attention = scorer_slice(decoder)
+    estimate = -flat_grad(decoder)[attention]
+    assert (estimate - exact[attention]).norm() / exact[attention].norm() > 0.15

@@ -48,7 +48,7 @@ def test_encoder_shapes():
 
 
 def test_encoder_rejects_conflicting_settings():
-    with pytest.raises(ValueError, match="small_vgg trains from scratch"):
+    with pytest.raises(ValueError, match="small_vgg has no ImageNet weights.*another run's checkpoint"):
         build_encoder("small_vgg", weights="imagenet", freeze=True)
     with pytest.raises(ValueError, match="encoder must be one of"):
         build_encoder("alexnet", weights="none", freeze=True)  # type: ignore[arg-type]

@@ -76,15 +76,16 @@ def masked_cost(output, captions) -> torch.Tensor:
 
 @pytest.mark.parametrize("semi_sampling", [0.0, 1.0])
 def test_hard_attention_gradient_is_capgens_update(semi_sampling):
-    """train(), RL_sumCost=True:
+    """train(), RL_sumCost=True, l. 1191-1195, transcribed with every sign:
         cost = cost.mean()                                    # over the minibatch
-        grads = grad(cost, known_grads={alphas: (baseline_time - masked_cost.mean(0))[None,:,None] / 10.
-                                                * (alphas_sample / alphas) + alpha_entropy_c * (log(alphas) + 1)})
-    The known gradient is one per caption, not divided by B: against the mean NLL our per-caption weights
-    are λ_r = 0.1·B and λ_e = 0.002·B. It replaces the gradient that the doubly stochastic term would send
-    through alphas, so that term trains nothing here. The transcription uses eq. 12's sign,
-    (masked_cost.mean(0) - baseline_time): capgen's (baseline_time - ...) would make the locations of worse
-    captions more likely (`test_hard_estimator.py` checks eq. 12's sign against exact enumeration).
+        grads = tensor.grad(cost, wrt=itemlist(tparams), disconnected_inputs='raise',
+            known_grads={alphas:(baseline_time-opt_outs['masked_cost'].mean(0))[None,:,None]/10.*
+                         (-alphas_sample/alphas) + alpha_entropy_c*(tensor.log(alphas) + 1)})
+    The two minus signs cancel: (cost - b)/10 · s̃/α, the gradient of (cost - b)·log α_s̃, which makes the
+    locations of worse captions less likely, as eq. 12 does (`test_hard_estimator.py` checks eq. 12's sign
+    against exact enumeration). The known gradient is one per caption, not divided by B: against the mean
+    NLL our per-caption weights are λ_r = 0.1·B and λ_e = 0.002·B. It replaces the gradient that the doubly
+    stochastic term would send through alphas, so that term trains nothing here.
     semi_sampling 1.0 is capgen's h_sampling_mask = 0 (the expected context): alphas_sample = alphas, the
     REINFORCE part sums to zero over locations, and the NLL's gradient through α inside the step is kept.
     """
@@ -105,7 +106,8 @@ def test_hard_attention_gradient_is_capgens_update(semi_sampling):
     else:
         alphas_sample = torch.nn.functional.one_hot(output.location.T, L).float()  # (T, B, L)
     alpha_entropy_c = 0.002
-    known = ((cost.mean(0) - baseline_time)[None, :, None] / 10.0 * (alphas_sample / alphas)
+    masked_cost_ = cost  # opt_outs['masked_cost']: (T, B)
+    known = ((baseline_time - masked_cost_.mean(0))[None, :, None] / 10. * (-alphas_sample / alphas)
              + alpha_entropy_c * (torch.log(alphas) + 1)).detach()
     from_cost = gradients(cost.sum(0).mean(), decoder)
     from_known = gradients(alphas, decoder, grad_outputs=known)

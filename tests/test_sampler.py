@@ -1,5 +1,6 @@
 """Same-length batches: every caption once per epoch, one length per batch, the same number of batches on
-every DDP rank (also after Lightning injects its distributed sampler), and almost no padding."""
+every DDP rank (also after Lightning injects its distributed sampler), and almost no padding. Image batches:
+every caption of an image in one batch, each image encoded once per step."""
 
 import sys
 from collections import Counter
@@ -14,7 +15,9 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import CaptionSource, ImageRecord
-from caption.data.sampler import LengthBatchSampler
+from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
+from caption.errors import ConfigError
+from caption.module import first_occurrences
 from caption.text import Vocabulary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -44,7 +47,7 @@ def batches(sampler, epoch=0):
 
 def make(lengths, *, replicas=1, rank=0, batch_size=8, drop_last=False, seed=0):
     carrier = DistributedSampler(range(len(lengths)), num_replicas=replicas, rank=rank, shuffle=False)
-    return LengthBatchSampler(carrier, batch_size, drop_last, lengths=lengths, seed=seed)
+    return LengthBatchSampler(carrier, batch_size, drop_last, groups=lengths, seed=seed)
 
 
 def test_one_process_every_item_once_one_length_per_batch():
@@ -86,8 +89,8 @@ def test_lightning_injects_its_distributed_sampler_and_keeps_ours():
     distributed = _update_dataloader(loader, injected, mode=RunningStage.TRAINING)
     sampler = distributed.batch_sampler
     assert isinstance(sampler, LengthBatchSampler) and sampler.sampler is injected
-    assert sampler.lengths == loader.batch_sampler.lengths and sampler.batch_size == 8
-    expected = make(loader.batch_sampler.lengths, replicas=2, rank=1)
+    assert sampler.groups == loader.batch_sampler.groups and sampler.batch_size == 8
+    expected = make(loader.batch_sampler.groups, replicas=2, rank=1)
     assert batches(sampler, 2) == batches(expected, 2)
 
 
@@ -109,3 +112,28 @@ def test_padding_waste_on_coco_like_lengths():
     assert grouped_waste < 0.05
     assert random_waste > 0.15, f"random batches of COCO-like captions pad much more ({random_waste:.1%})"
     assert len(grouped.dataset) == len(random.dataset) == sum(len(batch) for batch in grouped.batch_sampler)
+
+
+def test_image_batches_hold_whole_images_and_every_caption_once():
+    source = WordsSource(coco_like_lengths(1000))  # 200 images, 5 captions each
+    loader = CaptionDataModule(source=source, batch_size=64, batch_by_image=True).train_dataloader()
+    sampler = loader.batch_sampler
+    assert isinstance(sampler, ImageBatchSampler)
+    image_of = sampler.groups
+    for epoch in (0, 1):
+        epoch_batches = batches(sampler, epoch)
+        assert sorted(i for batch in epoch_batches for i in batch) == list(range(1000))
+        assert sorted(map(len, epoch_batches)) == [40] + [60] * 16, "12 whole images of 5 captions fit in 64 rows"
+        for batch in epoch_batches:
+            images = {image_of[i] for i in batch}
+            assert sum(image_of.count(image) for image in images) == len(batch), "no image split across batches"
+    assert batches(sampler, 0) != batches(sampler, 1) and len(sampler) == 17
+    with pytest.raises(ConfigError, match="same_length_batches and data.batch_by_image"):
+        CaptionDataModule(source=source, same_length_batches=True, batch_by_image=True)
+
+
+def test_first_occurrences_picks_each_distinct_id_once():
+    ids = torch.tensor([7, 3, 7, 7, 9, 3])
+    first, rows = first_occurrences(ids)
+    assert first.tolist() == [1, 0, 4]  # ids 3, 7, 9 in sorted order, each at its first row
+    assert torch.equal(ids[first][rows], ids)

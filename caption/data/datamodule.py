@@ -24,7 +24,7 @@ from caption.checkpoints import read_checkpoint
 from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord
-from caption.data.sampler import LengthBatchSampler
+from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
 from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
 
@@ -194,6 +194,8 @@ class CaptionDataModule(L.LightningDataModule):
             maxlen); how many captions this touched is logged.
         same_length_batches: training batches of captions of one length, so no padding (the paper,
             sec. 4.3; `caption.data.sampler.LengthBatchSampler`, also under DDP).
+        batch_by_image: training batches of whole images, every caption of an image in the same batch, so a
+            trained encoder runs once per image, not once per caption (`caption.data.sampler.ImageBatchSampler`).
         on_bad_image: "error" stops before training, naming every image that cannot be used;
             "skip" leaves them out and lists them (also in the feature cache's manifest), and also
             skips an image that fails only while loading (e.g. truncated behind a good header).
@@ -222,6 +224,7 @@ class CaptionDataModule(L.LightningDataModule):
         max_length: int = 50,
         long_captions: LongCaptions = "truncate",
         same_length_batches: bool = False,
+        batch_by_image: bool = False,
         on_bad_image: Literal["error", "skip"] = "error",
         max_skipped_share: float = 0.01,
         check_images: Literal["header", "decode"] = "header",
@@ -247,6 +250,9 @@ class CaptionDataModule(L.LightningDataModule):
                 raise ConfigError(f"data.{key} must be >= {least}, got {value}")
         if not 0 <= max_skipped_share <= 1:
             raise ConfigError(f"data.max_skipped_share is a share: it must be in [0, 1], got {max_skipped_share}")
+        if same_length_batches and batch_by_image:
+            raise ConfigError("data.same_length_batches and data.batch_by_image group training batches in two "
+                              "different ways: set one of them to false")
         if features is not None and not freeze_encoder:
             raise ConfigError(
                 "data.features (the feature cache) needs model.freeze_encoder: true; a trained encoder needs the "
@@ -262,6 +268,7 @@ class CaptionDataModule(L.LightningDataModule):
         self.max_length = max_length
         self.long_captions = long_captions
         self.same_length_batches = same_length_batches
+        self.batch_by_image = batch_by_image
         self.on_bad_image = on_bad_image
         self.max_skipped_share = max_skipped_share
         self.failed: dict[int, BadImage] = {}  # images that failed while loading (on_bad_image: skip), by id
@@ -357,13 +364,15 @@ class CaptionDataModule(L.LightningDataModule):
             f"{' from the feature cache ' + self.features if self._cache else ''}; {touched} captions longer than "
             f"data.max_length={self.max_length} words were {TOUCHED[self.long_captions]}."
         )
-        if not self.same_length_batches:
+        if not (self.same_length_batches or self.batch_by_image):
             return self._loader(dataset, self.batch_size, True)
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
-        sampler = LengthBatchSampler(
+        grouping, groups = ((ImageBatchSampler, [image for image, _ in dataset.items]) if self.batch_by_image
+                            else (LengthBatchSampler, dataset.lengths))
+        sampler = grouping(
             DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False),
             batch_size=self.batch_size,
-            lengths=dataset.lengths,
+            groups=groups,
             seed=int(os.environ.get("PL_GLOBAL_SEED", 0)),  # the seed Lightning gives its distributed samplers
         )
         return DataLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
