@@ -1,18 +1,24 @@
-"""Learning quality and where the model looks, on the built-in data: the shapes configs and ablations.
+"""Learning quality and where the model looks, on the built-in data: the shapes configs and their ablations.
 
-    python benchmarks/shapes.py                                  # the two shapes configs as they ship (alone!)
-    python benchmarks/shapes.py --ablations --jobs 2             # + the ablation table of the README
-    python benchmarks/shapes.py --only soft_alpha_c_1 --epochs 4 --out /tmp/shapes
+    python benchmarks/shapes.py                                   # the two shapes configs as they ship (alone!)
+    python benchmarks/shapes.py --hard-ablations --jobs 2         # + one row per hard-attention estimator
+    python benchmarks/shapes.py --only hard_samples_4 --epochs 4 --out /tmp/shapes
 
-Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process; then
-its best checkpoint (validation BLEU-4) decodes the test split with beam 3 and is scored here:
-- BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json) and attention accuracy: the share of object nouns whose α peak,
-  at the step that emits the noun, lies inside that object's box (`caption.metrics.attention_accuracy`);
-- the score a uniformly random location gets on the same nouns (`chance_attention_accuracy`);
-- mean β over object nouns (is the gate open when the model names an object?);
-- hard attention: accuracy with the expected context (the original's test-time choice) and with
-  argmax decoding (one location per word);
-- greedy validation BLEU-4 per epoch, and the largest drop below its best so far after epoch 5.
+Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. The soft
+run comes first: it is stage 1 of the hard recipe, and every hard row but `hard_from_scratch` trains its decoder
+on soft's encoder, frozen (`model.encoder_weights: <out>/soft`, as `configs/shapes_hard.yaml` does with
+`runs/shapes_soft`). Then each run's best checkpoint (validation BLEU-4) decodes the test split with beam 3 and
+is scored here:
+- BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json);
+- where each object noun's α peak lies (`caption.metrics.localisation`): on the named object (the attention
+  accuracy), on another object, on the background, or the noun names an object the image lacks; beside the
+  accuracy of a uniformly random location and of a peak on a uniformly chosen object of the image;
+- mean β over object nouns (is the gate open when the model names an object?) and the mean entropy of α per
+  generated word;
+- hard attention: the same with argmax decoding (one location per word) beside the expected context;
+- from the training logs: validation accuracy at its best and in the last epoch (does it keep looking?), the
+  largest drop of validation BLEU-4 below its best after epoch 3, and the mean squared advantage (R - b)² of the
+  last epoch (what the baseline leaves of the reward's variance).
 Prints a markdown table and writes DIR/shapes.json. Run it alone on the machine: wall times are the whole
 `caption fit` (data, training, validation, final test), comparable only with --jobs 1.
 """
@@ -35,30 +41,34 @@ from caption.data.records import object_for_word
 from caption.inference import Captioner, evaluate, training_data
 
 SOFT, HARD = "configs/shapes_soft.yaml", "configs/shapes_hard.yaml"
-# The encoder before this work: 8×8 grid, 3×3 in every block (an annotation sees 38×38 of 64×64 pixels), no x, y.
-BEFORE = ["--model.encoder_channels", "[16, 32, 64, 128]", "--model.encoder_kernel_sizes", "[3, 3, 3, 3]",
-          "--model.encoder_coordinates", "false"]
 # name -> (config, overrides, what the row shows)
 RUNS: dict[str, tuple[str, list[str], str]] = {
-    "soft": (SOFT, [], "configs/shapes_soft.yaml as shipped"),
-    "hard": (HARD, [], "configs/shapes_hard.yaml as shipped"),
+    "soft": (SOFT, [], "`configs/shapes_soft.yaml` as shipped (stage 1)"),
+    "hard": (HARD, [], "`configs/shapes_hard.yaml` as shipped: the paper's estimator on soft's frozen encoder"),
 }
-ABLATIONS: dict[str, tuple[str, list[str], str]] = {
-    "soft_before_encoder": (SOFT, BEFORE, "the encoder before this work: 8×8 grid, receptive field 38 px, no x, y"),
-    "soft_coarse_grid": (SOFT, ["--model.encoder_channels", "[16, 32, 64, 128]",
-                                "--model.encoder_kernel_sizes", "[3, 3, 3, 1]"], "8×8 grid, receptive field 22 px"),
-    "soft_no_coordinates": (SOFT, ["--model.encoder_coordinates", "false"], "no x, y input channels"),
-    "soft_uniform": (SOFT, ["--model.inverse_temperature", "0.0"],
-                     "α uniform (inverse temperature 0): what the mean annotation alone gives away"),
-    "soft_before_encoder_uniform": (SOFT, [*BEFORE, "--model.inverse_temperature", "0.0"],
-                                    "α uniform, the encoder before this work"),
-    "soft_alpha_c_orig": (SOFT, ["--model.alpha_c", "0.25"], "λ = α_c·B/L = 64/256 (capgen's normalisation)"),
-    "soft_alpha_c_1": (SOFT, ["--model.alpha_c", "1.0"], "λ = 1 per caption (before this work)"),
-    "soft_constant_lr": (SOFT, ["--lr_scheduler", "null"], "no learning-rate schedule"),
-    "hard_reinforce_6.4": (HARD, ["--model.reinforce_weight", "6.4"], "λ_r = 0.1·B (the original's effective weight)"),
-    "hard_entropy_0.128": (HARD, ["--model.entropy_weight", "0.128"], "λ_e = 0.002·B (the original's effective weight)"),
-    "hard_before_encoder": (HARD, BEFORE, "the encoder before this work"),
+HARD_ABLATIONS: dict[str, tuple[str, list[str], str]] = {
+    "hard_from_scratch": (HARD, ["--model.encoder_weights", "none", "--model.freeze_encoder", "false"],
+                          "the encoder trained from scratch under REINFORCE (before this work)"),
+    "hard_original_weights": (HARD, ["--model.reinforce_weight", "6.4", "--model.entropy_weight", "0.128"],
+                              "the original's effective λ_r = 0.1·B = 6.4, λ_e = 0.002·B = 0.128"),
+    "hard_original_reinforce": (HARD, ["--model.reinforce_weight", "6.4"], "λ_r = 6.4, λ_e as shipped"),
+    "hard_samples_4": (HARD, ["--model.samples", "4"], "N = 4 samples per caption, moving-average baseline"),
+    "hard_samples_8": (HARD, ["--model.samples", "8"], "N = 8 samples per caption, moving-average baseline"),
+    "hard_leave_one_out": (HARD, ["--model.samples", "4", "--model.baseline", "leave_one_out"],
+                           "N = 4, leave-one-out baseline (Kool et al., 2019)"),
+    "hard_learned_baseline": (HARD, ["--model.baseline", "learned"],
+                              "learned baseline b(h_{t-1}) (Mnih et al., 2014)"),
+    "hard_step_credit": (HARD, ["--model.credit", "step"], "per-step reward: each location gets the words it can affect"),
+    "hard_semi_sampling_schedule": (HARD, ["--model.semi_sampling", "1.0", "--model.semi_sampling_final", "0.0"],
+                                    "semi-sampling from 1 (all expected context) to 0 (all sampled), linearly"),
+    "hard_no_semi_sampling": (HARD, ["--model.semi_sampling", "0.0"], "no semi-sampling: every caption sampled"),
 }
+TABLE = RUNS | HARD_ABLATIONS
+
+
+def stage_two(config: str, overrides: list[str]) -> bool:
+    """Whether the row trains on stage 1's encoder (the hard config, unless the row trains its own)."""
+    return config == HARD and "--model.encoder_weights" not in overrides
 
 
 def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
@@ -66,10 +76,10 @@ def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
     return list(csv.DictReader(metrics.open()))
 
 
-def largest_drop(bleu: list[float], after_epoch: int = 5) -> float:
-    """Largest fall of validation BLEU-4 below its best so far, over the epochs after the first `after_epoch`
-    (`bleu[i]` is epoch i + 1)."""
-    drops = [max(bleu[: epoch + 1]) - bleu[epoch] for epoch in range(after_epoch, len(bleu))]
+def largest_drop(values: list[float], after_epoch: int = 3) -> float:
+    """Largest fall of a validation curve below its best so far, over the epochs after the first `after_epoch`
+    (`values[i]` is epoch i + 1)."""
+    drops = [max(values[: epoch + 1]) - values[epoch] for epoch in range(after_epoch, len(values))]
     return max(drops, default=0.0)
 
 
@@ -92,18 +102,17 @@ def score(run_dir: Path, *, hard: bool) -> dict[str, float]:
             captioner.module.decoder.attention.eval_context = context
         evaluation = evaluate(captioner, data, split="test", beam_size=3, description=f"{run_dir.name} {context or ''}")
         suffix = "" if context in (None, "expected") else f"_{context}"
-        result |= {f"{metric}{suffix}": value for metric, value in evaluation.scores.items()} | {
-            f"attention_accuracy{suffix}": evaluation.attention_accuracy,
-            f"chance{suffix}": evaluation.attention_accuracy_chance,
-            f"object_beta{suffix}": object_word_beta(evaluation, records),
-        }
+        result |= {f"{metric}{suffix}": value for metric, value in
+                   (evaluation.scores | evaluation.attention_scores()).items()}
+        result[f"object_beta{suffix}"] = object_word_beta(evaluation, records)
     return result
 
 
 def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | None, threads: int | None) -> dict:
     run_dir = out / name
     log = out / f"{name}.log"
-    command = [sys.executable, "-m", "caption.cli", "fit", "--config", config, *overrides,
+    stage_one = ["--model.encoder_weights", str(out / "soft")] if stage_two(config, overrides) else []
+    command = [sys.executable, "-m", "caption.cli", "fit", "--config", config, *stage_one, *overrides,
                "--trainer.default_root_dir", str(run_dir), "--trainer.logger.init_args.save_dir", str(run_dir),
                "--trainer.enable_progress_bar", "false"]
     if epochs is not None:
@@ -115,50 +124,77 @@ def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | N
             raise SystemExit(f"{' '.join(command)} failed; see {log}")
     wall = time.perf_counter() - started
     rows = metrics_rows(run_dir)
-    bleu = [float(row["val/bleu4"]) for row in rows if row.get("val/bleu4")]
+    validations = [row for row in rows if row.get("val/bleu4")]
+    bleu = [float(row["val/bleu4"]) for row in validations]
+    accuracy = [float(row.get("val/attention_accuracy") or "nan") for row in validations]
+    last_epoch = max(int(row["epoch"]) for row in rows if row.get("epoch"))
+    advantages = [float(row["train/advantage_square"]) for row in rows
+                  if row.get("train/advantage_square") and int(row["epoch"]) == last_epoch]
     return {"name": name, "config": config, "overrides": " ".join(overrides), "epochs": len(bleu),
-            "val_bleu4": bleu, "val_drop_after_5": largest_drop(bleu), "wall_seconds": round(wall),
-            "threads": threads or torch.get_num_threads()}
+            "val_bleu4": bleu, "val_accuracy": accuracy, "val_bleu4_drop": largest_drop(bleu),
+            "val_accuracy_best": max(accuracy, default=float("nan")),
+            "val_accuracy_last": accuracy[-1] if accuracy else float("nan"),
+            "advantage_square": sum(advantages) / len(advantages) if advantages else float("nan"),
+            "wall_seconds": round(wall), "threads": threads or torch.get_num_threads()}
 
 
-def cell(value: float | None) -> str:
-    return "–" if value is None or value != value else f"{value:.3f}"
+def cell(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def print_table(results: list[dict]) -> None:
+    print("| run | what | epochs | BLEU-4 | accuracy | other object | background | absent | random location "
+          "| random object | β on nouns | α entropy | argmax: accuracy / BLEU-4 | val accuracy: best / last "
+          "| (R − b)² | wall s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in results:
+        argmax = f"{cell(row.get('attention_accuracy_argmax'))} / {cell(row.get('bleu4_argmax'))}"
+        print(f"| {row['name']} | {TABLE[row['name']][2]} | {row['epochs']} | {cell(row['bleu4'])} "
+              f"| {cell(row['attention_accuracy'])} | {cell(row['attention_other_object'])} "
+              f"| {cell(row['attention_background'])} | {cell(row['attention_absent'])} "
+              f"| {cell(row['attention_chance_location'])} | {cell(row['attention_chance_object'])} "
+              f"| {cell(row['object_beta'])} | {cell(row['alpha_entropy'], 2)} "
+              f"| {argmax if 'bleu4_argmax' in row else '–'} "
+              f"| {cell(row['val_accuracy_best'])} / {cell(row['val_accuracy_last'])} "
+              f"| {cell(row['advantage_square'], 4)} | {row['wall_seconds']} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ablations", action="store_true", help="also run the ablation rows")
-    parser.add_argument("--only", nargs="+", default=None, help="run just these rows (names above)")
-    parser.add_argument("--epochs", type=int, default=None, help="override trainer.max_epochs of every run")
+    parser.add_argument("--hard-ablations", action="store_true", help="also run the hard-attention estimator rows")
+    parser.add_argument("--only", nargs="+", default=None, help="run just these rows (names above); the hard rows "
+                        "need <out>/soft, trained first when missing")
+    parser.add_argument("--epochs", type=int, default=None, help="override trainer.max_epochs of every run but soft")
     parser.add_argument("--out", type=Path, default=Path("runs/shapes"))
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once, one thread each when > 1 (wall times are then not comparable)")
     args = parser.parse_args()
-    table = RUNS | (ABLATIONS if args.ablations or args.only else {})
-    names = args.only or list(table)
-    unknown = sorted(set(names) - set(table))
+    names = args.only or list(RUNS) + (list(HARD_ABLATIONS) if args.hard_ablations else [])
+    unknown = sorted(set(names) - set(TABLE))
     if unknown:
-        parser.error(f"unknown rows {unknown}; choose from {sorted(table)}")
+        parser.error(f"unknown rows {unknown}; choose from {sorted(TABLE)}")
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"# shapes benchmark, {date.today()}, {platform.processor() or platform.machine()}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
     threads = 1 if args.jobs > 1 else None
+    results = []
+
+    def finish(row: dict) -> None:
+        results.append(row | score(args.out / row["name"], hard="hard" in Path(row["config"]).stem))
+        (args.out / "shapes.json").write_text(json.dumps(results, indent=2))
+        print(f"done {row['name']}: {json.dumps({k: v for k, v in results[-1].items() if not k.startswith('val_')})}",
+              flush=True)
+
+    stage_one_needed = any(stage_two(*TABLE[name][:2]) for name in names) and not list(
+        (args.out / "soft").glob("checkpoints/best-*.ckpt"))
+    if "soft" in names or stage_one_needed:  # stage 1 first: the hard rows train on its encoder
+        finish(fit("soft", *TABLE["soft"][:2], args.out, None, None))
+    rest = [name for name in names if name != "soft"]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # fits in parallel; scoring (Java inside) one at a time
-        futures = {name: pool.submit(fit, name, *table[name][:2], args.out, args.epochs, threads) for name in names}
-        results = []
-        for name, future in futures.items():
-            row = future.result()
-            results.append(row | score(args.out / name, hard="hard" in Path(row["config"]).stem))
-            (args.out / "shapes.json").write_text(json.dumps(results, indent=2))
-            print(f"done {name}: {json.dumps({k: v for k, v in results[-1].items() if k != 'val_bleu4'})}", flush=True)
-    print("| run | what | epochs | test BLEU-4 | attention accuracy | random location | β on nouns "
-          "| argmax: accuracy | argmax: BLEU-4 | val drop after epoch 5 | wall s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for row in results:
-        print(f"| {row['name']} | {table[row['name']][2]} | {row['epochs']} | {cell(row['bleu4'])} "
-              f"| {cell(row['attention_accuracy'])} | {cell(row['chance'])} | {cell(row['object_beta'])} "
-              f"| {cell(row.get('attention_accuracy_argmax'))} | {cell(row.get('bleu4_argmax'))} "
-              f"| {cell(row['val_drop_after_5'])} | {row['wall_seconds']} |")
+        futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, args.epochs, threads) for name in rest]
+        for future in futures:
+            finish(future.result())
+    print_table(results)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from torchvision import models
 
 from caption.checkpoints import find_checkpoint, read_checkpoint
-from caption.errors import CaptionError, ConfigError
+from caption.errors import CaptionError, CheckpointError, ConfigError
 
 EncoderName = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "small_vgg"]
 
@@ -245,17 +245,22 @@ class SmallVGG(nn.Module):
         self.features = nn.Sequential(*layers)
         self.dim = channels[-1]
         self.kernel_sizes = kernel_sizes
-        if freeze:
+        if freeze:  # BatchNorm keeps its running statistics, also where Lightning restores modes module by module
             self.requires_grad_(False)
+            self.eval()
 
     def train(self, mode: bool = True):
-        return super().train(mode and not self.freeze)  # frozen: BatchNorm keeps its running statistics
+        return super().train(mode and not self.freeze)
 
     def load_from_run(self, path: str) -> None:
         """The encoder weights of a `caption fit` checkpoint, or of a run folder's newest best checkpoint."""
-        checkpoint = find_checkpoint(Path(path))
-        state = {key.removeprefix("encoder."): value for key, value in read_checkpoint(checkpoint)["state_dict"].items()
-                 if key.startswith("encoder.")}
+        try:
+            checkpoint = find_checkpoint(Path(path))
+            state = {key.removeprefix("encoder."): value for key, value in read_checkpoint(checkpoint)["state_dict"].items()
+                     if key.startswith("encoder.")}
+        except CheckpointError as error:
+            raise EncoderWeightsError(f"model.encoder_weights: {error}. Train that run first (the hard shapes recipe: "
+                                      "caption fit --config configs/shapes_soft.yaml), or name a checkpoint") from None
         if not state:
             raise EncoderWeightsError(f"model.encoder_weights: {checkpoint} holds no encoder weights")
         try:

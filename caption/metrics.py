@@ -11,8 +11,12 @@ with the tokens and recorded in every metrics.json (how far its scores are from 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
 
-`attention_accuracy` scores where the model looked, on data with object boxes (the built-in data):
-the share of generated object words whose attention peak falls inside the box of the named object.
+`localisation` scores where the model looked, on data with object boxes (the built-in data): for every
+generated word that names an object kind of the data, whether its attention peak falls inside the named
+object's box (the *attention accuracy*), inside another object's, on the background, or whether the image
+holds no such object at all (a miss), beside two chance levels: a uniformly random location, and a peak on a
+uniformly chosen object of the image (0.5 on two-object scenes: what a model that looks at *an* object, not
+the named one, scores). `mean_entropy` of α says how sharp it is, on any data.
 """
 
 import math
@@ -20,7 +24,8 @@ import re
 import shutil
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 
 import torch
 from pycocoevalcap.bleu.bleu import Bleu
@@ -173,33 +178,74 @@ def location_center(location: int, grid: tuple[int, int], image_size: tuple[int,
 Captions = Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ShapeObject]]]  # per image: words, α (T, L), objects
 
 
-def named_locations(captions: Captions, image_size: tuple[int, int]) -> Iterator[tuple[torch.Tensor, list[bool]]]:
-    """For every generated word that names an object: its α (L,) and, per location, whether the location's
-    centre lies inside the named object's box (x1/y1 exclusive)."""
-    for words, alpha, objects in captions:
-        grid = attention_grid(alpha.shape[-1], image_size)
-        centres = [location_center(location, grid, image_size) for location in range(alpha.shape[-1])]
-        for word, weights in zip(words, alpha):
-            named = object_for_word(objects, word)
-            if named is not None:
-                x0, y0, x1, y1 = named.box
-                yield weights, [x0 <= x < x1 and y0 <= y < y1 for x, y in centres]
+@dataclass(frozen=True)
+class Localisation:
+    """Where the attention peak of each generated object noun lies, as shares of those nouns (they sum to 1)."""
+
+    nouns: int  # generated words naming an object kind of the data, in the image or not
+    accuracy: float  # the peak lies inside the named object's box
+    other_object: float  # inside another object's box
+    background: float  # inside no object's box
+    absent: float  # the image holds no object of that kind: a miss
+    chance_location: float  # the accuracy of a uniformly random location on the same nouns
+    chance_object: float  # the accuracy of a peak on a uniformly chosen object of the image
+
+    def scores(self) -> dict[str, float]:
+        """The shares under their logged names (attention_accuracy, attention_other_object, ...)."""
+        return {f"attention_{name}": float(value) for name, value in asdict(self).items() if name != "nouns"}
 
 
-def attention_accuracy(captions: Captions, *, image_size: tuple[int, int]) -> tuple[float, int]:
-    """Share of object words whose attention peak lies inside the box of the object they name.
+def cell_centres(locations: int, image_size: tuple[int, int]) -> list[tuple[float, float]]:
+    """Pixel (x, y) centre of each of the encoder's L grid cells, in row-major order."""
+    grid = attention_grid(locations, image_size)
+    return [location_center(location, grid, image_size) for location in range(locations)]
 
-    `captions` holds, per image, the generated words, their attention α (T, L) and the image's
-    objects; `image_size` is the (H, W) of the encoder input, in which the boxes are given. A word
-    names an object when `object_for_word` finds it. Returns (share, number of object words); the
-    share is NaN when no generated word names an object.
+
+def inside(box: tuple[int, int, int, int], point: tuple[float, float]) -> bool:
+    x0, y0, x1, y1 = box
+    return x0 <= point[0] < x1 and y0 <= point[1] < y1  # x1/y1 exclusive
+
+
+def localisation(captions: Captions, *, image_size: tuple[int, int], object_words: Iterable[str]) -> Localisation:
+    """Where each generated word naming one of `object_words` (the data's object kinds) looked.
+
+    `captions` holds, per image, the generated words, their attention α (T, L) and the image's objects;
+    `image_size` is the (H, W) of the encoder input, in which the boxes are given. The shares are NaN when no
+    generated word names an object.
     """
-    hits = [inside[int(weights.argmax())] for weights, inside in named_locations(captions, image_size)]
-    return (sum(hits) / len(hits) if hits else float("nan")), len(hits)
+    object_words = set(object_words)
+    counts = {"accuracy": 0, "other_object": 0, "background": 0, "absent": 0}
+    chance_location = chance_object = 0.0
+    for words, alpha, objects in captions:
+        centres = cell_centres(alpha.shape[-1], image_size)
+        for word, weights in zip(words, alpha):
+            if word not in object_words:
+                continue
+            named = object_for_word(objects, word)
+            if named is None:
+                counts["absent"] += 1
+                continue
+            peak = centres[int(weights.argmax())]
+            if inside(named.box, peak):
+                counts["accuracy"] += 1
+            elif any(inside(other.box, peak) for other in objects if other is not named):
+                counts["other_object"] += 1
+            else:
+                counts["background"] += 1
+            chance_location += sum(inside(named.box, centre) for centre in centres) / len(centres)
+            chance_object += 1 / len(objects)
+    nouns = sum(counts.values())
+    share = (lambda count: count / nouns) if nouns else (lambda count: float("nan"))
+    return Localisation(nouns=nouns, **{name: share(count) for name, count in counts.items()},
+                        chance_location=share(chance_location), chance_object=share(chance_object))
 
 
-def chance_attention_accuracy(captions: Captions, *, image_size: tuple[int, int]) -> float:
-    """What `attention_accuracy` would be for a uniformly random location on the same object words: the mean,
-    over object words, of the share of grid cells whose centre lies inside the named object's box."""
-    shares = [sum(inside) / len(inside) for _, inside in named_locations(captions, image_size)]
-    return sum(shares) / len(shares) if shares else float("nan")
+def step_entropy(alpha: torch.Tensor) -> torch.Tensor:
+    """H(α_t) = -Σ_i α_ti log α_ti of each step, in nats (log L for uniform attention): α (T, L) -> (T,)."""
+    return -(alpha * alpha.clamp(min=1e-12).log()).sum(-1)
+
+
+def mean_entropy(entropies: Iterable[torch.Tensor]) -> float:
+    """The mean over every generated step of per-caption `step_entropy`s; NaN without any step."""
+    steps = torch.cat([torch.zeros(0), *entropies])
+    return float(steps.mean()) if len(steps) else float("nan")

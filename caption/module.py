@@ -21,7 +21,7 @@ from caption.decoding import Caption, Decoded, beam_search, greedy
 from caption.encoder import TORCHVISION_ENCODERS, EncoderName, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.finetuning import EncoderFinetuning, check_finetuning, load_weights
-from caption.metrics import METRICS, attention_accuracy, chance_attention_accuracy, score_captions
+from caption.metrics import METRICS, localisation, mean_entropy, score_captions, step_entropy
 from caption.objectives import OBJECTIVES, BaselineKind, Credit, LossTerms, Reward
 from caption.text import Vocabulary, vocabulary_difference
 
@@ -34,6 +34,7 @@ class Generated(NamedTuple):
     references: list[str]
     alpha: Tensor | None  # (T, L), only on data with object boxes (for attention accuracy)
     objects: tuple[ShapeObject, ...]
+    entropy: Tensor  # H(α_t) of each generated step (T,)
 
 
 def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
@@ -334,7 +335,8 @@ class CaptionModule(L.LightningModule):
                                                         objects):
             alpha = caption.alpha if boxes else None  # (T, L), kept only where attention accuracy is scored
             shapes = tuple(ShapeObject.from_dict(box) for box in boxes)
-            self._generated.append(Generated(image_id, caption.words, references, alpha, shapes))
+            self._generated.append(Generated(image_id, caption.words, references, alpha, shapes,
+                                             step_entropy(caption.alpha)))
 
     def _gathered_captions(self) -> dict[int, "Generated"]:
         """Captions from every rank, de-duplicated by image id (distributed samplers pad with repeats)."""
@@ -347,16 +349,16 @@ class CaptionModule(L.LightningModule):
         return {caption.image_id: caption for caption in generated}
 
     def _epoch_scores(self, generated: dict[int, "Generated"], metrics: tuple[str, ...]) -> dict[str, float]:
-        """Corpus metrics of the gathered captions and, on data with object boxes, attention accuracy beside
-        the accuracy a uniformly random location would get on the same object words."""
+        """Corpus metrics of the gathered captions, the mean entropy of α per step and, on data with object
+        boxes, where each object noun looked (`caption.metrics.localisation`)."""
         candidates = {image_id: " ".join(caption.words) for image_id, caption in generated.items()}
         references = {image_id: caption.references for image_id, caption in generated.items()}
         scores = self._corpus_scores(candidates, references, metrics)
+        scores["alpha_entropy"] = mean_entropy(caption.entropy for caption in generated.values())
         boxed = [(c.words, c.alpha, c.objects) for c in generated.values() if c.objects]
         if boxed and self.hparams.image_size is not None:
-            size = tuple(self.hparams.image_size)
-            scores["attention_accuracy"] = attention_accuracy(boxed, image_size=size)[0]
-            scores["attention_accuracy_chance"] = chance_attention_accuracy(boxed, image_size=size)
+            object_words = {obj.kind for caption in generated.values() for obj in caption.objects}
+            scores |= localisation(boxed, image_size=tuple(self.hparams.image_size), object_words=object_words).scores()
         return scores
 
     def _corpus_scores(

@@ -31,7 +31,8 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny_runs")
     runs = {}
     with patch.object(sys, "argv", ["caption"]):  # not pytest's arguments
-        for kind in ("soft", "hard"):
+        for kind in ("soft", "hard"):  # the two-stage recipe: hard attention on the soft run's frozen encoder
             runs[kind] = root / kind
-            main(tiny_fit_args(kind, runs[kind], root / "data"))
+            stage_one = ["--model.encoder_weights", str(runs["soft"])] if kind == "hard" else []
+            main([*tiny_fit_args(kind, runs[kind], root / "data"), *stage_one])
     return runs

@@ -24,7 +24,7 @@ from caption.data.shapes import ShapesSource
 from caption.errors import CheckpointError
 from caption.module import CaptionModule
 from probes import optimizer_summary, read_probe
-from tiny import tiny_args
+from tiny import HARD_FROM_SCRATCH, tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 def tiny(root: Path) -> list[str]:
     """Hard attention (so the baseline is part of the state) at tiny sizes, no validation."""
     return [
-        "--config", "configs/shapes_hard.yaml",
+        "--config", "configs/shapes_hard.yaml", *HARD_FROM_SCRATCH,
         "--trainer.default_root_dir", str(root),
         "--trainer.logger.init_args.save_dir", str(root),
         "--trainer.enable_progress_bar", "false",

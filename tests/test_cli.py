@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from caption.module import CaptionModule
-from tiny import tiny_args
+from tiny import HARD_FROM_SCRATCH, tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,8 @@ def run_caption(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.parametrize("config", ["configs/shapes_soft.yaml", "configs/shapes_hard.yaml"])
 def test_fit_then_test_through_the_cli(tmp_path, config):
-    fit = run_caption("fit", "--config", config, *tiny_overrides(tmp_path))
+    stage_one = HARD_FROM_SCRATCH if "hard" in config else []  # the two-stage recipe: tests/conftest.py's tiny_runs
+    fit = run_caption("fit", "--config", config, *stage_one, *tiny_overrides(tmp_path))
     assert fit.returncode == 0, fit.stderr[-3000:]
     output = fit.stdout + fit.stderr
     assert "test/bleu4" in output and "test/meteor" in output, "fit ends by testing the best checkpoint"
@@ -76,13 +77,33 @@ def test_conflicting_settings_are_rejected_early(tmp_path):
 
 def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_runs):
     """The shapes configs' ExponentialLR (γ = 0.8, one step per epoch) comes through LightningCLI's `lr_scheduler:`, and every
-    validation logs attention accuracy beside the score of a random location."""
+    validation logs attention accuracy beside the score of a random location, and α's entropy."""
     rows = list(csv.DictReader((tiny_runs["soft"] / "logs" / "version_0" / "metrics.csv").open()))
     validations = [row for row in rows if row.get("val/bleu4")]
     assert validations
     for row in validations:  # NaN while the tiny model names no object yet; a number once it does
-        accuracy, chance = float(row["val/attention_accuracy"]), float(row["val/attention_accuracy_chance"])
-        assert (math.isnan(accuracy) and math.isnan(chance)) or (0.0 <= accuracy <= 1.0 and 0.0 < chance < 0.5)
+        accuracy, chance = float(row["val/attention_accuracy"]), float(row["val/attention_chance_location"])
+        assert (math.isnan(accuracy) and math.isnan(chance)) or (0.0 <= accuracy <= 1.0 and 0.0 <= chance < 0.5)
+        assert float(row["val/alpha_entropy"]) > 0
     rates = list(dict.fromkeys(float(row["lr-Adam"]) for row in rows if row.get("lr-Adam")))  # in step order
     assert len(rates) >= 3
     assert rates == pytest.approx([0.01 * 0.8**epoch for epoch in range(len(rates))])
+
+
+@pytest.mark.slow
+def test_hard_recipe_trains_its_decoder_on_the_soft_runs_frozen_encoder(tiny_runs, tmp_path):
+    """Stage 2 (configs/shapes_hard.yaml) starts from stage 1's best encoder and leaves it exactly as it was,
+    BatchNorm statistics included, while its own decoder trains from scratch."""
+    soft_best = min((tiny_runs["soft"] / "checkpoints").glob("best-*.ckpt"), key=lambda p: p.stat().st_mtime)
+    soft = torch.load(soft_best, weights_only=True)["state_dict"]
+    hard = torch.load(tiny_runs["hard"] / "checkpoints" / "last.ckpt", weights_only=True)
+    encoder = {key: value for key, value in hard["state_dict"].items() if key.startswith("encoder.")}
+    assert encoder and all(torch.equal(value, soft[key]) for key, value in encoder.items())
+    assert hard["hyper_parameters"]["freeze_encoder"] and hard["global_step"] > 0
+    assert not torch.equal(hard["state_dict"]["decoder.init_h.weight"], soft["decoder.init_h.weight"])
+
+    misfit = run_caption("fit", "--config", "configs/shapes_hard.yaml", *tiny_overrides(tmp_path),
+                         "--model.encoder_channels", "[4, 8]", "--model.encoder_weights", str(tiny_runs["soft"]))
+    assert misfit.returncode != 0
+    assert "does not fit this small_vgg: use its run's model.encoder_channels" in misfit.stderr
+    assert "Traceback" not in misfit.stderr

@@ -18,8 +18,11 @@ import torch
 from caption.inference import load_module
 from caption.cli import main
 from caption.metrics import METRICS
+
+LOCALISATION = ("attention_accuracy", "attention_other_object", "attention_background", "attention_absent",
+                "attention_chance_location", "attention_chance_object")
 from probes import read_probe
-from tiny import tiny_args
+from tiny import HARD_FROM_SCRATCH, tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
@@ -29,7 +32,7 @@ SINGLE = ["--trainer.devices", "1", "--trainer.accelerator", "cpu"]
 def tiny(root: Path) -> list[str]:
     """Hard attention (it has the baseline) at tiny sizes; 7 val/test images, so a 2-rank sampler pads."""
     return [
-        "--config", "configs/shapes_hard.yaml",
+        "--config", "configs/shapes_hard.yaml", *HARD_FROM_SCRATCH,
         "--config", str(root / "scaleout.yaml"),
         "--trainer.default_root_dir", str(root),
         "--trainer.enable_progress_bar", "false",
@@ -97,8 +100,8 @@ def test_ddp_fit_keeps_every_rank_identical(ddp_fit):
 
     validations = [[r["metrics"] for r in records if r["event"] == "validation_end"] for records in ranks]
     assert len(validations[0]) == 2 and validations[0] == validations[1], "checkpointing metrics agree on all ranks"
-    assert set(validations[0][0]) == {
-        "val/bleu4", "val/cider", "val/attention_accuracy", "val/attention_accuracy_chance"  # built-in data has boxes
+    assert set(validations[0][0]) == {"val/bleu4", "val/cider", "val/alpha_entropy"} | {
+        f"val/{name}" for name in LOCALISATION  # built-in data has boxes
     }
 
     checkpoints = ddp_fit / "checkpoints"
@@ -134,7 +137,7 @@ def test_two_process_evaluation_equals_one_process(ddp_fit, monkeypatch):
         return metrics
 
     single = test_metrics("probe_test1", 0)
-    assert set(single) == {f"test/{name}" for name in (*METRICS, "attention_accuracy", "attention_accuracy_chance")}
+    assert set(single) == {f"test/{name}" for name in (*METRICS, *LOCALISATION, "alpha_entropy")}
     for probe, rank in [("probe_test2", 0), ("probe_test2", 1), ("probe", 0), ("probe", 1)]:
         assert test_metrics(probe, rank) == single, (probe, rank)
 

@@ -21,10 +21,10 @@ from caption import metrics
 from caption.cli import main
 from caption.commands.compare import dataset_name, results_table
 from caption.data.records import ShapeObject
-from caption.data.shapes import ShapesSource, object_for_word
+from caption.data.shapes import KINDS, ShapesSource
 from caption.decoding import Caption
 from caption.inference import Evaluation, write_evaluation
-from caption.metrics import attention_accuracy, attention_grid, chance_attention_accuracy, coco_scores, location_center
+from caption.metrics import attention_grid, coco_scores, localisation, location_center, mean_entropy, step_entropy
 
 CANDIDATES = {
     7: "A large red circle, left of a small blue square.",
@@ -119,32 +119,42 @@ def test_attention_grid_and_cell_centres():
         attention_grid(7, (64, 64))
 
 
-def test_attention_accuracy_against_hand_made_attention_and_boxes():
+def test_localisation_against_hand_made_attention_and_boxes():
     circle = ShapeObject("circle", "red", "large", (0, 0, 16, 16))  # holds the centres of cells 0, 1, 8, 9
     square = ShapeObject("square", "blue", "small", (40, 40, 60, 60))  # cells 45, 46, 53, 54 (centres 44, 52)
-    alpha = torch.zeros(6, 64)
+    alpha = torch.zeros(7, 64)
     alpha[:, 63] = 0.5  # the peak decides, not the rest
-    alpha[1, 9] = 0.9  # "circle": peak at (12, 12), inside the circle's box -> hit
-    alpha[3, 54] = 0.9  # "square": peak at (52, 52), inside -> hit
-    alpha[4, 0] = 0.9  # "square" again: peak at (4, 4), outside -> miss
-    alpha[5, 9] = 0.9  # "triangle": no such object, not counted
-    words = ["red", "circle", "left", "square", "square", "triangle"]
-    share, count = attention_accuracy([(words, alpha, (circle, square))], image_size=(64, 64))
-    assert (share, count) == (2 / 3, 3)
+    alpha[1, 9] = 0.9  # "circle": peak at (12, 12), inside the circle's box -> on the named object
+    alpha[3, 54] = 0.9  # "square": peak at (52, 52), inside -> on the named object
+    alpha[4, 0] = 0.9  # "square" again: peak at (4, 4), inside the circle -> on another object
+    alpha[5, 9] = 0.9  # "triangle": the image holds none -> absent, a miss
+    # row 6, "circle": peak at cell 63, (60, 60), outside both boxes -> background
+    words = ["red", "circle", "left", "square", "square", "triangle", "circle"]
+    kinds = {"circle", "square", "triangle"}
+    found = localisation([(words, alpha, (circle, square))], image_size=(64, 64), object_words=kinds)
+    assert found.nouns == 5 and found.accuracy == 2 / 5
+    assert (found.other_object, found.background, found.absent) == (1 / 5, 1 / 5, 1 / 5)
+    # a uniformly random location: each box holds 4 of the 64 cell centres; the absent noun scores 0
+    assert found.chance_location == pytest.approx(4 * 4 / 64 / 5)
+    assert found.chance_object == pytest.approx(4 * 0.5 / 5)  # a peak on one of the two objects, at random
+    assert set(found.scores()) == {"attention_accuracy", "attention_other_object", "attention_background",
+                                   "attention_absent", "attention_chance_location", "attention_chance_object"}
     # box edges: x1/y1 are exclusive, so a centre on x1 is outside
     edge = ShapeObject("circle", "red", "large", (0, 0, 12, 12))
-    assert attention_accuracy([(["circle"], alpha[1:2], (edge,))], image_size=(64, 64)) == (0.0, 1)
-    share, count = attention_accuracy([(["a", "shape"], alpha[:2], (circle,))], image_size=(64, 64))
-    assert math.isnan(share) and count == 0
-
-    # a uniformly random location: the circle's box holds 4 of the 64 cell centres, the square's 4 (44, 52 on
-    # both axes); the chance score is the mean over the three object words: (4 + 4 + 4) / 3 / 64
-    assert chance_attention_accuracy([(words, alpha, (circle, square))], image_size=(64, 64)) == 4 / 64
+    assert localisation([(["circle"], alpha[1:2], (edge,))], image_size=(64, 64), object_words=kinds).accuracy == 0
+    nothing = localisation([(["a", "shape"], alpha[:2], (circle,))], image_size=(64, 64), object_words=kinds)
+    assert nothing.nouns == 0 and all(math.isnan(value) for value in nothing.scores().values())
     wide = ShapeObject("square", "blue", "large", (0, 0, 64, 32))  # the top half: 32 of 64 centres
-    assert chance_attention_accuracy([(["circle", "square"], alpha[:2], (circle, wide))], image_size=(64, 64)) == (
-        (4 / 64 + 32 / 64) / 2
-    )
-    assert math.isnan(chance_attention_accuracy([(["a"], alpha[:1], (circle,))], image_size=(64, 64)))
+    found = localisation([(["circle", "square"], alpha[:2], (circle, wide))], image_size=(64, 64), object_words=kinds)
+    assert found.chance_location == (4 / 64 + 32 / 64) / 2
+
+
+def test_alpha_entropy_per_step():
+    uniform, peaked = torch.full((2, 64), 1 / 64), torch.eye(64)[:3]
+    assert torch.allclose(step_entropy(uniform), torch.full((2,), math.log(64)))
+    assert torch.equal(step_entropy(peaked), torch.zeros(3))
+    assert mean_entropy([step_entropy(uniform), step_entropy(peaked)]) == pytest.approx(2 * math.log(64) / 5)
+    assert math.isnan(mean_entropy([]))
 
 
 def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
@@ -190,8 +200,7 @@ def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_pat
     candidates = {entry["image_id"]: entry["caption"] for entry in captions}
     direct = pycocoevalcap_directly(candidates, {i: list(records[i].references) for i in candidates})
     assert {name: report["metrics"][name] for name in direct} == direct
-    object_words = sum(object_for_word(records[i].objects, word) is not None
-                       for i, caption in candidates.items() for word in caption.split())
+    object_words = sum(word in KINDS for caption in candidates.values() for word in caption.split())
     assert report["object_words"] == object_words
     assert 0 <= report["metrics"]["attention_accuracy"] <= 1 or object_words == 0
 

@@ -19,3 +19,8 @@ def tiny_args(
         "--data.source.init_args.num_val", str(num_val),
         "--data.source.init_args.num_test", str(num_test),
     ]
+
+
+# configs/shapes_hard.yaml trains on the frozen encoder of a soft run (its stage 1); tests that need no stage 1
+# train the hard decoder and its encoder together from scratch instead
+HARD_FROM_SCRATCH = ["--model.encoder_weights", "none", "--model.freeze_encoder", "false"]

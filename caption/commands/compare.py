@@ -44,7 +44,7 @@ PAPER_TABLE_1: dict[str, dict[str, tuple[str, ...]]] = {
 }
 PAPER_METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor")
 DATASETS = ("flickr30k", "flickr8k", "coco", "shapes")  # looked for in the data settings, in this order
-CURVES = ("train/nll", "val/bleu4", "val/cider", "val/attention_accuracy")  # logged columns drawn when a run has them
+CURVES = ("train/nll", "val/bleu4", "val/cider", "val/attention_accuracy", "val/alpha_entropy")  # logged columns drawn when a run has them
 
 
 @dataclass
@@ -90,17 +90,16 @@ def dataset_name(settings: dict[str, Any]) -> str | None:
 
 def results_table(models: list[Model], evaluations: list[Evaluation], dataset: str | None) -> str:
     """Markdown table like the paper's Table 1, ours first, then the paper's rows for this dataset."""
-    columns = [*METRICS, "attention_accuracy", "attention_accuracy_chance"]
+    attention = list(dict.fromkeys(name for evaluation in evaluations for name in evaluation.attention_scores()))
+    columns = [*METRICS, *attention]
     lines = [
         "| model | " + " | ".join(METRIC_NAMES[name] for name in columns) + " |",
         "|---|" + "---:|" * len(columns),
     ]
     for model, evaluation in zip(models, evaluations):
-        scores = {
-            **evaluation.scores, "attention_accuracy": evaluation.attention_accuracy,
-            "attention_accuracy_chance": evaluation.attention_accuracy_chance,
-        }
-        cells = [format_score(scores[name]) if scores[name] is not None else "–" for name in columns]
+        scores = evaluation.scores | evaluation.attention_scores()
+        cells = ["–" if scores.get(name) is None else f"{scores[name]:.2f}" if name == "alpha_entropy"
+                 else format_score(scores[name]) for name in columns]
         lines.append(f"| {model.name} (ours) | " + " | ".join(cells) + " |")
     paper = PAPER_TABLE_1.get(dataset or "", {})
     for kind in dict.fromkeys(model.hparams.attention for model in models):
@@ -170,8 +169,11 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         "",
         f"{datetime.date.today().isoformat()}: {images} images, coco-caption metrics from pycocoevalcap "
         f"({evaluations[0].tokenizer} tokenizer, BLEU-1..4, METEOR, ROUGE-L, CIDEr-D), all in %; {paper}. "
-        "Attention accuracy: "
-        "the share of generated object words whose attention peak lies inside the box of the object they name.",
+        "Attention accuracy: the share of generated object words whose attention peak lies inside the box of the "
+        "object they name; the other shares say where the rest looked (another object, the background, or an object "
+        "the image does not hold); random location and random object are the accuracy of a uniformly random grid "
+        "cell and of a peak on a uniformly chosen object of the image; α entropy is the mean over generated words, "
+        "in nats.",
         "",
         results_table(models, evaluations, dataset),
         "",
@@ -185,7 +187,7 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
     lines += ["## Models", ""]
     for model, evaluation in zip(models, evaluations):
         hparams = model.hparams
-        words = f", {evaluation.object_words} object words" if evaluation.attention_accuracy is not None else ""
+        words = "" if evaluation.localisation is None else f", {evaluation.localisation.nouns} object words"
         lines.append(
             f"- **{model.name}**: `{model.checkpoint}` ({hparams.attention} attention, {hparams.encoder} encoder, "
             f"beam {evaluation.beam_size}{words}); metrics and captions in `{model.name}/`"

@@ -1,9 +1,9 @@
 """Caption a whole split and score it with the coco-caption metrics, as the paper reports them.
 
 Captions are decoded in batches from the data module's loader (images, or annotations from a feature
-cache) and scored by pycocoevalcap's own scorers after its PTB tokenizer (`caption.metrics`). On data
-with object boxes (the built-in data) the attention accuracy is added, beside the score a uniformly
-random location gets on the same words. `caption evaluate` and `caption compare` are this plus files.
+cache) and scored by pycocoevalcap's own scorers after its PTB tokenizer (`caption.metrics`), with the mean
+entropy of α per step. On data with object boxes (the built-in data) the localisation report is added: where
+each object noun's attention peak lies, beside the scores of a random location and of a random object. `caption evaluate` and `caption compare` are this plus files.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from caption.data.datamodule import CaptionDataModule
 from caption.decoding import Caption
 from caption.errors import ConfigError
 from caption.inference.captioner import Captioner
-from caption.metrics import METRICS, PTB_JAVA, attention_accuracy, chance_attention_accuracy, coco_scores
+from caption.metrics import METRICS, PTB_JAVA, Localisation, coco_scores, localisation, mean_entropy, step_entropy
 from caption.outputs import writable_folder, write_text
 
 METRIC_NAMES = {
     "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4",
     "meteor": "METEOR", "rouge_l": "ROUGE-L", "cider": "CIDEr", "attention_accuracy": "attention accuracy",
-    "attention_accuracy_chance": "random location",
+    "attention_other_object": "peak on another object", "attention_background": "peak on the background",
+    "attention_absent": "noun of an absent object", "attention_chance_location": "random location",
+    "attention_chance_object": "random object", "alpha_entropy": "α entropy per step (nats)",
 }
 
 
@@ -38,34 +40,40 @@ class Evaluation:
     split: str
     beam_size: int
     scores: dict[str, float]  # METRICS names -> score, NaN when missing (METEOR without Java)
-    attention_accuracy: float | None  # None when the data has no object boxes
-    object_words: int  # generated words that name an object (attention accuracy's denominator)
     captions: dict[int, Caption] = field(repr=False)  # image id -> caption, in the loader's order
-    attention_accuracy_chance: float | None = None  # the same words, a uniformly random location
+    localisation: Localisation | None = None  # None when the data has no object boxes
+    alpha_entropy: float = float("nan")  # mean H(α_t) over generated steps
     tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
+
+    @property
+    def attention_accuracy(self) -> float | None:
+        return None if self.localisation is None else self.localisation.accuracy
+
+    def attention_scores(self) -> dict[str, float]:
+        """α entropy and, with boxes, the localisation shares, under their logged names."""
+        found = {} if self.localisation is None else self.localisation.scores()
+        return found | {"alpha_entropy": self.alpha_entropy}
 
     def metrics(self) -> dict[str, Any]:
         """What metrics.json holds; missing scores are null."""
-        scores = dict(self.scores)
-        if self.attention_accuracy is not None:
-            scores["attention_accuracy"] = self.attention_accuracy
-            scores["attention_accuracy_chance"] = self.attention_accuracy_chance
+        scores = self.scores | self.attention_scores()
         return {
             "split": self.split,
             "beam_size": self.beam_size,
             "images": len(self.captions),
             "tokenizer": self.tokenizer,
-            "object_words": self.object_words,
+            "object_words": 0 if self.localisation is None else self.localisation.nouns,
             "metrics": {name: None if math.isnan(value) else value for name, value in scores.items()},
         }
 
     def table(self) -> str:
         """The scores as a two-column text table, in %."""
         rows = [(METRIC_NAMES[name], format_score(self.scores[name])) for name in METRICS]
-        if self.attention_accuracy is not None:
-            words = f" ({self.object_words} object words)"
-            rows.append((METRIC_NAMES["attention_accuracy"], format_score(self.attention_accuracy) + words))
-            rows.append((METRIC_NAMES["attention_accuracy_chance"], format_score(self.attention_accuracy_chance)))
+        if self.localisation is not None:
+            for name, value in self.localisation.scores().items():
+                words = f" ({self.localisation.nouns} object words)" if name == "attention_accuracy" else ""
+                rows.append((METRIC_NAMES[name], format_score(value) + words))
+        rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
         official = "" if self.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"
         header = (f"{self.split} split, {len(self.captions)} images, beam {self.beam_size}, "
                   f"tokenizer {self.tokenizer}{official} (%)")
@@ -127,13 +135,13 @@ def evaluate(
         {image_id: list(records[image_id].references) for image_id in captions},
         meteor_timeout=meteor_timeout,
     )
-    accuracy, chance, object_words = None, None, 0
+    found = None
     if all(record.objects for record in records.values()):
         boxed = [(caption.words, caption.alpha, records[image_id].objects) for image_id, caption in captions.items()]
-        image_size = tuple(data.source.image_size)  # the pixel frame of the object boxes
-        accuracy, object_words = attention_accuracy(boxed, image_size=image_size)
-        chance = chance_attention_accuracy(boxed, image_size=image_size)
-    return Evaluation(split, beam_size, scores, accuracy, object_words, captions, chance, tokenizer)
+        object_words = {obj.kind for record in records.values() for obj in record.objects}
+        found = localisation(boxed, image_size=tuple(data.source.image_size), object_words=object_words)
+    entropy = mean_entropy(step_entropy(caption.alpha) for caption in captions.values())
+    return Evaluation(split, beam_size, scores, captions, found, entropy, tokenizer)
 
 
 def write_captions(captions: dict[int, Caption], out: Path) -> None:
