@@ -1,7 +1,7 @@
 """Learning quality and where the model looks, on the built-in data: the shapes configs and their ablations.
 
     python benchmarks/shapes.py                                   # the two shapes configs as they ship (alone!)
-    python benchmarks/shapes.py --hard-ablations --jobs 2         # + one row per hard-attention estimator
+    python benchmarks/shapes.py --hard-ablations --jobs 2 --epochs 3   # + one row per hard-attention estimator
     python benchmarks/shapes.py --only hard_samples_4 --epochs 4 --out /tmp/shapes
 
 Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. The soft
@@ -164,7 +164,8 @@ def main() -> None:
     parser.add_argument("--hard-ablations", action="store_true", help="also run the hard-attention estimator rows")
     parser.add_argument("--only", nargs="+", default=None, help="run just these rows (names above); the hard rows "
                         "need <out>/soft, trained first when missing")
-    parser.add_argument("--epochs", type=int, default=None, help="override trainer.max_epochs of every run but soft")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="override trainer.max_epochs of the ablation rows (soft and hard run as shipped)")
     parser.add_argument("--out", type=Path, default=Path("runs/shapes"))
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once, one thread each when > 1 (wall times are then not comparable)")
@@ -191,7 +192,8 @@ def main() -> None:
         finish(fit("soft", *TABLE["soft"][:2], args.out, None, None))
     rest = [name for name in names if name != "soft"]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # fits in parallel; scoring (Java inside) one at a time
-        futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, args.epochs, threads) for name in rest]
+        futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, None if name in RUNS else args.epochs, threads)
+                   for name in rest]
         for future in futures:
             finish(future.result())
     print_table(results)
