@@ -9,8 +9,12 @@ from caption.attention import AdditiveScorer, HardAttention, SoftAttention
 from caption.decoder import Decoder
 from caption.encoder import SmallVGG, TorchvisionVGG, build_encoder
 from caption.objectives import (
+    HardAttentionObjective,
+    LeaveOneOutBaseline,
     MovingAverageBaseline,
     caption_log_likelihood,
+    credited_rewards,
+    remaining_share,
     doubly_stochastic_penalty,
     hard_attention_loss,
     soft_attention_loss,
@@ -198,3 +202,83 @@ def test_baseline_moving_average():
         baseline.update(torch.tensor(r))
         b = 0.9 * b + 0.1 * r
         assert math.isclose(baseline.value.item(), b, rel_tol=1e-6)
+
+
+def test_credited_rewards_and_shares_by_hand():
+    token_ll = torch.tensor([[-1.0, -2.0, -3.0, 0.0], [-0.5, -0.5, 0.0, 0.0]])  # ℓ_t, zero on padding
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    caption = credited_rewards(token_ll, mask, reward="sum", credit="caption")
+    assert caption.tolist() == [[-6.0, -6.0, -6.0, 0.0], [-1.0, -1.0, 0.0, 0.0]]
+    step = credited_rewards(token_ll, mask, reward="sum", credit="step")  # the words from t on: y_t .. y_n
+    assert step.tolist() == [[-6.0, -5.0, -3.0, 0.0], [-1.0, -0.5, 0.0, 0.0]]
+    step_mean = credited_rewards(token_ll, mask, reward="mean", credit="step")
+    torch.testing.assert_close(step_mean, torch.tensor([[-2.0, -5 / 3, -1.0, 0.0], [-0.5, -0.25, 0.0, 0.0]]))
+    assert remaining_share(mask, "caption").tolist() == mask.tolist()
+    torch.testing.assert_close(remaining_share(mask, "step"), torch.tensor([[1.0, 2 / 3, 1 / 3, 0.0], [1.0, 0.5, 0, 0]]))
+
+
+def test_leave_one_out_baseline_by_hand():
+    rewards = torch.tensor([[1.0], [2.0], [6.0], [10.0], [20.0], [30.0]])  # two captions, N = 3 samples each
+    baseline = LeaveOneOutBaseline(samples=3)(rewards, hidden=torch.zeros(6, 1, 4), share=torch.ones(6, 1))
+    assert baseline.squeeze(1).tolist() == [4.0, 3.5, 1.5, 25.0, 20.0, 15.0]
+
+
+def test_hard_objective_with_step_credit_and_learned_baseline_by_hand():
+    decoder = tiny_decoder("hard", semi_sampling=0.0).train()
+    captions = captions_with_padding()
+    targets, mask = captions[:, 1:], (captions[:, 1:] != 0).float()
+    annotations = torch.randn(B, L, D)
+    out = decoder(annotations, captions)
+    objective = HardAttentionObjective(reinforce_weight=0.1, entropy_weight=0.01, credit="step", baseline="learned",
+                                       hidden_dim=decoder.hidden_dim)
+    terms = objective(out, targets, mask)
+    token_ll = out.logits.log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1) * mask
+    n = mask.sum(1, keepdim=True)
+    to_go = torch.stack([token_ll[:, t:].sum(1) for t in range(mask.shape[1])], dim=1) / n * mask  # R_t, "mean"
+    b = objective.baseline.layer(out.hidden).squeeze(-1) * mask  # b(h_{t-1})
+    reinforce = -((to_go - b).detach() * out.log_alpha_location * mask).sum(1)
+    expected = -token_ll.sum(1) + 0.1 * reinforce - 0.01 * (out.entropy * mask).sum(1) + ((to_go - b) ** 2).sum(1)
+    torch.testing.assert_close(terms.loss, expected.mean())
+    assert objective.baseline.layer.weight.grad is None
+    terms.loss.backward()
+    assert objective.baseline.layer.weight.grad is not None, "the learned baseline regresses on the rewards"
+    torch.testing.assert_close(out.hidden[:, 0], decoder.init_state(annotations).h)  # step 1 attends from h_0
+
+
+def test_estimator_settings_are_checked_by_name():
+    with pytest.raises(ValueError, match="leave_one_out needs model.samples >= 2"):
+        HardAttentionObjective(baseline="leave_one_out", samples=1)
+    with pytest.raises(ValueError, match="model.baseline must be one of"):
+        HardAttentionObjective(baseline="average")  # type: ignore[arg-type]
+
+
+def small_module(**settings):
+    from caption.module import CaptionModule
+
+    return CaptionModule(vocabulary=["<pad>", "<start>", "<end>", "<unk>", "a", "circle"], encoder="small_vgg",
+                         encoder_weights="none", freeze_encoder=False, embed_dim=8, hidden_dim=8, attention_dim=8,
+                         encoder_channels=(4, 8), **settings)
+
+
+def test_semi_sampling_schedule_moves_linearly_over_the_epochs():
+    from types import SimpleNamespace
+
+    module = small_module(attention="hard", semi_sampling=1.0, semi_sampling_final=0.0)
+    module.log = lambda *args, **kwargs: None
+    seen = []
+    for epoch in range(5):
+        module._trainer = SimpleNamespace(current_epoch=epoch, max_epochs=5)
+        module.on_train_epoch_start()
+        seen.append(module.decoder.semi_sampling)
+    assert seen == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
+    constant = small_module(attention="hard", semi_sampling=0.5)
+    constant._trainer = SimpleNamespace(current_epoch=3, max_epochs=5)
+    constant.on_train_epoch_start()
+    assert constant.decoder.semi_sampling == 0.5, "without semi_sampling_final: the paper's constant p"
+
+
+def test_soft_attention_refuses_hard_attention_settings_by_name():
+    with pytest.raises(ValueError, match=r"model.credit, model.baseline only make sense with model.attention: hard"):
+        small_module(attention="soft", credit="step", baseline="learned")
+    with pytest.raises(ValueError, match=r"model.semi_sampling_final is a probability"):
+        small_module(attention="hard", semi_sampling_final=1.5)
