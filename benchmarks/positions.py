@@ -10,8 +10,9 @@ objects in reading order, e.g. "a purple cross in the top left and an orange rin
 names no positions. Written as PNG files and `dataset_positions.json` (Karpathy's format: images[].filename,
 split, imgid, sentences[].raw/tokens), read by `caption.data.karpathy.KarpathySource` like COCO or Flickr.
 
-Both models use the shapes configs' settings unchanged (`configs/shapes_soft.yaml`, then `configs/shapes_hard.yaml`
-on the soft run's frozen encoder) with the data swapped for this dataset (`DIR/data.yaml`); each best checkpoint
+Both models use the shapes configs' settings (`configs/shapes_soft.yaml`, then `configs/shapes_hard.yaml` on the soft
+run's frozen encoder) with the data swapped for this dataset (`DIR/data.yaml`) and room for its longer captions
+(`model.max_caption_length` 24: three objects and their places take up to 22 words); each best checkpoint
 (validation BLEU-4) then decodes the test split with beam 3 and is scored with the coco-caption metrics.
 Writes DIR/positions.json and prints a table.
 """
@@ -112,9 +113,9 @@ def generate(root: Path, *, splits: dict[str, int], seed: int = 0) -> Path:
 
 
 def data_config(annotations: Path, out: Path) -> Path:
-    """The `data:` settings that swap the shapes data for this dataset (image files at 64×64, no crop)."""
+    """The settings that swap the shapes data for this dataset (image files at 64×64, no crop; longer captions)."""
     path = out / "data.yaml"
-    path.write_text(json.dumps({"data": {"source": {
+    path.write_text(json.dumps({"model": {"max_caption_length": 24}, "data": {"source": {
         "class_path": "caption.data.karpathy.KarpathySource",
         "init_args": {"annotations": str(annotations), "images": str(annotations.parent / "images"),
                       "resize_size": SIZE, "crop_size": SIZE}}}}))
