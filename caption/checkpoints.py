@@ -9,12 +9,18 @@ foreign class) is refused instead of executed. Every path that reads a checkpoin
   CLI installs in every Trainer;
 - inference code: `caption.inference.load_module(path)` returns the `CaptionModule`, vocabulary and
   hyperparameters included; `download_checkpoint(url, sha256=...)` fetches a published one first.
+
+`SafeCheckpointIO` also writes every checkpoint of a run atomically in its own folder
+(`caption.outputs.write_atomically`): a full disk or a kill during a save leaves the previous file whole and no
+partial one, and the message names the full folder and the space a checkpoint needs.
 """
 
 import hashlib
+import io
 import os
 import pickle
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
@@ -23,8 +29,10 @@ from urllib.parse import urlparse
 import torch
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.errors import CheckpointError
+from caption.outputs import write_atomically
 
 
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
@@ -42,7 +50,10 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"({found.group(0)}), so loading it could run code. Use a checkpoint written by `caption fit`; "
             "never load this file with weights_only=False unless you made it yourself"
         ) from None
-    except (EOFError, KeyError, RuntimeError, IndexError, ValueError) as error:  # what bytes that are no pickle raise
+    except PermissionError as error:
+        raise CheckpointError(f"{path}: cannot read it ({error.strerror}): check the file's permissions") from None
+    except (EOFError, KeyError, RuntimeError, IndexError, ValueError, OSError) as error:  # bytes that are no checkpoint
+        # a file cut short (a full disk, an interrupted copy) fails in the zip reader with a bare OSError (EINVAL)
         raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): "
                               f"{error.__class__.__name__}: {' '.join(str(error).split())}") from None
     if not isinstance(checkpoint, dict) or "vocabulary" not in checkpoint.get("hyper_parameters", {}):
@@ -51,6 +62,30 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             "by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
     return checkpoint
+
+
+def first_readable(paths: Iterable[Path], *, where: str) -> tuple[Path, dict[str, Any]] | None:
+    """The first of `paths` that `read_checkpoint` reads, with what it read; each one before it that cannot be read
+    (truncated, corrupt, foreign) is skipped with a warning naming it and why. None if `paths` is empty; if none can
+    be read, a CheckpointError that starts with `where` and gives each file's reason."""
+    problems = []
+    for path in paths:
+        try:
+            found = path, read_checkpoint(path)
+        except CheckpointError as error:
+            problems.append(str(error))
+            continue
+        for problem in problems:
+            rank_zero_warn(f"skipping an unreadable checkpoint: {problem}")
+        return found
+    if problems:
+        raise CheckpointError(f"{where}: no checkpoint there can be read: {'; '.join(problems)}")
+    return None
+
+
+def newest_first(paths: Iterable[Path]) -> list[Path]:
+    """`paths`, the most recently modified first."""
+    return sorted(paths, key=lambda path: path.stat().st_mtime, reverse=True)
 
 
 def has_encoder(checkpoint: dict[str, Any]) -> bool:
@@ -89,7 +124,16 @@ def download_checkpoint(url: str, *, sha256: str | None) -> Path:
 
 
 class SafeCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint IO, loading through `read_checkpoint`: weights_only=True whatever the caller asks."""
+    """Lightning's checkpoint IO, loading through `read_checkpoint` (weights_only=True whatever the caller asks) and
+    saving local files atomically beside their target (Lightning's own save goes through the system's temporary
+    folder, and a failed copy from there leaves a partial checkpoint under the real name)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:
+        if storage_options is not None or "://" in str(path):  # remote storage: Lightning's fsspec transaction
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        write_atomically(path, buffer.getbuffer(), what="checkpoint")
 
     def load_checkpoint(
         self, path: _PATH, map_location: Any = None, weights_only: bool | None = None

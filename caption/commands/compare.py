@@ -25,7 +25,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from caption.checkpoints import read_checkpoint
+from caption.checkpoints import first_readable, newest_first, read_checkpoint
 from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import object_for_word
@@ -71,16 +71,17 @@ def newest(paths: list[Path]) -> Path | None:
 
 
 def find_checkpoint(path: Path) -> Path:
-    """A checkpoint file itself, or a run folder's newest best-*.ckpt (else last.ckpt, else any)."""
+    """A checkpoint file itself, or a run folder's newest readable best-*.ckpt (else last.ckpt, else any); unreadable
+    ones are skipped with a warning naming them."""
     if path.is_file():
         return path
     if not path.is_dir():
         raise ConfigError(f"{path}: no such checkpoint or run folder")
     checkpoints = list(path.rglob("*.ckpt"))
-    for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt"):
-        found = newest([p for p in checkpoints if p.match(kind)])
-        if found is not None:
-            return found
+    kinds = [newest_first({p for p in checkpoints if p.match(kind)}) for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt")]
+    found = first_readable(dict.fromkeys(p for kind in kinds for p in kind), where=str(path))  # each file once
+    if found is not None:
+        return found[0]
     raise ConfigError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
 
 

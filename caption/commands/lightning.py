@@ -32,8 +32,9 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from caption.allocator import configure_allocator
 from caption.callbacks import LAST, PeriodicCheckpoint
-from caption.checkpoints import SafeCheckpointIO, has_encoder, read_checkpoint
+from caption.checkpoints import SafeCheckpointIO, first_readable, has_encoder, newest_first, read_checkpoint
 from caption.commands.prediction_writer import CaptionWriter
+from caption.commands.run_outputs import SaveConfig, guard_logger_writes
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CheckpointError, ConfigError
 from caption.module import CaptionModule
@@ -150,14 +151,28 @@ class CaptionCLI(LightningCLI):
         else:
             self.check_output_folders(config)
         self.apply_decoding_overrides(config)
+        if config.get("ckpt_path") == "last":
+            self.resolve_last(config)
         if self.subcommand != "fit" and self.checkpoint is not None and has_encoder(self.checkpoint):
             config.model.encoder_weights = "none"  # the checkpoint has the encoder: no ImageNet download first
-        if config.get("ckpt_path") == "last" and not os.path.isfile(os.path.join(config.checkpoint.dirpath, LAST)):
-            missing = f"--ckpt_path last: there is no {LAST} in {config.checkpoint.dirpath}"
+
+    def resolve_last(self, config: Any) -> None:
+        """--ckpt_path last: the checkpoint folder's last.ckpt or, if it cannot be read (cut short, corrupt), the
+        newest checkpoint there that can, with a warning naming the skipped files; none at all: `fit` starts from
+        scratch and says so, the other commands refuse."""
+        folder = Path(config.checkpoint.dirpath)
+        if not (folder / LAST).is_file():
+            missing = f"--ckpt_path last: there is no {LAST} in {folder}"
             if self.subcommand != "fit":
                 raise CheckpointError(f"{missing}: pass the checkpoint to use, or the run's trainer.default_root_dir")
             rank_zero_warn(f"{missing} yet, so this run starts from scratch")
             config.ckpt_path = None
+            return
+        candidates = [folder / LAST, *newest_first(set(folder.glob("*.ckpt")) - {folder / LAST})]
+        found = first_readable(candidates, where=f"--ckpt_path last: {folder}")
+        if found[0] != folder / LAST:
+            rank_zero_warn(f"--ckpt_path last: using {found[0]}, the newest checkpoint in {folder} that can be read")
+        config.ckpt_path, self.checkpoint = str(found[0]), found[1]
 
     @staticmethod
     def check_output_folders(config: Any) -> None:
@@ -181,6 +196,8 @@ class CaptionCLI(LightningCLI):
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
         trainer = super().instantiate_trainer(**kwargs)
+        for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder (caption.commands.run_outputs)
+            guard_logger_writes(logger)
         configure_allocator(trainer.strategy.root_device.type)  # CPU runs keep freed memory for reuse (one log line)
         return trainer
 
@@ -218,6 +235,7 @@ def main(argv: list[str]) -> None:
         CaptionModule,
         CaptionDataModule,
         parser_class=CaptionArgumentParser,
+        save_config_callback=SaveConfig,
         args=argv,
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
