@@ -21,6 +21,7 @@ from typing import Any, Union
 import torch
 import yaml
 from lightning.pytorch.cli import instantiate_class
+from lightning.pytorch.core.saving import _load_state
 from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
@@ -53,15 +54,16 @@ def pick_device(name: str | torch.device | None) -> torch.device:
 def load_module(
     path: str | os.PathLike, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu"
 ) -> CaptionModule:
-    """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`.
+    """The trained CaptionModule in eval mode, built from what `read_checkpoint(path)` read (the file is read once,
+    there: a truncated or corrupt one is a one-line error naming it).
 
     `checkpoint`: what `read_checkpoint(path)` returned, if the caller has it already. The encoder's
     weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten.
     """
     checkpoint = read_checkpoint(path, map_location=map_location) if checkpoint is None else checkpoint
     overrides = {"encoder_weights": "none"} if has_encoder(checkpoint) else {}
-    try:
-        module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
+    try:  # what CaptionModule.load_from_checkpoint does after its own torch.load
+        module = _load_state(CaptionModule, checkpoint, strict=True, **overrides)
     except CaptionError:
         raise
     except Exception as error:
