@@ -88,6 +88,34 @@ def newest_first(paths: Iterable[Path]) -> list[Path]:
     return sorted(paths, key=lambda path: path.stat().st_mtime, reverse=True)
 
 
+# model settings that make the trained model what it is: a checkpoint's weights only fit the values it was trained with
+MODEL_DEFINING = ("attention", "encoder", "encoder_grid", "encoder_channels", "encoder_kernel_sizes",
+                  "encoder_coordinates", "embed_dim", "hidden_dim", "attention_dim", "attention_layers", "init_layers",
+                  "gate", "prev_word_output", "context_output")
+
+
+def plain(value: Any) -> Any:
+    """Sequences as lists, so that a YAML list and a stored tuple compare equal."""
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def check_model_settings(path: _PATH, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]]) -> None:
+    """A CheckpointError in one line naming every setting of `given` ({key: (value, where it was given)}) that would
+    change the model checkpoint `path` was trained as (`MODEL_DEFINING`), with both values: such a setting can be
+    neither applied to the trained weights nor silently dropped."""
+    trained = checkpoint["hyper_parameters"]
+    conflicts = [
+        f"model.{key} is {plain(value)!r} {where} but {path} was trained with {plain(trained[key])!r}"
+        for key, (value, where) in given.items()
+        if key in MODEL_DEFINING and key in trained and plain(value) != plain(trained[key])
+    ]
+    if conflicts:
+        raise CheckpointError(
+            f"{'; '.join(conflicts)}: a trained model's settings cannot change. Leave them out, or use the config the "
+            "checkpoint was trained with (its run saved it as config.yaml beside its logs)"
+        )
+
+
 def has_encoder(checkpoint: dict[str, Any]) -> bool:
     """Whether the checkpoint holds the encoder's weights (then the model need not load ImageNet's first)."""
     return any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))

@@ -32,7 +32,10 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from caption.allocator import configure_allocator
 from caption.callbacks import LAST, PeriodicCheckpoint
-from caption.checkpoints import SafeCheckpointIO, first_readable, has_encoder, newest_first, read_checkpoint
+from caption.checkpoints import (
+    MODEL_DEFINING, SafeCheckpointIO, check_model_settings, first_readable, has_encoder, newest_first, read_checkpoint,
+)
+from caption.commands.given import given_model_settings, given_on_command_line
 from caption.commands.prediction_writer import CaptionWriter
 from caption.commands.run_outputs import SaveConfig, guard_logger_writes
 from caption.data.datamodule import CaptionDataModule
@@ -44,11 +47,6 @@ DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settin
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
 PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "encoder_grid", "predict",
                "vocabulary_from")
-
-
-def given_on_command_line(args: list[str], key: str) -> bool:
-    """Whether `--key value` or `--key=value` is among the command-line `args`."""
-    return any(arg == f"--{key}" or arg.startswith(f"--{key}=") for arg in args)
 
 
 def logger_folders(logger: Any) -> list[str]:
@@ -131,6 +129,8 @@ class CaptionCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         self.checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
+        if self.checkpoint is not None:  # Lightning then takes the checkpoint's model settings: refuse others given
+            check_model_settings(ckpt_path, self.checkpoint, given_model_settings(args, self.config[subcommand].model.as_dict()))
         # Lightning then overwrites the model settings with the checkpoint's: keep the decoding ones given here
         self.decoding_overrides = {
             key: self.config[subcommand].model[key] for key in DECODING
@@ -173,6 +173,9 @@ class CaptionCLI(LightningCLI):
         if found[0] != folder / LAST:
             rank_zero_warn(f"--ckpt_path last: using {found[0]}, the newest checkpoint in {folder} that can be read")
         config.ckpt_path, self.checkpoint = str(found[0]), found[1]
+        model = config.model.as_dict()
+        settings = {key: (model[key], "in this run's settings") for key in MODEL_DEFINING if key in model}
+        check_model_settings(found[0], found[1], settings)  # the model is built from them, then loads the checkpoint
 
     @staticmethod
     def check_output_folders(config: Any) -> None:
