@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from caption.inference import Captioner, evaluation as evaluation_module
 from caption.cli import main
-from caption.data.features import LOCK, FeatureCacheError, build_cache, building
+from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
 from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.outputs import OutputError
 from cli_run import caption, failed, fit_args
@@ -259,16 +260,37 @@ def test_another_vocabulary_is_named_by_its_words(trained):
     assert "vocabulary differs" in line and "words only in the checkpoint (" in line
 
 
-def test_a_second_feature_cache_build_refuses_and_a_dead_ones_lock_is_taken_over(tmp_path):
-    (tmp_path / LOCK).write_text(f"{os.uname().nodename} {os.getpid()}")  # a running build: this process
-    with pytest.raises(FeatureCacheError, match=f"process {os.getpid()} on"):
+HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+from caption.data.features import building
+with building(Path(sys.argv[1])):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_second_feature_cache_build_refuses_and_a_killed_ones_lock_is_gone(tmp_path):
+    def build() -> None:
         build_cache(str(tmp_path), encoder=torch.nn.Identity(), config={}, source=None, records=[],
                     on_bad_image="error", batch_size=1, num_workers=0, device=torch.device("cpu"))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (tmp_path / LOCK).write_text(f"{os.uname().nodename} {dead.stdout.strip()}")
-    with building(tmp_path):
-        assert (tmp_path / LOCK).read_text().endswith(f" {os.getpid()}")
-    assert not (tmp_path / LOCK).exists()
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        with pytest.raises(FeatureCacheError, match=f"being built by another `caption features` \\(process "
+                                                    f"{holder.pid} on {socket.gethostname()}\\): wait"):
+            build()
+    finally:
+        holder.kill()  # as a pre-empted container's build: no chance to clean up
+        holder.wait()
+    assert (tmp_path / LOCK).exists(), "the lock file stays; the operating system released its lock"
+    # what a build that ran as PID 1 in a container left (the lock as it was written before, and the builder)
+    (tmp_path / LOCK).write_text(f"{socket.gethostname()} 1")
+    (tmp_path / BUILDER).write_text(json.dumps({"host": socket.gethostname(), "pid": 1}))
+    with building(tmp_path):  # no stale lock: the next build starts at once
+        assert json.loads((tmp_path / BUILDER).read_text())["pid"] == os.getpid()
 
 
 def test_parse_errors_are_one_line_naming_the_file_or_key(tmp_path):
