@@ -70,7 +70,7 @@ class PeriodicCheckpoint(Callback):
         else:
             return
         if trainer.fast_dev_run or trainer.global_step == 0:  # e.g. stopped during the sanity check
-            why = "fast_dev_run saves no checkpoint" if trainer.fast_dev_run else "stopped before the first training step"
+            why = "fast_dev_run saves none" if trainer.fast_dev_run else "stopped before the first training step"
             rank_zero_info(f"{name}: nothing saved ({why}); nothing trained is lost")
             return
         if name == "SIGINT":

@@ -15,9 +15,11 @@ METEOR is reported as missing (NaN) with a warning and every other metric is sti
 the share of generated object words whose attention peak falls inside the box of the named object.
 """
 
+import contextlib
 import math
 import re
 import shutil
+import subprocess
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -119,16 +121,12 @@ def _stop_meteor(scorer: Meteor) -> None:
     process = getattr(scorer, "meteor_p", None)
     if process is not None:
         process.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # one that cannot even be reaped: nothing more to do
             process.wait(timeout=10)
-        except Exception:  # noqa: BLE001 (a process that cannot even be reaped: nothing more to do)
-            pass
         for stream in (process.stdin, process.stdout, process.stderr):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
     scorer.__class__ = _StoppedMeteor
 
 

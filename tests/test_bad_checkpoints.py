@@ -5,11 +5,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import failed
+from conftest import tiny_fit_args
 
 from caption.errors import CheckpointError
 from caption.inference import Captioner
-from cli_run import failed
-from conftest import tiny_fit_args
 
 CUTS = 40  # cut points spread over the file: headers, pickle, every tensor record, the zip directory
 

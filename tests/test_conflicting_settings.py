@@ -5,10 +5,10 @@ import logging
 import sys
 
 import pytest
-
-from caption.cli import main
 from cli_run import failed
 from conftest import REPO, tiny_fit_args
+
+from caption.cli import main
 
 pytestmark = pytest.mark.slow  # the tiny runs (conftest.py)
 
@@ -31,8 +31,9 @@ def test_a_config_of_the_other_attention_kind_is_refused_naming_both(tiny_runs, 
 
 
 @pytest.mark.parametrize("command", ["test", "validate", "predict"])
-@pytest.mark.parametrize("key, value, trained", [("attention", "soft", "'hard'"), ("encoder", "resnet50", "'small_vgg'"),
-                                                 ("hidden_dim", "32", "16")])
+@pytest.mark.parametrize("key, value, trained", [
+    ("attention", "soft", "'hard'"), ("encoder", "resnet50", "'small_vgg'"), ("hidden_dim", "32", "16"),
+])
 def test_an_explicit_model_setting_that_differs_from_the_checkpoint_is_refused(
         tiny_runs, tmp_path, command, key, value, trained):
     hard = tiny_runs["hard"] / "checkpoints" / "last.ckpt"

@@ -18,6 +18,7 @@ import torch
 from caption.inference import load_module
 from caption.cli import main
 from caption.metrics import METRICS
+from cli_run import PATIENCE_S
 from probes import read_probe
 from tiny import tiny_args
 
@@ -62,7 +63,8 @@ def caption(*args: str, probe: Path) -> tuple[subprocess.CompletedProcess, float
            "CAPTION_PROBE_DIR": str(probe)}
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=PATIENCE_S,
     )
     return result, time.perf_counter() - start
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import failed, fit_args
+from conftest import tiny_fit_args
 from lightning.pytorch.loggers import CSVLogger
 
 from caption import outputs
@@ -20,8 +22,6 @@ from caption.checkpoints import read_checkpoint
 from caption.cli import main
 from caption.commands.run_outputs import guard_logger_writes
 from caption.outputs import OutputError
-from cli_run import failed, fit_args
-from conftest import tiny_fit_args
 
 
 class Disk:
@@ -61,7 +61,7 @@ def disk(tmp_path, monkeypatch) -> Iterator[Disk]:
     folder = tmp_path / "disk"
     folder.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(folder)],
-                             capture_output=True).returncode == 0
+                             capture_output=True, check=False).returncode == 0
     try:
         yield Disk(folder, mounted=mounted, monkeypatch=monkeypatch)
     finally:

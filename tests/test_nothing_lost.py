@@ -29,7 +29,7 @@ from caption.cli import main
 from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
 from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.outputs import OutputError
-from cli_run import caption, failed, fit_args
+from cli_run import PATIENCE_S, caption, failed, fit_args
 from probes import read_probe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,13 +171,13 @@ def test_ctrl_c_saves_last_checkpoint(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "caption.cli", "fit", *args], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     steps = lambda: [r["global_step"] for r in read_probe(probe, 0) if r["event"] == "batch_end"]  # noqa: E731
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + PATIENCE_S
     while len(steps()) < 3 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert not last.exists()
     process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=120)
+    output, _ = process.communicate(timeout=PATIENCE_S)
     assert "SIGINT: saved" in output and "--ckpt_path last" in output, output[-3000:]
     step = torch.load(last, weights_only=True)["global_step"]
     assert step >= 3, "no step lost"

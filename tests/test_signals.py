@@ -8,12 +8,12 @@ import sys
 import threading
 
 import pytest
+from cli_run import REPO, caption, fit_args
 
 from caption import metrics
 from caption.cli import INTERRUPTED, TERMINATED, main
 from caption.inference import Captioner
 from caption.module import CaptionModule
-from cli_run import REPO, caption, fit_args
 
 pytestmark = pytest.mark.slow
 

@@ -5,6 +5,7 @@ setting given on purpose that differs would be silently dropped; `caption.checkp
 refuses it instead, naming both values and where this one was given.
 """
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ def given_on_command_line(args: list[str], key: str) -> bool:
 
 def config_files(args: list[str]) -> list[str]:
     """The files given with `--config FILE`, `--config=FILE` or `-c FILE`, in order."""
-    files = [value for flag, value in zip(args, args[1:]) if flag in ("--config", "-c")]
+    files = [value for flag, value in itertools.pairwise(args) if flag in ("--config", "-c")]
     return files + [arg.split("=", 1)[1] for arg in args if arg.startswith("--config=")]
 
 

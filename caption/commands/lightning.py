@@ -33,7 +33,13 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from caption.allocator import configure_allocator
 from caption.callbacks import LAST, PeriodicCheckpoint
 from caption.checkpoints import (
-    MODEL_DEFINING, SafeCheckpointIO, check_model_settings, first_readable, has_encoder, newest_first, read_checkpoint,
+    MODEL_DEFINING,
+    SafeCheckpointIO,
+    check_model_settings,
+    first_readable,
+    has_encoder,
+    newest_first,
+    read_checkpoint,
 )
 from caption.commands.given import given_model_settings, given_on_command_line
 from caption.commands.prediction_writer import CaptionWriter
@@ -130,7 +136,8 @@ class CaptionCLI(LightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         self.checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
         if self.checkpoint is not None:  # Lightning then takes the checkpoint's model settings: refuse others given
-            check_model_settings(ckpt_path, self.checkpoint, given_model_settings(args, self.config[subcommand].model.as_dict()))
+            given = given_model_settings(args, self.config[subcommand].model.as_dict())
+            check_model_settings(ckpt_path, self.checkpoint, given)
         # Lightning then overwrites the model settings with the checkpoint's: keep the decoding ones given here
         self.decoding_overrides = {
             key: self.config[subcommand].model[key] for key in DECODING
@@ -199,7 +206,7 @@ class CaptionCLI(LightningCLI):
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
         trainer = super().instantiate_trainer(**kwargs)
-        for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder (caption.commands.run_outputs)
+        for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder
             guard_logger_writes(logger)
         configure_allocator(trainer.strategy.root_device.type)  # CPU runs keep freed memory for reuse (one log line)
         return trainer

@@ -46,7 +46,8 @@ from caption.errors import CaptionError
 from caption.outputs import cannot_write, writable_folder, write_text
 
 VERSION = 1  # bump when the file layout changes
-MANIFEST, ARRAY, PROGRESS, LOCK, BUILDER = "manifest.json", "annotations.npy", "progress.json", "building.lock", "builder.json"
+MANIFEST, ARRAY, PROGRESS = "manifest.json", "annotations.npy", "progress.json"
+LOCK, BUILDER = "building.lock", "builder.json"
 REBUILD = "rebuild it with `caption features --config <your config>`"
 LOG_EVERY_S = 30.0
 

@@ -33,7 +33,16 @@ from caption.data.images import BadImageError, image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.inference.inputs import (
-    Captions, Failure, ImageInput, ImageInputError, OnError, as_inputs, check_call, check_input, describe_input, kept,
+    Captions,
+    Failure,
+    ImageInput,
+    ImageInputError,
+    OnError,
+    as_inputs,
+    check_call,
+    check_input,
+    describe_input,
+    kept,
 )
 from caption.module import CaptionModule
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal, NamedTuple, Union
+from typing import Any, Literal, NamedTuple
 
 import torch
 from PIL import Image
@@ -23,7 +23,7 @@ from caption.data.images import BadImageError
 from caption.decoding import Caption
 from caption.errors import CaptionError
 
-ImageInput = Union[str, os.PathLike, Image.Image, Tensor]
+ImageInput = str | os.PathLike | Image.Image | Tensor
 OnError = Literal["raise", "skip"]
 ON_ERROR = ("raise", "skip")
 
