@@ -60,15 +60,23 @@ class PeriodicCheckpoint(Callback):
         self._save(trainer)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """Save on SIGTERM and Ctrl-C, and say what was saved; nothing is claimed that was not written."""
         if trainer.state.fn != TrainerFn.FITTING:
             return
         if isinstance(exception, KeyboardInterrupt):
+            name = "SIGINT"
+        elif isinstance(exception, SIGTERMException):
+            name = "SIGTERM"
+        else:
+            return
+        if trainer.fast_dev_run or trainer.global_step == 0:  # e.g. stopped during the sanity check
+            why = "fast_dev_run saves none" if trainer.fast_dev_run else "stopped before the first training step"
+            rank_zero_info(f"{name}: nothing saved ({why}); nothing trained is lost")
+            return
+        if name == "SIGINT":
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # Lightning ignores further Ctrl-C: let one stop the save
             rank_zero_info(f"SIGINT: saving {self.path(trainer)} (press Ctrl-C again to stop without saving)")
-        elif not isinstance(exception, SIGTERMException):
-            return
         path = self._save(trainer)
-        name = "SIGINT" if isinstance(exception, KeyboardInterrupt) else "SIGTERM"
         rank_zero_info(f"{name}: saved {path} at global step {trainer.global_step}; resume with --ckpt_path last")
 
     @staticmethod

@@ -9,12 +9,18 @@ foreign class) is refused instead of executed. Every path that reads a checkpoin
   CLI installs in every Trainer;
 - inference code: `caption.inference.load_module(path)` returns the `CaptionModule`, vocabulary and
   hyperparameters included; `download_checkpoint(url, sha256=...)` fetches a published one first.
+
+`SafeCheckpointIO` also writes every checkpoint of a run atomically in its own folder
+(`caption.outputs.write_atomically`): a full disk or a kill during a save leaves the previous file whole and no
+partial one, and the message names the full folder and the space a checkpoint needs.
 """
 
 import hashlib
+import io
 import os
 import pickle
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
@@ -23,8 +29,10 @@ from urllib.parse import urlparse
 import torch
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.errors import CheckpointError
+from caption.outputs import write_atomically
 
 
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
@@ -42,7 +50,10 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"({found.group(0)}), so loading it could run code. Use a checkpoint written by `caption fit`; "
             "never load this file with weights_only=False unless you made it yourself"
         ) from None
-    except (EOFError, KeyError, RuntimeError, IndexError, ValueError) as error:  # what bytes that are no pickle raise
+    except PermissionError as error:
+        raise CheckpointError(f"{path}: cannot read it ({error.strerror}): check the file's permissions") from None
+    except (EOFError, KeyError, RuntimeError, IndexError, ValueError, OSError) as error:  # bytes that are no checkpoint
+        # a file cut short (a full disk, an interrupted copy) fails in the zip reader with a bare OSError (EINVAL)
         raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): "
                               f"{error.__class__.__name__}: {' '.join(str(error).split())}") from None
     if not isinstance(checkpoint, dict) or "vocabulary" not in checkpoint.get("hyper_parameters", {}):
@@ -53,22 +64,71 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     return checkpoint
 
 
-def newest(paths: list[Path]) -> Path | None:
-    return max(paths, key=lambda path: path.stat().st_mtime, default=None)
+def first_readable(paths: Iterable[Path], *, where: str) -> tuple[Path, dict[str, Any]] | None:
+    """The first of `paths` that `read_checkpoint` reads, with what it read; each one before it that cannot be read
+    (truncated, corrupt, foreign) is skipped with a warning naming it and why. None if `paths` is empty; if none can
+    be read, a CheckpointError that starts with `where` and gives each file's reason."""
+    problems = []
+    for path in paths:
+        try:
+            found = path, read_checkpoint(path)
+        except CheckpointError as error:
+            problems.append(str(error))
+            continue
+        for problem in problems:
+            rank_zero_warn(f"skipping an unreadable checkpoint: {problem}")
+        return found
+    if problems:
+        raise CheckpointError(f"{where}: no checkpoint there can be read: {'; '.join(problems)}")
+    return None
+
+
+def newest_first(paths: Iterable[Path]) -> list[Path]:
+    """`paths`, the most recently modified first."""
+    return sorted(paths, key=lambda path: path.stat().st_mtime, reverse=True)
 
 
 def find_checkpoint(path: Path) -> Path:
-    """A checkpoint file itself, or a run folder's newest best-*.ckpt (else last.ckpt, else any)."""
+    """A checkpoint file itself, or a run folder's newest readable best-*.ckpt (else last.ckpt, else any); unreadable
+    ones are skipped with a warning naming them."""
     if path.is_file():
         return path
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such checkpoint or run folder")
     checkpoints = list(path.rglob("*.ckpt"))
-    for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt"):
-        found = newest([p for p in checkpoints if p.match(kind)])
-        if found is not None:
-            return found
+    kinds = [newest_first({p for p in checkpoints if p.match(kind)}) for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt")]
+    found = first_readable(dict.fromkeys(p for kind in kinds for p in kind), where=str(path))  # each file once
+    if found is not None:
+        return found[0]
     raise CheckpointError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
+
+
+# model settings that make the trained model what it is: a checkpoint's weights only fit the values it was trained with
+MODEL_DEFINING = ("attention", "encoder", "encoder_grid", "encoder_channels", "encoder_kernel_sizes",
+                  "encoder_coordinates", "embed_dim", "hidden_dim", "attention_dim", "attention_layers", "init_layers",
+                  "gate", "prev_word_output", "context_output")
+
+
+def plain(value: Any) -> Any:
+    """Sequences as lists, so that a YAML list and a stored tuple compare equal."""
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def check_model_settings(path: _PATH, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]]) -> None:
+    """A CheckpointError in one line naming every setting of `given` ({key: (value, where it was given)}) that would
+    change the model checkpoint `path` was trained as (`MODEL_DEFINING`), with both values: such a setting can be
+    neither applied to the trained weights nor silently dropped."""
+    trained = checkpoint["hyper_parameters"]
+    conflicts = [
+        f"model.{key} is {plain(value)!r} {where} but {path} was trained with {plain(trained[key])!r}"
+        for key, (value, where) in given.items()
+        if key in MODEL_DEFINING and key in trained and plain(value) != plain(trained[key])
+    ]
+    if conflicts:
+        raise CheckpointError(
+            f"{'; '.join(conflicts)}: a trained model's settings cannot change. Leave them out, or use the config the "
+            "checkpoint was trained with (its run saved it as config.yaml beside its logs)"
+        )
 
 
 def has_encoder(checkpoint: dict[str, Any]) -> bool:
@@ -107,7 +167,16 @@ def download_checkpoint(url: str, *, sha256: str | None) -> Path:
 
 
 class SafeCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint IO, loading through `read_checkpoint`: weights_only=True whatever the caller asks."""
+    """Lightning's checkpoint IO, loading through `read_checkpoint` (weights_only=True whatever the caller asks) and
+    saving local files atomically beside their target (Lightning's own save goes through the system's temporary
+    folder, and a failed copy from there leaves a partial checkpoint under the real name)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:
+        if storage_options is not None or "://" in str(path):  # remote storage: Lightning's fsspec transaction
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        write_atomically(path, buffer.getbuffer(), what="checkpoint")
 
     def load_checkpoint(
         self, path: _PATH, map_location: Any = None, weights_only: bool | None = None

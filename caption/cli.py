@@ -20,6 +20,7 @@ from caption.commands import COMMANDS, command
 from caption.errors import CaptionError
 
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
+INTERRUPTED = 128 + 2  # exit status of a command stopped by Ctrl-C (SIGINT)
 
 
 def usage() -> str:
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"caption: error: {error.filename}: {error.strerror or error}")
     except SIGTERMException:  # stopped (pre-empted) after saving last.ckpt: not finished, resumable
         sys.exit(TERMINATED)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (files are written atomically: none is left half done)
+        print("caption: stopped by Ctrl-C", file=sys.stderr)
+        sys.exit(INTERRUPTED)
 
 
 if __name__ == "__main__":

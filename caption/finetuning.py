@@ -123,6 +123,15 @@ def load_weights(module: L.LightningModule, path: str) -> None:
             f"({vocabulary_difference(vocabulary, module.hparams.vocabulary)}): use the data settings of its run"
         )
     state: dict[str, Any] = checkpoint["state_dict"]
+    trained_with, attention = checkpoint["hyper_parameters"].get("attention"), module.hparams.attention
+    if trained_with != attention:  # the weights fit; the objective's state (hard attention's baseline) does not
+        objective = {key: value for key, value in module.state_dict().items() if key.startswith("objective.")}
+        left_out = sorted(key for key in state if key.startswith("objective."))
+        state = {**{key: value for key, value in state.items() if not key.startswith("objective.")}, **objective}
+        parts = [f"its {', '.join(left_out)} (for {trained_with} attention only) is left out"] if left_out else []
+        parts += [f"{', '.join(sorted(objective))} starts afresh"] if objective else []
+        rank_zero_info(f"model.init_from: {path} was trained with {trained_with} attention, this run uses {attention}: "
+                       f"its weights are used; {'; '.join(parts)}")
     try:
         module.load_state_dict(state)
     except RuntimeError as error:

@@ -19,9 +19,11 @@ uniformly chosen object of the image (0.5 on two-object scenes: what a model tha
 the named one, scores). `mean_entropy` of α says how sharp it is, on any data.
 """
 
+import contextlib
 import math
 import re
 import shutil
+import subprocess
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
@@ -94,21 +96,43 @@ def _meteor(references: dict[int, list[str]], candidates: dict[int, list[str]], 
 
     def run() -> None:
         try:
-            scorer.append(Meteor())
-            result.append(Meteor.compute_score(scorer[0], references, candidates)[0])
+            scorer.append(Meteor.__new__(Meteor))  # held before __init__ starts Java, so `_stop_meteor` sees it
+            scorer[0].__init__()
+            result.append(scorer[0].compute_score(references, candidates)[0])
         except Exception as error:  # Java missing or crashed: reported below
             failure.append(f"{error.__class__.__name__}: {error}")
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(timeout)
-    if result:
-        return result[0]
-    if scorer and not failure:  # still running: stop the Java process so the thread unblocks
-        scorer[0].meteor_p.kill()
-    reason = failure[0] if failure else f"no answer within {timeout:g} s"
+    answer, hung = list(result), thread.is_alive()  # before stopping Java: a hung call then fails or ends, and
+    if scorer:  # that is no answer
+        _stop_meteor(scorer[0])
+    if answer:
+        return answer[0]
+    reason = f"no answer within {timeout:g} s" if hung or not failure else failure[0]
     warnings.warn(f"METEOR is missing ({reason}): its Java subprocess failed or timed out (is Java 17 installed?)")
     return float("nan")
+
+
+class _StoppedMeteor:
+    """What a METEOR scorer becomes once `_stop_meteor` has ended its Java process: nothing left to run at exit."""
+
+
+def _stop_meteor(scorer: Meteor) -> None:
+    """End METEOR's Java process now and reap it, then disarm pycocoevalcap's `Meteor.__del__`: that one waits for a
+    lock a failed or hung scoring call never releases (garbage collection then blocks forever), leaves a killed
+    process unreaped (a defunct `java`), and raises "Exception ignored" on a scorer whose Java never started."""
+    process = getattr(scorer, "meteor_p", None)
+    if process is not None:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # one that cannot even be reaped: nothing more to do
+            process.wait(timeout=10)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+    scorer.__class__ = _StoppedMeteor
 
 
 def score_captions(

@@ -393,6 +393,8 @@ class CaptionModule(L.LightningModule):
 
     def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[tuple[int | str, Caption]]:
         """`caption predict`: (image id, or file name for a folder of images, caption) for each image."""
+        if not len(batch["image_id"]):  # every image of the batch failed to load: named, and skipped
+            return []
         keys = batch["file"] if "file" in batch else batch["image_id"].tolist()
         return list(zip(keys, self.generate(self.annotations(batch)).captions(self.vocabulary)))
 

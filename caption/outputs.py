@@ -1,25 +1,95 @@
 """Where results go: every output folder is created and checked writable before any work starts, and
 the project's own writes turn an `OSError` into one error line naming the path, so a run never
 computes for hours and then loses everything at its first save.
+
+Files are written atomically in their own folder (`write_atomically`: a temporary file beside the target,
+flushed to disk, then renamed over it), so a failed or interrupted write leaves the previous file intact and
+no partial file; on a full disk the message names the folder, the space the file needs and what is free.
 """
 
+from __future__ import annotations
+
+import errno
 import os
+import shutil
 import tempfile
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from caption.errors import CaptionError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class OutputError(CaptionError):
     """An output location that cannot be created or written; the message names it."""
 
 
-def cannot_write(path: str | Path, error: OSError, *, what: str = "") -> OutputError:
-    """The one-line error for a failed write to `path`."""
-    reason = error.strerror or str(error)
-    return OutputError(f"cannot write {what + ' ' if what else ''}{path} ({reason}): choose a writable location")
+def size_text(size: int) -> str:
+    """A byte count for people: 708 KB, 1.2 GB."""
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size // scale} {unit}"
+    return f"{size} bytes"
+
+
+def free_space(folder: str | Path) -> int | None:
+    """Bytes free for this user on the disk holding `folder` (None if it cannot be asked)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def cannot_write(path: str | Path, error: OSError, *, what: str = "", needed: int | None = None) -> OutputError:
+    """The one-line error for a failed write to `path`; on a full disk it names the folder, the space the file needs
+    (`needed` bytes, if known) and what is free there."""
+    target = f"{what + ' ' if what else ''}{path}"
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return OutputError(f"cannot write {target} ({error.strerror or error}): choose a writable location")
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    free = free_space(folder)
+    sizes = ", ".join(part for part in (f"{size_text(needed)} needed" if needed is not None else "",
+                                        f"{size_text(free)} free" if free is not None else "") if part)
+    return OutputError(f"cannot write {target}: the disk holding {folder} is full ({error.strerror}"
+                       f"{'; ' + sizes if sizes else ''}): free space there or write to another disk")
+
+
+def write_atomically(path: str | Path, data: bytes | memoryview, *, what: str = "") -> None:
+    """Write `data` to `path` through a temporary file beside it (same folder, so the same disk), flushed to disk
+    and renamed over `path`: a failure or an interruption leaves the previous `path` as it was and no partial
+    file. An `OSError` becomes an `OutputError` naming `path` (`what` says what it is, e.g. "checkpoint")."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException as error:
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            failure = cannot_write(path, error, what=what, needed=len(data))
+            kept = f"; the previous {path.name} is kept as it was" if path.is_file() else ""
+            raise OutputError(f"{failure}{kept}") from None
+        raise
+    sync_folder(path.parent)
+
+
+def sync_folder(folder: Path) -> None:
+    """Flush the folder's entry of a renamed file to disk (so the rename survives a power cut), where possible."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass  # some file systems cannot sync a folder; the rename itself is done
+    finally:
+        os.close(descriptor)
 
 
 def writable_folder(path: str | Path, *, what: str) -> Path:
@@ -38,13 +108,8 @@ def writable_folder(path: str | Path, *, what: str) -> Path:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write `path` atomically (temporary file + rename): an interruption never leaves half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as error:
-        raise cannot_write(path, error) from None
+    """Write `path` atomically (`write_atomically`): an interruption never leaves half a file."""
+    write_atomically(path, text.encode("utf-8"))
 
 
 def save_figure(figure: Figure, path: Path, *, dpi: int = 100) -> None:

@@ -1,9 +1,15 @@
-"""Shared fixtures: two tiny trained runs on the built-in data (soft and hard), through the real CLI."""
+"""Shared fixtures: two tiny trained runs on the built-in data (soft and hard), through the real CLI; and what keeps
+the suite itself from hanging (issue 19): every test leaves the signal handlers as it found them and no Java process
+behind, and SIGTERM (`timeout`'s) ends the session even while an in-process Lightning run holds its own handler."""
 
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from unittest.mock import patch
 
+import psutil
 import pytest
 
 from caption.cli import main
@@ -36,3 +42,60 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             stage_one = ["--model.encoder_weights", str(runs["soft"])] if kind == "hard" else []
             main([*tiny_fit_args(kind, runs[kind], root / "data"), *stage_one])
     return runs
+
+
+# handlers a test may change: Lightning's signal connector (SIGTERM, SIGUSR1 on SLURM), its Ctrl-C shutdown (SIGINT
+# ignored afterwards), `caption.callbacks.PeriodicCheckpoint` (SIGINT restored to the default during a save)
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+GRACE_S = 60  # after SIGTERM, how long the running test may take to end before the session is ended regardless
+terminated: list[int] = []
+
+
+def stray_java() -> list[psutil.Process]:
+    """This process's `java` children still there (the PTB tokenizer's, METEOR's), running or defunct."""
+    return [child for child in psutil.Process().children(recursive=True) if named(child) == "java"]
+
+
+def named(process: psutil.Process) -> str:
+    try:
+        return process.name()
+    except psutil.Error:  # gone meanwhile
+        return ""
+
+
+def end_children_and_exit(status: int) -> None:
+    """End the session now: no test ended within GRACE_S of SIGTERM."""
+    for child in psutil.Process().children(recursive=True):
+        child.kill()
+    os._exit(status)
+
+
+def stop_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM ends the session: Ctrl-C's path (pytest stops and reports), then a watchdog if the test does not end.
+    Lightning's own SIGTERM handler calls this one too, since it keeps the handler it found."""
+    terminated.append(signum)
+    watchdog = threading.Timer(GRACE_S, end_children_and_exit, args=(128 + signum,))
+    watchdog.daemon = True
+    watchdog.start()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_handler_or_java_behind():
+    """After each test: the signal handlers it found, no `java` child (killed and reaped); after SIGTERM, the end."""
+    handlers = {signum: signal.getsignal(signum) for signum in HANDLED}
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    for java in stray_java():
+        try:
+            java.kill()
+            java.wait(timeout=30)  # reaped: no defunct `java` left
+        except psutil.Error:
+            pass
+    if terminated:
+        pytest.exit(f"stopped by signal {terminated[0]}", returncode=128 + terminated[0])

@@ -7,6 +7,7 @@ environment on to the other ranks).
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,10 @@ class Probe(Callback):
     def on_test_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("test/")}
         self._write(trainer, pl_module, "test_end", metrics=metrics)
+
+
+class SigtermInSanityCheck(Callback):
+    """Sends this process SIGTERM when the sanity check starts, as a pre-empting scheduler may (before any step)."""
+
+    def on_sanity_check_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)

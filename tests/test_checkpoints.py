@@ -23,6 +23,7 @@ from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.errors import CheckpointError
 from caption.module import CaptionModule
+from cli_run import PATIENCE_S
 from probes import optimizer_summary, read_probe
 from tiny import HARD_FROM_SCRATCH, tiny_args
 
@@ -58,11 +59,11 @@ def start(*args: str, probe: Path) -> subprocess.Popen:
 def run(*args: str, probe: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=environment(probe),
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=PATIENCE_S,
     )
 
 
-def wait_for(condition: Callable[[], bool], process: subprocess.Popen, timeout: float = 180) -> None:
+def wait_for(condition: Callable[[], bool], process: subprocess.Popen, timeout: float = PATIENCE_S) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if process.poll() is not None:
@@ -111,7 +112,7 @@ def test_sigterm_saves_last_checkpoint_then_exits(tmp_path):
     wait_for(lambda: len(steps_done(tmp_path / "probe")) >= 2, process)
     assert not last.exists()
     process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=120)
+    output, _ = process.communicate(timeout=PATIENCE_S)
     assert process.returncode == TERMINATED, output[-4000:]
     assert "SIGTERM: saved" in output and "--ckpt_path last" in output
     saved = torch.load(last, weights_only=True)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from caption.module import CaptionModule
+from cli_run import PATIENCE_S
 from tiny import HARD_FROM_SCRATCH, tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ def tiny_overrides(root: Path) -> list[str]:
 
 def run_caption(*args: str) -> subprocess.CompletedProcess:
     result = subprocess.run(
-        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=PATIENCE_S
     )
     return result
 

@@ -18,13 +18,13 @@ import torch
 from caption.inference import load_module
 from caption.cli import main
 from caption.metrics import METRICS
-
-LOCALISATION = ("attention_accuracy", "attention_other_object", "attention_background", "attention_absent",
-                "attention_chance_location", "attention_chance_object")
+from cli_run import PATIENCE_S
 from probes import read_probe
 from tiny import HARD_FROM_SCRATCH, tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
+LOCALISATION = ("attention_accuracy", "attention_other_object", "attention_background", "attention_absent",
+                "attention_chance_location", "attention_chance_object")
 DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
 SINGLE = ["--trainer.devices", "1", "--trainer.accelerator", "cpu"]
 
@@ -65,7 +65,8 @@ def caption(*args: str, probe: Path) -> tuple[subprocess.CompletedProcess, float
            "CAPTION_PROBE_DIR": str(probe)}
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=PATIENCE_S,
     )
     return result, time.perf_counter() - start
 

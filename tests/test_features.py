@@ -278,3 +278,30 @@ def test_the_coco_config_builds_a_cache_of_the_fixture(dataset, tmp_path):
           "--model.encoder_weights", str(weights), "--trainer.default_root_dir", str(tmp_path / "run")])
     manifest = json.loads((tmp_path / "features" / "manifest.json").read_text())
     assert manifest["complete"] and manifest["shape"] == [9, 4, 512] and manifest["encoder"] == "vgg16"
+
+
+@pytest.mark.slow
+def test_ctrl_c_and_config_mistakes_in_caption_features_are_one_line(dataset, tmp_path, monkeypatch, capsys):
+    root, annotations, weights = dataset
+    config = write_config(tmp_path, root, annotations, weights)
+    with pytest.raises(SystemExit) as mistake:
+        main(["features", "--config", str(config), "--data.featurs", str(tmp_path / "elsewhere")])
+    assert str(mistake.value.code).startswith("caption: error: unrecognized arguments: --data.featurs")
+    assert "usage:" not in capsys.readouterr().err
+
+    forward = TorchvisionVGG.forward
+    calls = []
+
+    def interrupted_at_the_second_batch(self, images):
+        calls.append(len(images))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what Python raises on Ctrl-C
+        return forward(self, images)
+
+    monkeypatch.setattr(TorchvisionVGG, "forward", interrupted_at_the_second_batch)
+    with pytest.raises(SystemExit) as stopped:
+        main(["features", "--config", str(config)])
+    assert stopped.value.code == 130 and capsys.readouterr().err.strip().splitlines() == ["caption: stopped by Ctrl-C"]
+    monkeypatch.setattr(TorchvisionVGG, "forward", forward)
+    main(["features", "--config", str(config)])  # resumes and finishes
+    assert json.loads((tmp_path / "features" / "manifest.json").read_text())["complete"]

@@ -15,6 +15,7 @@ import matplotlib.cbook
 import pytest
 import torch
 import yaml
+from cli_run import PATIENCE_S
 from finetune_probe import checksum, read_records
 from image_data import karpathy_dataset
 from resnet_weights import resnet_weights
@@ -162,12 +163,12 @@ def caption(*args: str, probe: Path) -> subprocess.Popen:
 
 
 def finish(process: subprocess.Popen) -> str:
-    output, _ = process.communicate(timeout=300)
+    output, _ = process.communicate(timeout=PATIENCE_S)
     assert process.returncode == 0, output[-4000:]
     return output
 
 
-def kill_after_step(process: subprocess.Popen, probe: Path, step: int, timeout: float = 240) -> None:
+def kill_after_step(process: subprocess.Popen, probe: Path, step: int, timeout: float = PATIENCE_S) -> None:
     deadline = time.monotonic() + timeout
     while not any(r["global_step"] >= step for r in read_records(probe) if r["event"] == "batch_end"):
         if process.poll() is not None:

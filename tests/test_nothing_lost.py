@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,46 +26,14 @@ from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from caption.inference import Captioner, evaluation as evaluation_module
 from caption.cli import main
-from caption.data.features import LOCK, FeatureCacheError, build_cache, building
+from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
 from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.outputs import OutputError
+from cli_run import PATIENCE_S, caption, failed, fit_args
 from probes import read_probe
-from tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 HAS_JAVA = subprocess.run(["which", "java"], capture_output=True).returncode == 0
-
-
-def fit_args(root: Path, *extra: str) -> list[str]:
-    """One epoch of a tiny soft-attention model on 12 built-in images, checkpoints under `root`."""
-    return [
-        "--config", str(REPO / "configs" / "shapes_soft.yaml"),
-        "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false",
-        "--trainer.default_root_dir", str(root), "--trainer.logger.init_args.save_dir", str(root),
-        *tiny_args(root.parent / "data", channels="[4, 8, 8]", batch_size=16, num_train=12, num_val=6, num_test=6),
-        *extra,
-    ]
-
-
-def caption(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`caption ARGS` in a subprocess: (exit status, stdout, stderr)."""
-    return subprocess.run([sys.executable, "-m", "caption.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env=env)
-
-
-def one_line_error(text: str, *named: str) -> str:
-    """The single `caption: error:` line of a failed command, which must name everything in `named`."""
-    lines = [line for line in text.splitlines() if line.startswith("caption: error:")]
-    assert len(lines) == 1 and "Traceback" not in text, text[-3000:]
-    assert all(name in lines[0] for name in named), lines[0]
-    return lines[0]
-
-
-def failed(args: list[str]) -> str:
-    """Run `caption ARGS` in this process; it must fail with one line, which is returned."""
-    with pytest.raises(SystemExit) as exit_:
-        main(args)
-    return one_line_error(str(exit_.value.code))
 
 
 @pytest.fixture(autouse=True)
@@ -202,13 +171,13 @@ def test_ctrl_c_saves_last_checkpoint(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "caption.cli", "fit", *args], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     steps = lambda: [r["global_step"] for r in read_probe(probe, 0) if r["event"] == "batch_end"]  # noqa: E731
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + PATIENCE_S
     while len(steps()) < 3 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert not last.exists()
     process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=120)
+    output, _ = process.communicate(timeout=PATIENCE_S)
     assert "SIGINT: saved" in output and "--ckpt_path last" in output, output[-3000:]
     step = torch.load(last, weights_only=True)["global_step"]
     assert step >= 3, "no step lost"
@@ -291,16 +260,37 @@ def test_another_vocabulary_is_named_by_its_words(trained):
     assert "vocabulary differs" in line and "words only in the checkpoint (" in line
 
 
-def test_a_second_feature_cache_build_refuses_and_a_dead_ones_lock_is_taken_over(tmp_path):
-    (tmp_path / LOCK).write_text(f"{os.uname().nodename} {os.getpid()}")  # a running build: this process
-    with pytest.raises(FeatureCacheError, match=f"process {os.getpid()} on"):
+HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+from caption.data.features import building
+with building(Path(sys.argv[1])):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_second_feature_cache_build_refuses_and_a_killed_ones_lock_is_gone(tmp_path):
+    def build() -> None:
         build_cache(str(tmp_path), encoder=torch.nn.Identity(), config={}, source=None, records=[],
                     on_bad_image="error", batch_size=1, num_workers=0, device=torch.device("cpu"))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (tmp_path / LOCK).write_text(f"{os.uname().nodename} {dead.stdout.strip()}")
-    with building(tmp_path):
-        assert (tmp_path / LOCK).read_text().endswith(f" {os.getpid()}")
-    assert not (tmp_path / LOCK).exists()
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        with pytest.raises(FeatureCacheError, match=f"being built by another `caption features` \\(process "
+                                                    f"{holder.pid} on {socket.gethostname()}\\): wait"):
+            build()
+    finally:
+        holder.kill()  # as a pre-empted container's build: no chance to clean up
+        holder.wait()
+    assert (tmp_path / LOCK).exists(), "the lock file stays; the operating system released its lock"
+    # what a build that ran as PID 1 in a container left (the lock as it was written before, and the builder)
+    (tmp_path / LOCK).write_text(f"{socket.gethostname()} 1")
+    (tmp_path / BUILDER).write_text(json.dumps({"host": socket.gethostname(), "pid": 1}))
+    with building(tmp_path):  # no stale lock: the next build starts at once
+        assert json.loads((tmp_path / BUILDER).read_text())["pid"] == os.getpid()
 
 
 def test_parse_errors_are_one_line_naming_the_file_or_key(tmp_path):

@@ -25,7 +25,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from caption.checkpoints import find_checkpoint, newest, read_checkpoint
+from caption.checkpoints import find_checkpoint, read_checkpoint
 from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import object_for_word
@@ -64,6 +64,10 @@ class Model:
     def source(self) -> dict[str, Any] | None:
         """The data source it was trained on ({class_path, init_args}), if recorded."""
         return None if self.captioner.data is None else self.captioner.data[0]["source"]
+
+
+def newest(paths: list[Path]) -> Path | None:
+    return max(paths, key=lambda path: path.stat().st_mtime, default=None)
 
 
 def find_metrics_csv(path: Path, checkpoint: Path) -> Path | None:

@@ -10,7 +10,7 @@ images at a time; an interrupted build resumes. The cache itself is `caption.dat
 
 import argparse
 
-from caption.commands.lightning import CaptionCLI
+from caption.commands.lightning import CaptionArgumentParser, CaptionCLI
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCacheError, build_cache
 from caption.module import CaptionModule
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
     args, overrides = parser.parse_known_args(argv)
     configs = [item for config in args.config for item in ("--config", config)]
     cli = CaptionCLI(CaptionModule, CaptionDataModule, args=[*configs, *overrides], run=False,
-                     auto_configure_optimizers=False)
+                     parser_class=CaptionArgumentParser, auto_configure_optimizers=False)  # one-line config errors
     data = cli.datamodule
     if data.features is None:
         raise FeatureCacheError("set data.features in the config: the cache folder, e.g. data/features/coco_vgg16")

@@ -32,8 +32,18 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from caption.allocator import configure_allocator
 from caption.callbacks import LAST, PeriodicCheckpoint
-from caption.checkpoints import SafeCheckpointIO, has_encoder, read_checkpoint
+from caption.checkpoints import (
+    MODEL_DEFINING,
+    SafeCheckpointIO,
+    check_model_settings,
+    first_readable,
+    has_encoder,
+    newest_first,
+    read_checkpoint,
+)
+from caption.commands.given import given_model_settings, given_on_command_line
 from caption.commands.prediction_writer import CaptionWriter
+from caption.commands.run_outputs import SaveConfig, guard_logger_writes
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CheckpointError, ConfigError
 from caption.module import CaptionModule
@@ -43,11 +53,6 @@ DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settin
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
 PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "encoder_grid", "predict",
                "vocabulary_from")
-
-
-def given_on_command_line(args: list[str], key: str) -> bool:
-    """Whether `--key value` or `--key=value` is among the command-line `args`."""
-    return any(arg == f"--{key}" or arg.startswith(f"--{key}=") for arg in args)
 
 
 def logger_folders(logger: Any) -> list[str]:
@@ -130,6 +135,9 @@ class CaptionCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         self.checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
+        if self.checkpoint is not None:  # Lightning then takes the checkpoint's model settings: refuse others given
+            given = given_model_settings(args, self.config[subcommand].model.as_dict())
+            check_model_settings(ckpt_path, self.checkpoint, given)
         # Lightning then overwrites the model settings with the checkpoint's: keep the decoding ones given here
         self.decoding_overrides = {
             key: self.config[subcommand].model[key] for key in DECODING
@@ -150,14 +158,31 @@ class CaptionCLI(LightningCLI):
         else:
             self.check_output_folders(config)
         self.apply_decoding_overrides(config)
+        if config.get("ckpt_path") == "last":
+            self.resolve_last(config)
         if self.subcommand != "fit" and self.checkpoint is not None and has_encoder(self.checkpoint):
             config.model.encoder_weights = "none"  # the checkpoint has the encoder: no ImageNet download first
-        if config.get("ckpt_path") == "last" and not os.path.isfile(os.path.join(config.checkpoint.dirpath, LAST)):
-            missing = f"--ckpt_path last: there is no {LAST} in {config.checkpoint.dirpath}"
+
+    def resolve_last(self, config: Any) -> None:
+        """--ckpt_path last: the checkpoint folder's last.ckpt or, if it cannot be read (cut short, corrupt), the
+        newest checkpoint there that can, with a warning naming the skipped files; none at all: `fit` starts from
+        scratch and says so, the other commands refuse."""
+        folder = Path(config.checkpoint.dirpath)
+        if not (folder / LAST).is_file():
+            missing = f"--ckpt_path last: there is no {LAST} in {folder}"
             if self.subcommand != "fit":
                 raise CheckpointError(f"{missing}: pass the checkpoint to use, or the run's trainer.default_root_dir")
             rank_zero_warn(f"{missing} yet, so this run starts from scratch")
             config.ckpt_path = None
+            return
+        candidates = [folder / LAST, *newest_first(set(folder.glob("*.ckpt")) - {folder / LAST})]
+        found = first_readable(candidates, where=f"--ckpt_path last: {folder}")
+        if found[0] != folder / LAST:
+            rank_zero_warn(f"--ckpt_path last: using {found[0]}, the newest checkpoint in {folder} that can be read")
+        config.ckpt_path, self.checkpoint = str(found[0]), found[1]
+        model = config.model.as_dict()
+        settings = {key: (model[key], "in this run's settings") for key in MODEL_DEFINING if key in model}
+        check_model_settings(found[0], found[1], settings)  # the model is built from them, then loads the checkpoint
 
     @staticmethod
     def check_output_folders(config: Any) -> None:
@@ -181,6 +206,8 @@ class CaptionCLI(LightningCLI):
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
         trainer = super().instantiate_trainer(**kwargs)
+        for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder
+            guard_logger_writes(logger)
         configure_allocator(trainer.strategy.root_device.type)  # CPU runs keep freed memory for reuse (one log line)
         return trainer
 
@@ -218,6 +245,7 @@ def main(argv: list[str]) -> None:
         CaptionModule,
         CaptionDataModule,
         parser_class=CaptionArgumentParser,
+        save_config_callback=SaveConfig,
         args=argv,
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,

@@ -6,6 +6,7 @@ the training split only and handed to the model (the CLI links `data.vocabulary`
 `model.vocabulary`), so every checkpoint carries the words it was trained with.
 """
 
+import functools
 import os
 from collections import defaultdict
 from collections.abc import Callable
@@ -152,13 +153,17 @@ class ImageFiles(Dataset):
         return {"image": image, "image_id": index, "file": str(file)}
 
 
-def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
+def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[str, Any]:
     """Stack images (or cached annotations), pad captions with <pad> to (B, T+1), keep references as lists.
 
-    Images that failed to load (data.on_bad_image: skip) are left out and listed in batch["bad_images"].
+    Images that failed to load (data.on_bad_image: skip) are left out and listed in batch["bad_images"]. A batch in
+    which every image failed is an error, or with `allow_empty` (`caption predict`, which keeps the other batches'
+    captions) a batch of no images: {"image_id": empty, "bad_images": [...]}.
     """
     bad = [item["bad_image"] for item in items if "bad_image" in item]
     items = [item for item in items if "bad_image" not in item]
+    if not items and allow_empty:
+        return {"image_id": torch.zeros(0, dtype=torch.long), "bad_images": bad}
     if not items:
         raise BadImageError(f"every image of a batch failed to load: {'; '.join(map(str, bad))}")
     key = "annotations" if "annotations" in items[0] else "image"
@@ -344,13 +349,13 @@ class CaptionDataModule(L.LightningDataModule):
             raise ConfigError(f"every image of the {name!r} split was left out as bad (data.on_bad_image: skip)")
         return records
 
-    def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool) -> DataLoader:
+    def _loader(self, dataset: Dataset, batch_size: int, shuffle: bool, *, allow_empty: bool = False) -> DataLoader:
         return DataLoader(
             dataset,
             batch_size=batch_size,
             shuffle=shuffle,
             num_workers=self.num_workers,
-            collate_fn=collate,
+            collate_fn=functools.partial(collate, allow_empty=allow_empty),
             persistent_workers=self.num_workers > 0,
         )
 
@@ -378,9 +383,9 @@ class CaptionDataModule(L.LightningDataModule):
         return DataLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
                           persistent_workers=self.num_workers > 0)
 
-    def _images_loader(self, split: str) -> DataLoader:
+    def _images_loader(self, split: str, *, allow_empty: bool = False) -> DataLoader:
         images = Images(self.source, self.usable(split), self._cache, skip_bad=self.skip_bad)
-        return self._loader(images, self.eval_batch_size, False)
+        return self._loader(images, self.eval_batch_size, False, allow_empty=allow_empty)
 
     def val_dataloader(self) -> DataLoader:
         return self._images_loader("val")
@@ -391,11 +396,12 @@ class CaptionDataModule(L.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         """The split named by `predict`, or the image files it names (a file, or a folder's images)."""
         if self.predict in SPLITS:
-            return self._images_loader(self.predict)
+            return self._images_loader(self.predict, allow_empty=True)
         files = [file for file, _ in image_files([self.predict])]
         if not files:
             raise ConfigError(f"data.predict: {self.predict} holds no image files")
-        return self._loader(ImageFiles(files, self.source.inference_transform()), self.eval_batch_size, False)
+        images = ImageFiles(files, self.source.inference_transform())
+        return self._loader(images, self.eval_batch_size, False, allow_empty=True)  # a batch of bad files: skipped
 
     @property
     def skip_bad(self) -> bool:

@@ -9,7 +9,9 @@ image: computing them once instead of at every epoch is the bulk of the training
                      the shape [N, L, D], the image list [[image_id, file], ...],
                      the images left out (data.on_bad_image: skip) and whether the build finished
     progress.json    while building: rows done so far, from which an interrupted build resumes
-    building.lock    while building: the host and process id of the one build allowed at a time
+    building.lock    the lock of the one build allowed at a time: an operating-system lock (`filelock`), which
+                     goes with the process that holds it, however it ends (killed, crashed, a container stopped)
+    builder.json     while building: the host and process id of the build, named to a second one
 
 With `data.features` set, training and evaluation read the rows (batches carry "annotations"
 instead of "image") and never run the CNN. A cache built for another encoder, grid, weights file,
@@ -31,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
@@ -43,7 +46,8 @@ from caption.errors import CaptionError
 from caption.outputs import cannot_write, writable_folder, write_text
 
 VERSION = 1  # bump when the file layout changes
-MANIFEST, ARRAY, PROGRESS, LOCK = "manifest.json", "annotations.npy", "progress.json", "building.lock"
+MANIFEST, ARRAY, PROGRESS = "manifest.json", "annotations.npy", "progress.json"
+LOCK, BUILDER = "building.lock", "builder.json"
 REBUILD = "rebuild it with `caption features --config <your config>`"
 LOG_EVERY_S = 30.0
 
@@ -198,44 +202,27 @@ def start(folder: Path, *, encoder: nn.Module, config: dict[str, Any], source: I
     return progress
 
 
-def running(pid: int) -> bool:
-    """Whether process `pid` exists on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def claim(lock: Path) -> None:
-    """Create `lock` atomically, holding this host and process id; refuse if a running build holds it."""
-    try:
-        with open(lock, "x", encoding="utf-8") as file:
-            file.write(f"{socket.gethostname()} {os.getpid()}")
-        return
-    except FileExistsError:
-        host, _, pid = lock.read_text(encoding="utf-8").partition(" ")
-    except OSError as error:
-        raise cannot_write(lock, error) from None
-    if host != socket.gethostname() or not pid.isdigit() or running(int(pid)):
-        raise FeatureCacheError(
-            f"the feature cache in {lock.parent} is being built by another `caption features` (process {pid} on "
-            f"{host}): wait for it to finish; if that process is gone, delete {lock}"
-        )
-    lock.unlink(missing_ok=True)  # left by a build of this machine that died: take it over
-    claim(lock)
-
-
 @contextlib.contextmanager
 def building(folder: Path) -> Iterator[None]:
-    """One build of the cache in `folder` at a time: a second one refuses, naming the process that builds."""
-    claim(folder / LOCK)
+    """One build of the cache in `folder` at a time: an operating-system lock on `folder/building.lock` (`filelock`),
+    released by the system when its process ends in any way, so no stale lock is ever left; a second build refuses,
+    naming the live one (host and process id, from `builder.json`)."""
+    lock = FileLock(folder / LOCK, timeout=0)
     try:
+        lock.acquire()
+    except Timeout:
+        builder = read_json(folder / BUILDER) or {}
+        holder = f"process {builder.get('pid')} on {builder.get('host')}" if builder else "a process that is starting"
+        raise FeatureCacheError(f"the feature cache in {folder} is being built by another `caption features` "
+                                f"({holder}): wait for it to finish") from None
+    except OSError as error:
+        raise cannot_write(folder / LOCK, error) from None
+    try:
+        write_json(folder / BUILDER, {"host": socket.gethostname(), "pid": os.getpid()})
         yield
     finally:
-        (folder / LOCK).unlink(missing_ok=True)
+        (folder / BUILDER).unlink(missing_ok=True)
+        lock.release()
 
 
 def one_build_at_a_time(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:

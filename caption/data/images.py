@@ -56,6 +56,8 @@ class BadImageError(CaptionError, ValueError):
 
 def _open(path: str, *, min_side: int) -> Image.Image:
     """Open `path` lazily (the header only) and check it exists, is an image, and has a sane size."""
+    if os.path.isdir(path):
+        raise BadImageError("a folder, not an image file")
     if not os.path.isfile(path):
         raise BadImageError("file not found")
     if os.path.getsize(path) == 0:
@@ -248,6 +250,11 @@ def image_files(inputs: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, bo
     for path in map(Path, inputs):
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+            nested = sorted(p.name for p in path.iterdir() if p.is_dir())
+            if nested:
+                shown = ", ".join(nested[:5]) + (f" and {len(nested) - 5} more" if len(nested) > 5 else "")
+                warnings.warn(f"folder {path}: its {len(nested)} subfolders are not searched ({shown}); "
+                              "name each folder of images")
             if not found:
                 warnings.warn(f"folder {path} holds no image files")
             for file in found:

@@ -6,11 +6,13 @@
 
 from caption.decoding import Caption
 from caption.inference.captioner import Captioner, data_settings, load_module, pick_device
+from caption.inference.inputs import Captions, Failure, ImageInputError
 from caption.inference.evaluation import (
     Evaluation, build_data, evaluate, training_data, write_captions, write_evaluation,
 )
 
 __all__ = [
-    "Caption", "Captioner", "Evaluation", "build_data", "data_settings", "evaluate", "load_module", "pick_device",
+    "Caption", "Captioner", "Captions", "Evaluation", "Failure", "ImageInputError", "build_data", "data_settings",
+    "evaluate", "load_module", "pick_device",
     "training_data", "write_captions", "write_evaluation",
 ]

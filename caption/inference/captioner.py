@@ -14,25 +14,38 @@ attention α (T×L) and gate β of every word, the hard-attention locations and 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import torch
 import yaml
 from lightning.pytorch.cli import instantiate_class
+from lightning.pytorch.core.saving import _load_state
 from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
 from caption.allocator import configure_allocator
 from caption.checkpoints import download_checkpoint, has_encoder, read_checkpoint
-from caption.data.images import image_transform, read_rgb, to_rgb
+from caption.data.images import BadImageError, image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
 from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.inference.inputs import (
+    Captions,
+    Failure,
+    ImageInput,
+    ImageInputError,
+    OnError,
+    as_inputs,
+    check_call,
+    check_input,
+    describe_input,
+    kept,
+)
 from caption.module import CaptionModule
 
-ImageInput = Union[str, os.PathLike, Image.Image, Tensor]
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
 LINKED = ("encoder", "encoder_weights", "freeze_encoder", "encoder_grid")  # model settings the CLI gives the data
 
@@ -53,15 +66,16 @@ def pick_device(name: str | torch.device | None) -> torch.device:
 def load_module(
     path: str | os.PathLike, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu"
 ) -> CaptionModule:
-    """The trained CaptionModule in eval mode, from a checkpoint checked by `read_checkpoint`.
+    """The trained CaptionModule in eval mode, built from what `read_checkpoint(path)` read (the file is read once,
+    there: a truncated or corrupt one is a one-line error naming it).
 
     `checkpoint`: what `read_checkpoint(path)` returned, if the caller has it already. The encoder's
     weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten.
     """
     checkpoint = read_checkpoint(path, map_location=map_location) if checkpoint is None else checkpoint
     overrides = {"encoder_weights": "none"} if has_encoder(checkpoint) else {}
-    try:
-        module = CaptionModule.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
+    try:  # what CaptionModule.load_from_checkpoint does after its own torch.load
+        module = _load_state(CaptionModule, checkpoint, strict=True, **overrides)
     except CaptionError:
         raise
     except Exception as error:
@@ -160,20 +174,22 @@ class Captioner:
         return self.module.device
 
     def prepare(self, image: ImageInput) -> Tensor:
-        """One image -> the encoder's input (3, H, W): read (a path), made RGB, transformed."""
+        """One image -> the encoder's input (3, H, W): read (a path), made RGB, transformed. A file that cannot be
+        read is a `BadImageError` naming it; an input that is no image, a TypeError or ValueError."""
+        check_input(image, 0)
+        try:
+            return self.transform(self._rgb(image))
+        except BadImageError as error:
+            raise BadImageError(f"{describe_input(image)}: {error}") from None
+
+    @staticmethod
+    def _rgb(image: ImageInput) -> Image.Image:
+        """A checked input as an RGB PIL image; BadImageError with the reason (not the name) for a file."""
         if isinstance(image, (str, os.PathLike)):
-            rgb = read_rgb(str(image), min_side=1)  # BadImageError names the file
-        elif isinstance(image, Image.Image):
-            rgb = to_rgb(image)
-        elif isinstance(image, Tensor):
-            if image.dim() != 3 or image.shape[0] not in (1, 3):
-                raise ConfigError(f"an image tensor is (3, H, W) or (1, H, W); got shape {tuple(image.shape)}")
-            if image.is_floating_point() and not (0 <= image.min() and image.max() <= 1):
-                raise ConfigError("a float image tensor holds pixels in [0, 1] (use uint8 for 0..255)")
-            rgb = to_pil_image(image.cpu()).convert("RGB")
-        else:
-            raise ConfigError(f"cannot caption a {type(image).__name__}: give a file path, a PIL image or a tensor")
-        return self.transform(rgb)
+            return read_rgb(os.fspath(image), min_side=1)
+        if isinstance(image, Image.Image):
+            return to_rgb(image)
+        return to_pil_image(image.cpu()).convert("RGB")
 
     @torch.inference_mode()
     def caption_batch(
@@ -187,13 +203,38 @@ class Captioner:
 
     def __call__(
         self, images: ImageInput | Sequence[ImageInput], *, beam_size: int | None = None,
-        max_length: int | None = None, batch_size: int = 16,
-    ) -> Caption | list[Caption]:
-        """Caption one image (-> a `Caption`) or several (a sequence, or a (B, 3, H, W) tensor -> a list)."""
-        many = isinstance(images, Tensor) and images.dim() != 3 or isinstance(images, Sequence) and not isinstance(images, str)
-        items = list(images) if many else [images]
-        captions: list[Caption] = []
+        max_length: int | None = None, batch_size: int = 16, on_error: OnError = "raise",
+    ) -> Caption | Captions | None:
+        """Caption one image (-> a `Caption`) or several (a sequence, or a (B, 3, H, W) tensor -> `Captions`, a list
+        in the same order).
+
+        An input that is no image (an int, a 0-d tensor, ...) is a TypeError or ValueError naming it, before any
+        captioning. A file that cannot be read: with on_error="raise", a `BadImageError` (`ImageInputError`) naming
+        it, that carries the captions finished before it (`.captions`); with on_error="skip", a warning naming it,
+        None in its place and an entry in `Captions.failed` (for one image: None).
+        """
+        check_call(batch_size=batch_size, on_error=on_error)
+        items, many = as_inputs(images)
+        for index, item in enumerate(items):
+            check_input(item, index)
+        captions: list[Caption | None] = [None] * len(items)
+        failed: list[Failure] = []
         for start in range(0, len(items), batch_size):
-            pixels = torch.stack([self.prepare(item) for item in items[start:start + batch_size]])  # (B, 3, H, W)
-            captions += self.caption_batch({"image": pixels}, beam_size=beam_size, max_length=max_length)
-        return captions if many else captions[0]
+            prepared = []
+            for index in range(start, min(start + batch_size, len(items))):
+                try:
+                    prepared.append((index, self.transform(self._rgb(items[index]))))
+                except BadImageError as error:
+                    failure = Failure(index, describe_input(items[index]), str(error))
+                    where = f"{failure.item} (input {index})" if many else failure.item
+                    if on_error == "raise":
+                        raise ImageInputError(f"{where}: {failure.reason}{kept(captions) if many else ''}",
+                                              index=index, captions=captions) from None
+                    warnings.warn(f"skipping {where}: {failure.reason}", stacklevel=2)
+                    failed.append(failure)
+            if prepared:
+                pixels = torch.stack([tensor for _, tensor in prepared])  # (B, 3, H, W)
+                decoded = self.caption_batch({"image": pixels}, beam_size=beam_size, max_length=max_length)
+                for (index, _), caption in zip(prepared, decoded):
+                    captions[index] = caption
+        return Captions(captions, failed) if many else captions[0]

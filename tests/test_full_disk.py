@@ -1,0 +1,139 @@
+"""A full disk and unreadable checkpoints (issue 19, problem 1), through `caption fit`, `test` and `compare`.
+
+The disk is a real one where the test may mount a small tmpfs (root in a container); elsewhere ENOSPC is
+simulated by a write budget on the project's own file writes (`caption.outputs`), which is where checkpoints go.
+"""
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_run import failed, fit_args
+from conftest import tiny_fit_args
+from lightning.pytorch.loggers import CSVLogger
+
+from caption import outputs
+from caption.checkpoints import read_checkpoint
+from caption.cli import main
+from caption.commands.run_outputs import guard_logger_writes
+from caption.outputs import OutputError
+
+
+class Disk:
+    """A folder on a small disk that `fill` leaves `free` bytes on: a 1 MiB tmpfs, or a simulated write budget."""
+
+    def __init__(self, folder: Path, *, mounted: bool, monkeypatch: pytest.MonkeyPatch):
+        self.folder, self.mounted, self.monkeypatch = folder, mounted, monkeypatch
+
+    def fill(self, *, free: int) -> None:
+        if self.mounted:
+            filler = self.folder / "filler"
+            filler.write_bytes(b"\0" * max(0, shutil.disk_usage(self.folder).free - free))
+            return
+        budget = [free]
+        real_open = open
+
+        def budgeted_open(file, mode="r", *args, **kwargs):  # outputs.write_atomically's temporary file
+            handle = real_open(file, mode, *args, **kwargs)
+            if "w" not in mode or not str(file).startswith(str(self.folder)):
+                return handle
+            write = handle.write
+
+            def write_within_budget(data):
+                if len(data) > budget[0]:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                budget[0] -= len(data)
+                return write(data)
+
+            handle.write = write_within_budget
+            return handle
+
+        self.monkeypatch.setattr(outputs, "open", budgeted_open, raising=False)
+
+
+@pytest.fixture
+def disk(tmp_path, monkeypatch) -> Iterator[Disk]:
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(folder)],
+                             capture_output=True, check=False).returncode == 0
+    try:
+        yield Disk(folder, mounted=mounted, monkeypatch=monkeypatch)
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture(autouse=True)
+def command_line(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+
+
+@pytest.mark.slow
+def test_a_full_disk_keeps_the_previous_checkpoint_whole_and_names_the_folder(disk):
+    run, every_2 = disk.folder / "run", ["--periodic_checkpoint.every_n_train_steps", "2"]
+    main(["fit", *fit_args(run, *every_2, "--trainer.limit_test_batches", "0")])
+    folder = run / "checkpoints"
+    last = folder / "last.ckpt"
+    before = last.read_bytes()
+    disk.fill(free=len(before) // 2)  # half a checkpoint
+
+    line = failed(["fit", *fit_args(run, *every_2, "--trainer.max_epochs", "2", "--ckpt_path", "last")])
+    assert f"cannot write checkpoint {folder}" in line and f"the disk holding {folder} is full" in line, line
+    assert "KB needed" in line and "free" in line and "kept as it was" in line
+    assert last.read_bytes() == before, "the previous last.ckpt is intact"
+    assert not [p for p in folder.iterdir() if not p.name.endswith(".ckpt")], "no partial temporary file is left"
+    for checkpoint in folder.glob("*.ckpt"):
+        read_checkpoint(checkpoint)  # every checkpoint left is whole
+
+
+def test_logs_on_a_full_disk_are_one_line_naming_their_folder(disk, tmp_path):
+    if not disk.mounted:
+        pytest.skip("the loggers' writes can only fail on a real full disk (mounting a tmpfs is not permitted here)")
+    disk.fill(free=0)
+    line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.logger.init_args.save_dir", str(disk.folder))])
+    assert "config.yaml" in line and str(disk.folder) in line and "is full" in line
+
+    logger = CSVLogger(save_dir=disk.folder / "csv")
+    guard_logger_writes(logger)
+    with pytest.raises(OutputError, match=f"logs of CSVLogger in {disk.folder / 'csv'}.* is full"):
+        logger.log_metrics({"train/nll": 1.0}, step=0)
+        logger.save()
+    logger.finalize("failed")  # after a failed run: no second error on top of the first
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.mark.slow
+def test_compare_and_ckpt_path_last_skip_unreadable_checkpoints(tiny_runs, tmp_path, recwarn):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_runs["soft"], run)
+    folder = run / "checkpoints"
+    (best,) = folder.glob("best-*.ckpt")
+    cut = folder / "best-epoch99-step999.ckpt"  # the newest "best", cut short
+    shutil.copy(best, cut)
+    truncate(cut)
+
+    main(["compare", str(run), "--out", str(tmp_path / "report"), "--images", "0"])
+    assert f"skipping an unreadable checkpoint: {cut}: not a readable PyTorch checkpoint" in str(recwarn[0].message)
+    assert f"`{best}`" in (tmp_path / "report" / "report.md").read_text(), "the newest readable best is compared"
+
+    truncate(folder / "last.ckpt")
+    cut.unlink()
+    recwarn.clear()
+    args = tiny_fit_args("soft", run, tmp_path / "data")[1:]
+    main(["test", *args, "--ckpt_path", "last"])
+    warned = "\n".join(str(warning.message) for warning in recwarn)
+    assert f"skipping an unreadable checkpoint: {folder / 'last.ckpt'}" in warned
+    assert f"--ckpt_path last: using {best}" in warned
+
+    truncate(best)
+    line = failed(["fit", *args, "--ckpt_path", "last"])
+    assert f"--ckpt_path last: {folder}: no checkpoint there can be read: {folder / 'last.ckpt'}: not a" in line
