@@ -109,6 +109,11 @@ class CaptionCLI(LightningCLI):
             LRSchedulerTypeTuple, "lr_scheduler", instantiate=False, fail_untyped=False, skip={"optimizer"}, required=False
         )
         parser.link_arguments("lr_scheduler", "model.lr_scheduler", compute_fn=scheduler_settings)
+        parser.add_argument(
+            "--keep_freed_memory", type=bool, default=False,
+            help="CPU runs on glibc: keep freed memory for reuse instead of handing it back to the kernel (faster "
+                 "steps, but the process keeps its peak memory; caption.allocator)",
+        )
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(PeriodicCheckpoint, "periodic_checkpoint")
         parser.set_defaults(
@@ -181,7 +186,8 @@ class CaptionCLI(LightningCLI):
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
         trainer = super().instantiate_trainer(**kwargs)
-        configure_allocator(trainer.strategy.root_device.type)  # CPU runs keep freed memory for reuse (one log line)
+        if self._get(self.config, "keep_freed_memory", default=False):  # opt-in: malloc is process-wide
+            configure_allocator(trainer.strategy.root_device.type)  # one log line says what it did
         return trainer
 
     def after_fit(self) -> None:

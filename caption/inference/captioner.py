@@ -25,7 +25,6 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
-from caption.allocator import configure_allocator
 from caption.checkpoints import download_checkpoint, has_encoder, read_checkpoint
 from caption.data.images import image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
@@ -143,7 +142,6 @@ class Captioner:
         path = download_checkpoint(str(path), sha256=sha256) if str(path).startswith(("https://", "http://")) else path
         checkpoint = read_checkpoint(path)
         device = pick_device(device)
-        configure_allocator(device.type)  # CPU inference keeps freed memory for reuse (caption.allocator)
         module = load_module(path, checkpoint).to(device)
         try:
             settings, origin = data_settings(checkpoint, path, config)
