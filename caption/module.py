@@ -80,9 +80,19 @@ class CaptionModule(L.LightningModule):
         encoder_kernel_sizes: small_vgg only: convolution size of each block (None: 3 everywhere); sets how
             much of the image one annotation sees (`caption.encoder.SmallVGG.receptive_field`).
         encoder_coordinates: small_vgg only: add x and y as input channels, so annotations know their place.
-        embed_dim / hidden_dim / attention_dim / attention_layers / init_layers / gate /
-        prev_word_output / context_output / dropout / inverse_temperature / semi_sampling /
-        hard_eval_context: see `caption.decoder.Decoder`.
+        embed_dim: m, the word embedding size (also the deep output's hidden size, eq. 7).
+        hidden_dim: n, the LSTM size.
+        attention_dim: size of the hidden layer of f_att (eq. 4).
+        attention_layers: linear layers on the annotation side of f_att (original code: n_layers_att).
+        init_layers: layers of f_init (eq. 5; 1 = one tanh layer, more adds ReLU layers first).
+        gate: use the gate β of sec. 4.2.1 on the context.
+        prev_word_output: add E y_{t-1} in the deep output (eq. 7; original code: prev2out).
+        context_output: add L_z ẑ_t in the deep output (eq. 7; original code: ctx2out).
+        dropout: dropout probability on h_t and on the deep output's hidden layer.
+        inverse_temperature: multiplies the attention logits before the softmax (0: uniform α).
+        semi_sampling: hard attention: probability per image of training on the expected context (sec. 4.1: 0.5).
+        hard_eval_context: hard attention at validation, test and inference: "expected" (original code),
+            "argmax" or "sample".
         alpha_c: soft attention: λ of the doubly stochastic regulariser (eq. 14) per caption; 0 turns it off
             (original code: alpha_c·B/L per caption; see `caption.objectives`).
         samples: hard attention: Monte Carlo samples N per caption (eq. 12).

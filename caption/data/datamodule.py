@@ -206,8 +206,11 @@ class CaptionDataModule(L.LightningDataModule):
             images (write a folder named like a split as ./test).
         vocabulary_from: a checkpoint whose vocabulary to use instead of building one from the training captions
             (`caption predict` sets it to --ckpt_path, so the training data need not be there).
-        encoder / encoder_weights / freeze_encoder / encoder_grid: linked from model.* by the CLI; the feature
-            cache must have been built with them, and image files get the transform of the encoder's weights.
+        encoder: linked from model.encoder by the CLI: image files get the transform of its weights, and the
+            feature cache must have been built with it.
+        encoder_weights: linked from model.encoder_weights by the CLI (the feature cache is checked against it).
+        freeze_encoder: linked from model.freeze_encoder by the CLI (a feature cache needs a frozen encoder).
+        encoder_grid: linked from model.encoder_grid by the CLI (the feature cache is checked against it).
     """
 
     def __init__(
