@@ -38,6 +38,7 @@ from caption.data.datamodule import CaptionDataModule
 from caption.errors import CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.outputs import writable_folder
+from caption.packaged_configs import with_packaged_configs
 
 DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settings that only change decoding
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
@@ -128,10 +129,11 @@ class CaptionCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
-        args = sys.argv[1:] if args is None else list(args)
+        args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
         if args[:1] == ["predict"]:
             args = predict_arguments(args)
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
+        self.command_line = args
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         self.checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
@@ -145,6 +147,7 @@ class CaptionCLI(LightningCLI):
         """Checkpoints go to <default_root_dir>/checkpoints, not the logger's new version folder of each
         run, so that a restarted run finds them with --ckpt_path last."""
         config = self.config[self.subcommand] if self.subcommand else self.config
+        self.logs_follow_root(config)
         if config.checkpoint.dirpath is None:
             root = config.trainer.default_root_dir or os.getcwd()
             config.checkpoint.dirpath = os.path.join(root, "checkpoints")
@@ -163,6 +166,19 @@ class CaptionCLI(LightningCLI):
                 raise CheckpointError(f"{missing}: pass the checkpoint to use, or the run's trainer.default_root_dir")
             rank_zero_warn(f"{missing} yet, so this run starts from scratch")
             config.ckpt_path = None
+
+    def logs_follow_root(self, config: Any) -> None:
+        """--trainer.default_root_dir given on the command line moves the loggers' save_dir with it (a config's
+        `save_dir: runs/shapes_soft` beside `default_root_dir: runs/shapes_soft`), unless a logger setting is given
+        on the command line too."""
+        if not given_on_command_line(self.command_line, "trainer.default_root_dir") or any(
+            arg.startswith("--trainer.logger") for arg in self.command_line
+        ):
+            return
+        loggers = config.trainer.logger if isinstance(config.trainer.logger, list) else [config.trainer.logger]
+        for logger in loggers:
+            if getattr(getattr(logger, "init_args", None), "save_dir", None) is not None:
+                logger.init_args.save_dir = config.trainer.default_root_dir
 
     @staticmethod
     def check_output_folders(config: Any) -> None:

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from caption.checkpoints import read_checkpoint
 from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
-from caption.data.records import BadImage, CaptionSource, ImageRecord
+from caption.data.records import BadImage, CaptionSource, ImageRecord, absolute_paths
 from caption.data.sampler import LengthBatchSampler
 from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
@@ -243,6 +243,10 @@ class CaptionDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         if not isinstance(self.hparams["source"], dict):
             self.save_hyperparameters(ignore="source")
+        else:  # paths recorded absolute: a checkpoint used from another folder finds the same data
+            self.hparams["source"] = absolute_paths(self.hparams["source"], type(source).path_arguments)
+        if features is not None:
+            self.hparams["features"] = os.path.abspath(features)
         at_least = {"batch_size": (batch_size, 1), "eval_batch_size": (eval_batch_size, 1), "max_length": (max_length, 1),
                     "min_count": (min_count, 1), "max_vocab_size": (max_vocab_size or 1, 1), "num_workers": (num_workers, 0)}
         for key, (value, least) in at_least.items():

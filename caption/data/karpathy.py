@@ -90,6 +90,8 @@ class KarpathySource(ImageFileSource):
         min_side: images whose short side is smaller are bad (ours: 32).
     """
 
+    path_arguments = ("annotations", "images")
+
     def __init__(
         self,
         *,
@@ -142,6 +144,8 @@ class CocoSource(ImageFileSource):
         crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
         min_side: images whose short side is smaller are bad (ours: 32).
     """
+
+    path_arguments = ("annotations", "images", "splits")
 
     def __init__(
         self,
