@@ -11,7 +11,7 @@ from typing import Any, Literal, NamedTuple
 import lightning as L
 import torch
 from lightning.pytorch.cli import LightningCLI, instantiate_class
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero_warn
 from torch import Tensor
 
 from caption.attention import AttentionKind, HardEvalContext
@@ -206,6 +206,16 @@ class CaptionModule(L.LightningModule):
         if compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
 
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters loggers record: the vocabulary by its size only (10,000 words on COCO; the
+        checkpoint keeps the words, in `hparams`)."""
+        hparams = super().hparams_initial
+        words = hparams.pop("vocabulary", None)
+        if words is not None:
+            hparams["vocabulary_size"] = len(words)
+        return hparams
+
     # ----------------------------------------------------------------------------- model
     def annotations(self, batch: dict[str, Any]) -> Tensor:
         """(B, L, D) annotations: from the cache when the batch has them, else through the CNN."""
@@ -216,18 +226,24 @@ class CaptionModule(L.LightningModule):
                 return self.encoder(batch["image"])
         return self.encoder(batch["image"])
 
-    def generate(self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None) -> Decoded:
+    def generate(
+        self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
+        num_captions: int = 1,
+    ) -> Decoded:
         """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
-        `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`."""
-        beam_size = self.hparams.beam_size if beam_size is None else beam_size
+        `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`;
+        `num_captions` = n > 1: the n best beams of each image, best first (B·n rows; the beam at least n wide)."""
+        beam_size = max(self.hparams.beam_size, num_captions) if beam_size is None else beam_size
         max_length = self.hparams.max_caption_length if max_length is None else max_length
         check_settings(beam_size=beam_size, max_caption_length=max_length, samples=1, probabilities={}, weights={},
                        rates={})
+        if not 1 <= num_captions <= beam_size:
+            raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
         if beam_size == 1:
             return greedy(self.decoder, annotations, max_length=max_length)
         return beam_search(
             self.decoder, annotations, beam_size=beam_size, max_length=max_length,
-            length_penalty=self.hparams.length_penalty,
+            length_penalty=self.hparams.length_penalty, num_best=num_captions,
         )
 
     # -------------------------------------------------------------------------- training
