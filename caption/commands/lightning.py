@@ -13,12 +13,17 @@ kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the en
 Checkpoints are always loaded with weights_only=True (`caption.checkpoints`). Output folders are
 created and checked writable before any work (`caption.outputs`); decoding settings given on the
 command line (`--model.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
-`caption predict` and its writer are described in `caption.commands.prediction_writer`.
+`caption predict` and its writer are described in `caption.commands.prediction_writer`; it prints its own
+lines, its progress bar, and warnings of this package, not Lightning's notes (`quiet_lightning`).
 """
 
+import contextlib
 import json
+import logging
 import os
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,10 @@ from caption.module import CaptionModule
 from caption.outputs import writable_folder
 from caption.packaged_configs import with_packaged_configs
 
+PACKAGE = Path(__file__).resolve().parents[1]  # caption/
+# where Lightning logs its info lines (rank_zero_info; seed_everything)
+LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
+                          "lightning.fabric.utilities.seed")
 DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settings that only change decoding
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
 PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "encoder_grid", "predict",
@@ -234,16 +243,41 @@ def predict_arguments(args: list[str]) -> list[str]:
     return args
 
 
+class OwnLinesOnly(logging.Filter):
+    """Lets through warnings and errors, and the info lines this package logs through Lightning's loggers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or Path(record.pathname).is_relative_to(PACKAGE)
+
+
+@contextlib.contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Lightning's own notes left out (devices, seed, tips, restoring states, warnings about training-only state
+    of the checkpoint): `caption predict` says what it wrote, and what went wrong."""
+    loggers = [logging.getLogger(name) for name in LIGHTNING_INFO_LOGGERS]
+    only_ours = OwnLinesOnly()
+    for logger in loggers:
+        logger.addFilter(only_ours)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"lightning(_fabric|_utilities)?\.")
+            yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(only_ours)
+
+
 def main(argv: list[str]) -> None:
     """`caption fit|validate|test|predict ...` (argv starts with the subcommand)."""
-    CaptionCLI(
-        CaptionModule,
-        CaptionDataModule,
-        parser_class=CaptionArgumentParser,
-        args=argv,
-        save_config_kwargs={"overwrite": True},
-        auto_configure_optimizers=False,
-    )
+    with quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
+        CaptionCLI(
+            CaptionModule,
+            CaptionDataModule,
+            parser_class=CaptionArgumentParser,
+            args=argv,
+            save_config_kwargs={"overwrite": True},
+            auto_configure_optimizers=False,
+        )
     leave_process_group()  # after a command that finished: a failed rank's peers must not wait for it here
 
 
