@@ -24,7 +24,8 @@ def test_tensorboard_and_csv_get_overlays_and_captions_at_every_validation(tmp_p
     run = tmp_path / "run"
     loggers = tmp_path / "loggers.yaml"
     loggers.write_text(yaml.safe_dump({"trainer": {"logger": [
-        {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": str(run), "name": "tb"}},
+        {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+         "init_args": {"save_dir": str(run), "name": "tb"}},
         {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(run), "name": "csv"}},
     ]}}))
     monkeypatch.setattr(sys, "argv", ["caption"])
