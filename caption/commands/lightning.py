@@ -5,6 +5,8 @@
     caption test --config configs/shapes_soft.yaml --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
     caption fit --config configs/shapes_soft.yaml --print_config    # every setting, with its default
+    caption fit --config shapes_soft                               # a packaged config, by name, from any folder
+    caption fit --config shapes_soft --keep_freed_memory true      # CPU runs: glibc keeps freed memory (faster)
 
 The best checkpoint is chosen on validation BLEU-4 (the paper's model selection); `last.ckpt` is
 kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the end and on SIGTERM), both in
