@@ -39,6 +39,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     monkeypatch.setattr(allocator.platform, "system", lambda: "Linux")
     monkeypatch.setattr(allocator.platform, "libc_ver", lambda *_: ("glibc", "2.36"))
     lightning_logger = logging.getLogger("lightning.pytorch")  # rank_zero_info's; it need not reach the root logger
+    monkeypatch.setattr(lightning_logger, "propagate", False)  # caught once, whether or not it reaches the root
     lightning_logger.addHandler(caplog.handler)
     caplog.set_level(logging.INFO, logger="lightning.pytorch")
     yield lambda: [r.getMessage() for r in caplog.records if r.getMessage().startswith("caption.allocator")]
