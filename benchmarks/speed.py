@@ -30,8 +30,8 @@ the steps, so that figures stay comparable on a shared machine. FLOPs are counte
 the dimensions, only where the model needs them (the annotation projection once per image; real
 tokens only): see caption/flops.py. tokens/s, captions/s and images/s are totals over the timed
 steps. Peak memory is the process's peak resident memory (CPU) or peak allocated CUDA memory in
-the case. The `caption` command keeps freed memory for reuse (caption.allocator); so does this
-script unless --default-malloc.
+the case. This script keeps freed memory for reuse (caption.allocator), as `caption fit --keep_freed_memory
+true` does, unless --default-malloc.
 """
 
 import argparse
@@ -354,10 +354,10 @@ def bench_input(args, train_results: dict) -> None:
 
 
 def allocator_setting(device: torch.device) -> str:
-    """Keep freed memory for reuse where `caption` does (CPU runs on glibc, caption.allocator), and say what it did."""
+    """Keep freed memory for reuse as `--keep_freed_memory true` does (CPU runs on glibc), and say what it did."""
     knobs = configure_allocator(device.type)
     if knobs and all(knobs.values()):
-        return "freed memory kept for reuse, as `caption` does"
+        return "freed memory kept for reuse, as `caption fit --keep_freed_memory true` does"
     return "glibc default" if not knobs else "partly tuned: " + ", ".join(name for name, ok in knobs.items() if ok)
 
 
@@ -377,7 +377,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile one step of every train and beam-3 case")
     parser.add_argument("--input-out", default="runs/benchmarks/input_pipeline", help="where `input` builds its data")
     parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc's malloc as it is (the `caption` command raises its thresholds)")
+                        help="leave glibc's malloc as it is (else its thresholds are raised, as --keep_freed_memory does)")
     args = parser.parse_args()
     device = torch.device(args.device)
     malloc = "glibc default" if args.default_malloc else allocator_setting(device)

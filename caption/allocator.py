@@ -1,4 +1,4 @@
-"""Keep freed CPU memory in the process for reuse, instead of handing it back to the kernel (glibc).
+"""Keep freed CPU memory in the process for reuse, instead of handing it back to the kernel (glibc): opt-in.
 
 PyTorch's CPU tensors come from malloc. By default glibc serves every block above its mmap threshold
 (at most 32 MB) with fresh pages and hands freed memory at the top of the heap back to the kernel,
@@ -9,33 +9,27 @@ Raising both thresholds makes glibc keep what was freed and hand it out again (m
 reuse old pages; glibc's placement still puts a block on fresh pages now and then). Measured on 2
 CPU cores (benchmarks/speed.py, --default-malloc for the comparison): that broadcast add 51 -> 16 ms,
 beam search about 1.3x faster, a training step about 1.1x; the price is that the process keeps its
-peak memory until it exits. jemalloc or tcmalloc (LD_PRELOAD) do the same job.
+peak memory until it exits (benchmarks/allocator.py). jemalloc or tcmalloc (LD_PRELOAD) do the same job.
 
-`configure_allocator(device_type)` is the one entry point (the `caption` command calls it once the
-trainer's device is known, the inference layer for CPU inference). It changes malloc only when all hold:
+malloc is process-wide, so nothing in the library calls this: importing `caption` or using `Captioner`
+leaves malloc as it is. It is asked for explicitly: `caption fit --keep_freed_memory true` (also
+`validate`, `test`, `predict`; the flag is `caption.commands.lightning`'s), or a program of your own calls
+`configure_allocator(device_type)`. It changes malloc only when both hold:
 
 - the run computes on the CPU: on a GPU the big tensors live in CUDA memory, which PyTorch's own
   caching allocator already keeps, and a host process that holds its peak would only cost RAM;
-- the C library is glibc (macOS, musl and Windows have no such knobs);
-- the environment does not opt out: `CAPTION_KEEP_FREED_MEMORY=0` leaves malloc at glibc's defaults
-  (for a machine short of memory, or to measure without it).
+- the C library is glibc (macOS, musl and Windows have no such knobs).
 
 Each knob (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) is set by its own `mallopt` call and checked on its own,
-and one line says what was set, what glibc refused, or why nothing was: malloc is process-wide, so the
-first call decides for the whole process and later calls return its result without a second line.
+and one line says what was set, what glibc refused, or why nothing was: the first call decides for the
+whole process and later calls return its result without a second line.
 """
 
 import ctypes
-import os
 import platform
 from collections.abc import Callable
 
 from lightning.pytorch.utilities import rank_zero_info
-
-from caption.errors import ConfigError
-
-OPT_OUT = "CAPTION_KEEP_FREED_MEMORY"  # 0 (or false, no, off): leave glibc's malloc as it is
-OFF, ON = {"0", "false", "no", "off"}, {"1", "true", "yes", "on"}
 
 # knob -> (mallopt parameter from glibc's malloc.h, value, the value as the log line says it)
 KNOBS: dict[str, tuple[int, int, str]] = {
@@ -54,7 +48,7 @@ def configure_allocator(device_type: str) -> dict[str, bool]:
 
     Returns:
         {knob name: whether glibc accepted it}, e.g. {"M_MMAP_THRESHOLD": True, "M_TRIM_THRESHOLD": True};
-        empty when the knobs were not tried (not a CPU run, opted out, not glibc).
+        empty when the knobs were not tried (not a CPU run, not glibc).
     """
     global _configured
     if _configured is None:
@@ -74,12 +68,7 @@ def _configure(device_type: str) -> dict[str, bool]:
 
 
 def skip_reason(device_type: str) -> str | None:
-    """Why malloc is left as it is (opted out, not a CPU run, not glibc), or None to set the knobs."""
-    setting = os.environ.get(OPT_OUT, "1").strip().lower()
-    if setting not in OFF | ON:
-        raise ConfigError(f"{OPT_OUT}={os.environ[OPT_OUT]!r}: use 0 to leave malloc as it is, or 1 (the default)")
-    if setting in OFF:
-        return f"{OPT_OUT}={os.environ[OPT_OUT]}"
+    """Why malloc is left as it is (not a CPU run, not glibc), or None to set the knobs."""
     if device_type != "cpu":
         return f"the run computes on {device_type}, not the CPU"
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
@@ -96,12 +85,12 @@ def glibc_mallopt() -> Callable[[int, int], int] | None:
 
 
 def describe(results: dict[str, bool]) -> str:
-    """The log line's text: which knobs are set, which glibc refused, and how to opt out."""
+    """The log line's text: which knobs are set and which glibc refused."""
     accepted = [f"{name}={KNOBS[name][2]}" for name, ok in results.items() if ok]
     refused = [f"{name}={KNOBS[name][2]}" for name, ok in results.items() if not ok]
     parts = []
     if accepted:
-        parts.append(f"freed memory kept for reuse ({', '.join(accepted)} set; {OPT_OUT}=0 to opt out)")
+        parts.append(f"freed memory kept for reuse ({', '.join(accepted)} set; the process keeps its peak memory)")
     if refused:
         parts.append(f"glibc's mallopt refused {', '.join(refused)}")
     return "; ".join(parts)

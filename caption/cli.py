@@ -9,11 +9,11 @@
 
 Each command lives in `caption.commands`; `caption <command> --help` is its own help. Errors the
 project foresees (a bad file, setting or checkpoint) are printed as one `caption: error:` line.
+Lightning and torch are imported by the commands that need them, not here: `caption --help`,
+`caption --version` and a mistyped command answer at once (benchmarks/cli_startup.py).
 """
 
 import sys
-
-from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 import caption
 from caption.commands import COMMANDS, command
@@ -57,16 +57,27 @@ def run(argv: list[str] | None = None) -> None:
     command(args[0])(with_ckpt_path(args[1:]))
 
 
+class NotRaised(Exception):
+    """Stands for a Lightning exception while Lightning is not loaded: then nothing can have raised it."""
+
+
+def lightning_exception(name: str) -> type[BaseException]:
+    """Lightning's exception `name` if a command loaded Lightning, else `NotRaised` (so that `caption --help`
+    does not import Lightning only to name its exceptions; `except` evaluates this only for a raised error)."""
+    exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
+    return NotRaised if exceptions is None else getattr(exceptions, name)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         run(argv)
-    except (CaptionError, MisconfigurationException) as error:  # Lightning's name the trainer setting
+    except (CaptionError, lightning_exception("MisconfigurationException")) as error:  # Lightning's name the setting
         sys.exit(f"caption: error: {' '.join(str(error).split())}")
     except OSError as error:  # a write or read the project's own checks did not foresee: name the file
         if error.filename is None:
             raise
         sys.exit(f"caption: error: {error.filename}: {error.strerror or error}")
-    except SIGTERMException:  # stopped (pre-empted) after saving last.ckpt: not finished, resumable
+    except lightning_exception("SIGTERMException"):  # stopped (pre-empted) after saving last.ckpt: resumable
         sys.exit(TERMINATED)
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (files are written atomically: none is left half done)
         print("caption: stopped by Ctrl-C", file=sys.stderr)

@@ -33,7 +33,8 @@ class Caption:
 
 @dataclass
 class Decoded:
-    """Generated captions, one per image. Token rows hold words, then <end> if emitted, then <pad>."""
+    """Generated captions, one per image (n per image, best first, from `beam_search(num_best=n)`).
+    Token rows hold words, then <end> if emitted, then <pad>."""
 
     tokens: Tensor  # word ids after <start>                         (B, T)
     log_prob: Tensor  # log p(caption | a), <end> included             (B,)
@@ -110,15 +111,17 @@ def beam_search(
     beam_size: int = 3,
     max_length: int = 20,
     length_penalty: float = 0.0,
+    num_best: int = 1,
 ) -> Decoded:
     """Keep the k most probable prefixes per image; return the best finished-or-capped hypothesis.
 
     A hypothesis that emitted <end> stays in the beam with its score frozen (it may only be
     extended by <pad> at no cost), so finished and unfinished hypotheses compete on equal terms.
     At the end, hypotheses are ranked by log p / length^length_penalty (0 = raw log-probability).
+    `num_best` = n <= k returns the n best of the final beams instead, best first: B·n rows, image by image.
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+    if not 1 <= num_best <= beam_size:
+        raise ValueError(f"need 1 <= num_best <= beam_size, got num_best={num_best}, beam_size={beam_size}")
     B, k, device = annotations.shape[0], beam_size, annotations.device
     projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
     state = decoder.init_state(annotations)
@@ -155,7 +158,7 @@ def beam_search(
 
     lengths = (tokens != Vocabulary.PAD).sum(dim=1).view(B, k)
     ranking = scores / lengths.clamp(min=1).float() ** length_penalty if length_penalty else scores
-    best = (row_offset.squeeze(1) + ranking.argmax(dim=-1))  # (B,)
+    best = (row_offset + ranking.topk(num_best, dim=-1).indices).view(-1)  # (B·n,), each image's best first
     return Decoded(
         tokens=tokens[best],
         log_prob=scores.view(-1)[best],

@@ -11,7 +11,7 @@ from typing import Any, Literal, NamedTuple
 import lightning as L
 import torch
 from lightning.pytorch.cli import LightningCLI, instantiate_class
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero_warn
 from torch import Tensor
 
 from caption.attention import AttentionKind, HardEvalContext
@@ -89,9 +89,19 @@ class CaptionModule(L.LightningModule):
         encoder_kernel_sizes: small_vgg only: convolution size of each block (None: 3 everywhere); sets how
             much of the image one annotation sees (`caption.encoder.SmallVGG.receptive_field`).
         encoder_coordinates: small_vgg only: add x and y as input channels, so annotations know their place.
-        embed_dim / hidden_dim / attention_dim / attention_layers / init_layers / gate /
-        prev_word_output / context_output / dropout / inverse_temperature / semi_sampling /
-        hard_eval_context: see `caption.decoder.Decoder`.
+        embed_dim: m, the word embedding size (also the deep output's hidden size, eq. 7).
+        hidden_dim: n, the LSTM size.
+        attention_dim: size of the hidden layer of f_att (eq. 4).
+        attention_layers: linear layers on the annotation side of f_att (original code: n_layers_att).
+        init_layers: layers of f_init (eq. 5; 1 = one tanh layer, more adds ReLU layers first).
+        gate: use the gate β of sec. 4.2.1 on the context.
+        prev_word_output: add E y_{t-1} in the deep output (eq. 7; original code: prev2out).
+        context_output: add L_z ẑ_t in the deep output (eq. 7; original code: ctx2out).
+        dropout: dropout probability on h_t and on the deep output's hidden layer.
+        inverse_temperature: multiplies the attention logits before the softmax (0: uniform α).
+        semi_sampling: hard attention: probability per image of training on the expected context (sec. 4.1: 0.5).
+        hard_eval_context: hard attention at validation, test and inference: "expected" (original code),
+            "argmax" or "sample".
         alpha_c: soft attention: λ of the doubly stochastic regulariser (eq. 14) per caption; 0 turns it off
             (original code: alpha_c·B/L per caption; see `caption.objectives`).
         samples: hard attention: Monte Carlo samples N per caption (eq. 12).
@@ -219,6 +229,16 @@ class CaptionModule(L.LightningModule):
         if compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
 
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters loggers record: the vocabulary by its size only (10,000 words on COCO; the
+        checkpoint keeps the words, in `hparams`)."""
+        hparams = super().hparams_initial
+        words = hparams.pop("vocabulary", None)
+        if words is not None:
+            hparams["vocabulary_size"] = len(words)
+        return hparams
+
     # ----------------------------------------------------------------------------- model
     def annotations(self, batch: dict[str, Any]) -> Tensor:
         """(B, L, D) annotations: from the cache when the batch has them, else through the CNN, which sees each
@@ -232,18 +252,24 @@ class CaptionModule(L.LightningModule):
             first, rows = first_occurrences(batch["image_id"])  # (U,), (B,)
             return self.encoder(batch["image"][first])[rows]  # (U, L, D) -> (B, L, D)
 
-    def generate(self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None) -> Decoded:
+    def generate(
+        self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
+        num_captions: int = 1,
+    ) -> Decoded:
         """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
-        `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`."""
-        beam_size = self.hparams.beam_size if beam_size is None else beam_size
+        `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`;
+        `num_captions` = n > 1: the n best beams of each image, best first (B·n rows; the beam at least n wide)."""
+        beam_size = max(self.hparams.beam_size, num_captions) if beam_size is None else beam_size
         max_length = self.hparams.max_caption_length if max_length is None else max_length
         check_settings(beam_size=beam_size, max_caption_length=max_length, samples=1, probabilities={}, weights={},
                        rates={})
+        if not 1 <= num_captions <= beam_size:
+            raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
         if beam_size == 1:
             return greedy(self.decoder, annotations, max_length=max_length)
         return beam_search(
             self.decoder, annotations, beam_size=beam_size, max_length=max_length,
-            length_penalty=self.hparams.length_penalty,
+            length_penalty=self.hparams.length_penalty, num_best=num_captions,
         )
 
     # -------------------------------------------------------------------------- training

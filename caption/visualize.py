@@ -11,9 +11,10 @@ one cell keeps every peak inside its own cell (tests/test_visualize.py checks ev
 Under each panel: the word and the gate β_t (sec. 4.2.1); for hard attention, the chosen location
 s_t is outlined; on data with object boxes, the box of the object a word names is dashed. Panels wrap into rows for long captions and share one colour scale (α, with a
 colour bar), so panels and models can be compared by eye. Figures are matplotlib `Figure`s built
-without pyplot, so they work headless and in notebooks alike.
+without pyplot, so they work headless and in notebooks alike (a notebook shows one returned by a cell).
 """
 
+import io
 import math
 import textwrap
 from collections.abc import Sequence
@@ -47,6 +48,15 @@ class Overlay:
     title: str  # shown above the panels (e.g. the full caption)
     label: str = "input"  # shown above the image (e.g. the file or the model)
     boxes: Sequence[tuple[int, int, int, int] | None] = ()  # per word, the (x0, y0, x1, y1) box of what it names
+
+
+class NotebookFigure(Figure):
+    """A matplotlib `Figure` that a notebook shows when a cell returns it, pyplot imported or not."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png")
+        return buffer.getvalue()
 
 
 def _gaussian_kernel(sigma: float, size: int) -> Tensor:
@@ -120,7 +130,8 @@ def overlay_figure(overlay: Overlay, *, columns: int = 6) -> Figure:
     """One captioned image: the input, then one panel per word, with a colour bar for α."""
     columns = min(columns, len(overlay.words) + 1)
     rows = panel_rows(len(overlay.words), columns)
-    figure = Figure(figsize=(columns * PANEL_INCHES + 0.8, rows * (PANEL_INCHES + 0.5) + 0.6), layout="constrained")
+    figure = NotebookFigure(figsize=(columns * PANEL_INCHES + 0.8, rows * (PANEL_INCHES + 0.5) + 0.6),
+                            layout="constrained")
     mappable = draw_overlays(figure, overlay, columns=columns, vmax=shared_vmax([overlay]))
     figure.colorbar(mappable, ax=figure.axes, shrink=0.6, label="attention α")
     return figure
@@ -130,7 +141,7 @@ def comparison_figure(overlays: Sequence[Overlay], *, columns: int = 6) -> Figur
     """The same image captioned by several models: one block of panels per model, one colour scale."""
     columns = min(columns, max(len(o.words) for o in overlays) + 1)
     rows = [panel_rows(len(o.words), columns) for o in overlays]
-    figure = Figure(
+    figure = NotebookFigure(
         figsize=(columns * PANEL_INCHES + 0.8, sum(rows) * (PANEL_INCHES + 0.5) + 0.6 * len(overlays)),
         layout="constrained",
     )

@@ -1,16 +1,21 @@
-"""caption.allocator: only CPU runs on glibc, an opt-out, each knob on its own, one log line per process, and the
-real effect: a loop that allocates the same big temporary at every step stops page-faulting it."""
+"""caption.allocator: only CPU runs on glibc, each knob on its own, one log line per process, only when asked for
+(`--keep_freed_memory true`), and the real effect: a loop that allocates the same big temporary at every step
+stops page-faulting it."""
 
 import logging
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from caption import allocator
 from caption.allocator import configure_allocator
-from caption.errors import ConfigError
+from caption.cli import main
+from tiny import tiny_args
+
+REPO = Path(__file__).resolve().parents[1]
 
 MMAP, TRIM = (-3, 1 << 30), (-1, 2**31 - 1)  # (mallopt parameter, value) of each knob, as glibc's malloc.h says
 
@@ -29,12 +34,12 @@ class FakeMallopt:
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
-    """A process that has not configured malloc yet, on glibc, without the opt-out; returns the logged lines."""
+    """A process that has not configured malloc yet, on glibc; returns the logged lines."""
     monkeypatch.setattr(allocator, "_configured", None)
-    monkeypatch.delenv(allocator.OPT_OUT, raising=False)
     monkeypatch.setattr(allocator.platform, "system", lambda: "Linux")
     monkeypatch.setattr(allocator.platform, "libc_ver", lambda *_: ("glibc", "2.36"))
     lightning_logger = logging.getLogger("lightning.pytorch")  # rank_zero_info's; it need not reach the root logger
+    monkeypatch.setattr(lightning_logger, "propagate", False)  # caught once, whether or not it reaches the root
     lightning_logger.addHandler(caplog.handler)
     caplog.set_level(logging.INFO, logger="lightning.pytorch")
     yield lambda: [r.getMessage() for r in caplog.records if r.getMessage().startswith("caption.allocator")]
@@ -51,7 +56,7 @@ def test_a_cpu_run_sets_each_knob_with_its_own_call_and_says_so(fresh, monkeypat
     assert configure_allocator("cpu") == {"M_MMAP_THRESHOLD": True, "M_TRIM_THRESHOLD": True}
     assert mallopt.calls == [MMAP, TRIM]
     [line] = fresh()
-    assert "M_MMAP_THRESHOLD=1 GiB, M_TRIM_THRESHOLD=2 GiB set" in line and "CAPTION_KEEP_FREED_MEMORY=0" in line
+    assert "M_MMAP_THRESHOLD=1 GiB, M_TRIM_THRESHOLD=2 GiB set" in line and "keeps its peak memory" in line
 
 
 def test_a_refused_knob_is_named_and_the_other_still_set(fresh, monkeypatch):
@@ -69,21 +74,6 @@ def test_only_cpu_runs_change_malloc(fresh, monkeypatch, device_type):
     assert mallopt.calls == []
     assert fresh() == [f"caption.allocator: malloc left at glibc's defaults (the run computes on {device_type}, "
                        "not the CPU)"]
-
-
-@pytest.mark.parametrize("setting", ["0", "off", "False"])
-def test_the_environment_opts_out(fresh, monkeypatch, setting):
-    mallopt = with_mallopt(monkeypatch, FakeMallopt())
-    monkeypatch.setenv("CAPTION_KEEP_FREED_MEMORY", setting)
-    assert configure_allocator("cpu") == {}
-    assert mallopt.calls == []
-    assert fresh() == [f"caption.allocator: malloc left at glibc's defaults (CAPTION_KEEP_FREED_MEMORY={setting})"]
-
-
-def test_an_unknown_opt_out_value_is_an_error(fresh, monkeypatch):
-    monkeypatch.setenv("CAPTION_KEEP_FREED_MEMORY", "sometimes")
-    with pytest.raises(ConfigError, match=r"CAPTION_KEEP_FREED_MEMORY='sometimes': use 0 .* or 1"):
-        configure_allocator("cpu")
 
 
 def test_other_c_libraries_are_left_alone(fresh, monkeypatch):
@@ -120,9 +110,7 @@ print(None if tuned is None else all(tuned.values()), *faults)
 
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
-def test_freed_memory_is_reused_without_page_faults(monkeypatch):
-    monkeypatch.delenv("CAPTION_KEEP_FREED_MEMORY", raising=False)
-
+def test_freed_memory_is_reused_without_page_faults():
     def faults_after_warm_up(mode: str) -> tuple[str, list[int], str]:
         out = subprocess.run([sys.executable, "-c", PROGRAM, mode], capture_output=True, text=True, check=True)
         tuned, *faults = out.stdout.split()
@@ -135,3 +123,14 @@ def test_freed_memory_is_reused_without_page_faults(monkeypatch):
     # glibc places a block by its own rules, so a step now and then still takes fresh pages; most reuse old ones
     assert tuned == "True" and sum(tuned_faults) < sum(default_faults) / 2, (tuned_faults, default_faults)
     assert log.count("caption.allocator: freed memory kept for reuse") == 1, log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", [[], ["--keep_freed_memory", "true"]])
+def test_the_lightning_commands_change_malloc_only_when_asked(fresh, monkeypatch, tmp_path, flag):
+    mallopt = with_mallopt(monkeypatch, FakeMallopt())
+    main(["validate", "--config", str(REPO / "configs" / "shapes_soft.yaml"), *flag, "--trainer.logger", "false",
+          "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(tmp_path / "run"),
+          *tiny_args(tmp_path / "data", num_train=8, num_val=2, num_test=2)])
+    assert mallopt.calls == ([MMAP, TRIM] if flag else [])
+    assert len(fresh()) == (1 if flag else 0), "one line when asked, none otherwise"

@@ -1,6 +1,7 @@
 """One coherent command line, and a package whose layers import downwards only."""
 
 import ast
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -45,6 +46,23 @@ def test_unknown_command_names_the_commands():
     with pytest.raises(SystemExit) as exit_:
         main(["train"])
     assert exit_.value.code.startswith("caption: error: unknown command 'train'; the commands are fit, validate")
+
+
+QUICK = """
+import contextlib, io, sys
+from caption.cli import main
+for args in (["--help"], ["--version"], ["trian"], []):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main(args)
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "lightning", "matplotlib", "numpy")))
+"""
+
+
+def test_help_version_and_a_mistyped_command_import_neither_torch_nor_lightning():
+    """They answer at once (benchmarks/cli_startup.py: under 0.1 s): only the commands that need them import them."""
+    out = subprocess.run([sys.executable, "-c", QUICK], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout
+    assert out.strip() == "[]", out
 
 
 def imports(path: Path) -> set[str]:

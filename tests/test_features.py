@@ -80,6 +80,14 @@ def test_cache_round_trip(dataset, tmp_path):
     assert computed.abs().max() > 0.1, "non-trivial features"
 
 
+def test_the_build_shows_a_progress_bar_with_the_time_left(dataset, tmp_path, capsys):
+    root, annotations, weights = dataset
+    build(tmp_path / "cache", source_of(root, annotations), weights, batch_size=4)
+    bar = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    done = [line for line in bar if line.startswith("features: 100%")]
+    assert done and "| 9/9 [" in done[-1] and "<00:00" in done[-1] and "image" in done[-1], bar
+
+
 def test_training_and_evaluation_batches_read_the_cache(dataset, tmp_path):
     root, annotations, weights = dataset
     source = source_of(root, annotations)

@@ -6,6 +6,8 @@ import hashlib
 import http.server
 import json
 import shutil
+import subprocess
+import sys
 import threading
 
 import matplotlib.cbook
@@ -174,6 +176,16 @@ def test_predict_a_split_in_the_coco_results_format(tiny_runs, tmp_path):
     coco.dataset = {"images": [{"id": entry["image_id"]} for entry in results], "annotations": []}
     coco.createIndex()
     assert len(coco.loadRes(str(tmp_path / "out" / "captions.json")).getImgIds()) == len(results)
+
+
+def test_predict_says_what_it_wrote_and_nothing_of_lightning(tiny_runs, tmp_path):
+    """No device lines, seed, tips or warnings about the checkpoint's training-only state: only its own line."""
+    checkpoint = tiny_runs["soft"] / "checkpoints" / "last.ckpt"
+    done = subprocess.run([sys.executable, "-m", "caption.cli", "predict", "--ckpt_path", str(checkpoint),
+                           "--data.predict", "test", "--trainer.enable_progress_bar", "false"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout + done.stderr).splitlines() == ["wrote 8 captions to runs/predict/captions.json"]
 
 
 def test_predict_names_what_is_missing(tmp_path, capsys):

@@ -3,7 +3,8 @@
     caption describe --ckpt_path runs/shapes_soft/checkpoints/last.ckpt photo.jpg photos/ --out figures
 
 Prints each image's caption and writes DIR/<name>.png: the image as the encoder sees it, then one
-panel per word with its attention overlay (`caption.visualize`), and DIR/captions.json. Any image
+panel per word with its attention overlay (`caption.visualize`), and DIR/captions.json. With
+`--num_captions k`, each image's k best beams with their log-probabilities, and DIR/<name>_1.png ... _k.png. Any image
 Pillow opens works, whatever its size or mode; folders are captioned in batches, and their unreadable
 files skipped with a warning. Images get the transform of the data the model was trained on
 (`caption.inference.Captioner`): for vgg16/vgg19 the weights' own (short side 256, centre crop 224,
@@ -25,7 +26,8 @@ from caption.data.images import BadImageError, image_files, read_rgb
 from caption.decoding import Caption
 from caption.inference import Captioner
 from caption.outputs import save_figure, writable_folder, write_text
-from caption.visualize import Overlay, overlay_figure, to_uint8
+from caption.packaged_configs import config_file
+from caption.visualize import overlay_figure
 
 
 def batches(files: list[tuple[Path, bool]], size: int) -> Iterator[list[tuple[Path, Image.Image]]]:
@@ -63,25 +65,37 @@ def describe(
     out: Path,
     beam_size: int | None = None,
     max_length: int | None = None,
+    num_captions: int | None = None,
     batch_size: int = 16,
     columns: int = 6,
     figure_format: str = "png",
-) -> list[tuple[Path, Caption, Path]]:
-    """Caption `files` (from `caption.data.images.image_files`); write one overlay figure each under `out`.
-    Returns (image, caption, figure) triples."""
+) -> list[tuple[Path, list[tuple[Caption, Path]]]]:
+    """Caption `files` (from `caption.data.images.image_files`); write one overlay figure per caption under `out`
+    (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each image with its
+    (caption, figure) pairs, best first."""
     writable_folder(out, what="output")
-    described: list[tuple[Path, Caption, Path]] = []
+    described: list[tuple[Path, list[tuple[Caption, Path]]]] = []
     taken: set[str] = set()
     for batch in batches(files, batch_size):
         images = torch.stack([captioner.prepare(image) for _, image in batch])  # (B, 3, H, W)
-        captions = captioner.caption_batch({"image": images}, beam_size=beam_size, max_length=max_length)
-        for (path, _), caption, pixels in zip(batch, captions, images):
-            figure_path = out / f"{unique_name(path.stem, taken)}.{figure_format}"
-            overlay = Overlay(to_uint8(pixels, *captioner.normalization), caption.words, caption.alpha, caption.beta,
-                              caption.locations, title=caption.text, label=path.name)
-            save_figure(overlay_figure(overlay, columns=columns), figure_path)
-            described.append((path, caption, figure_path))
-            print(f"{path}: {caption.text}", flush=True)
+        captions = captioner.caption_batch({"image": images}, beam_size=beam_size, max_length=max_length,
+                                           num_captions=num_captions)
+        for (path, _), ranked, pixels in zip(batch, captions, images):
+            ranked = ranked if num_captions is not None else [ranked]
+            name = unique_name(path.stem, taken)
+            figures = []
+            for rank, caption in enumerate(ranked, start=1):
+                figure_path = out / (f"{name}.{figure_format}" if num_captions is None else
+                                     f"{name}_{rank}.{figure_format}")
+                overlay = captioner.overlay(pixels, caption, label=path.name)
+                save_figure(overlay_figure(overlay, columns=columns), figure_path)
+                figures.append((caption, figure_path))
+            described.append((path, figures))
+            if num_captions is None:
+                print(f"{path}: {ranked[0].text}", flush=True)
+            else:
+                print(f"{path}:", *(f"  {rank}. {caption.text}  (log p = {caption.log_prob:.2f})"
+                                    for rank, caption in enumerate(ranked, start=1)), sep="\n", flush=True)
     return described
 
 
@@ -92,23 +106,32 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument("inputs", nargs="+", type=Path, metavar="IMAGE_OR_FOLDER", help="image files and/or folders")
     add_checkpoint(parser)
-    parser.add_argument("--out", type=Path, default=Path("captions"), help="folder for the figures (default: captions)")
+    parser.add_argument("--out", type=Path, default=Path("runs/describe"),
+                        help="folder for the figures and captions.json (default: runs/describe)")
     parser.add_argument("--config", default=None,
                         help="YAML with the training `data:` section, for checkpoints that do not record it")
     add_decoding(parser)
+    parser.add_argument("--num_captions", type=positive_int, default=None,
+                        help="the k best beams of each image, each with its log-probability and figure (the beam is "
+                             "then at least k wide)")
     add_batch_size(parser, default=16)
     parser.add_argument("--columns", type=positive_int, default=6, help="panels per row (default: 6)")
     parser.add_argument("--format", default="png", choices=("png", "pdf", "svg", "jpg"), help="figure format")
     add_device(parser)
     args = parser.parse_args(argv)
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
-    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256,
-                                         config=args.config)
+    config = None if args.config is None else config_file(args.config)  # a file, or a packaged config's name
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=config)
     described = describe(
         captioner, image_files(args.inputs), out=args.out, beam_size=args.beam_size, max_length=args.max_length,
-        batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
+        num_captions=args.num_captions, batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
     )
-    captions = [{"file": str(path), "caption": caption.text, "figure": str(figure)}
-                for path, caption, figure in described]
+    if args.num_captions is None:
+        captions = [{"file": str(path), "caption": caption.text, "figure": str(figure)}
+                    for path, [(caption, figure)] in described]
+    else:
+        captions = [{"file": str(path), "captions": [{"caption": caption.text, "log_prob": caption.log_prob,
+                                                      "figure": str(figure)} for caption, figure in ranked]}
+                    for path, ranked in described]
     write_text(args.out / "captions.json", json.dumps(captions, indent=1) + "\n")
-    print(f"wrote {len(described)} figures and captions.json to {args.out}")
+    print(f"wrote {sum(len(ranked) for _, ranked in described)} figures and captions.json to {args.out}")

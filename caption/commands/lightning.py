@@ -5,6 +5,8 @@
     caption test --config configs/shapes_soft.yaml --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
     caption fit --config configs/shapes_soft.yaml --print_config    # every setting, with its default
+    caption fit --config shapes_soft                               # a packaged config, by name, from any folder
+    caption fit --config shapes_soft --keep_freed_memory true      # CPU runs: glibc keeps freed memory (faster)
 
 The best checkpoint is chosen on validation BLEU-4 (the paper's model selection); `last.ckpt` is
 kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the end and on SIGTERM), both in
@@ -13,12 +15,17 @@ kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the en
 Checkpoints are always loaded with weights_only=True (`caption.checkpoints`). Output folders are
 created and checked writable before any work (`caption.outputs`); decoding settings given on the
 command line (`--model.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
-`caption predict` and its writer are described in `caption.commands.prediction_writer`.
+`caption predict` and its writer are described in `caption.commands.prediction_writer`; it prints its own
+lines, its progress bar, and warnings of this package, not Lightning's notes (`quiet_lightning`).
 """
 
+import contextlib
 import json
+import logging
 import os
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +55,12 @@ from caption.data.datamodule import CaptionDataModule
 from caption.errors import CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.outputs import writable_folder
+from caption.packaged_configs import with_packaged_configs
 
+PACKAGE = Path(__file__).resolve().parents[1]  # caption/
+# where Lightning logs its info lines (rank_zero_info; seed_everything)
+LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
+                          "lightning.fabric.utilities.seed")
 DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settings that only change decoding
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
 PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "encoder_grid", "predict",
@@ -114,6 +126,11 @@ class CaptionCLI(LightningCLI):
             LRSchedulerTypeTuple, "lr_scheduler", instantiate=False, fail_untyped=False, skip={"optimizer"}, required=False
         )
         parser.link_arguments("lr_scheduler", "model.lr_scheduler", compute_fn=scheduler_settings)
+        parser.add_argument(
+            "--keep_freed_memory", type=bool, default=False,
+            help="CPU runs on glibc: keep freed memory for reuse instead of handing it back to the kernel (faster "
+                 "steps, but the process keeps its peak memory; caption.allocator)",
+        )
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(PeriodicCheckpoint, "periodic_checkpoint")
         parser.set_defaults(
@@ -128,10 +145,11 @@ class CaptionCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
-        args = sys.argv[1:] if args is None else list(args)
+        args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
         if args[:1] == ["predict"]:
             args = predict_arguments(args)
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
+        self.command_line = args
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         self.checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
@@ -148,6 +166,7 @@ class CaptionCLI(LightningCLI):
         """Checkpoints go to <default_root_dir>/checkpoints, not the logger's new version folder of each
         run, so that a restarted run finds them with --ckpt_path last."""
         config = self.config[self.subcommand] if self.subcommand else self.config
+        self.logs_follow_root(config)
         if config.checkpoint.dirpath is None:
             root = config.trainer.default_root_dir or os.getcwd()
             config.checkpoint.dirpath = os.path.join(root, "checkpoints")
@@ -184,6 +203,19 @@ class CaptionCLI(LightningCLI):
         settings = {key: (model[key], "in this run's settings") for key in MODEL_DEFINING if key in model}
         check_model_settings(found[0], found[1], settings)  # the model is built from them, then loads the checkpoint
 
+    def logs_follow_root(self, config: Any) -> None:
+        """--trainer.default_root_dir given on the command line moves the loggers' save_dir with it (a config's
+        `save_dir: runs/shapes_soft` beside `default_root_dir: runs/shapes_soft`), unless a logger setting is given
+        on the command line too."""
+        if not given_on_command_line(self.command_line, "trainer.default_root_dir") or any(
+            arg.startswith("--trainer.logger") for arg in self.command_line
+        ):
+            return
+        loggers = config.trainer.logger if isinstance(config.trainer.logger, list) else [config.trainer.logger]
+        for logger in loggers:
+            if getattr(getattr(logger, "init_args", None), "save_dir", None) is not None:
+                logger.init_args.save_dir = config.trainer.default_root_dir
+
     @staticmethod
     def check_output_folders(config: Any) -> None:
         """Create every folder the run writes to and check it is writable, before any work starts."""
@@ -208,7 +240,8 @@ class CaptionCLI(LightningCLI):
         trainer = super().instantiate_trainer(**kwargs)
         for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder
             guard_logger_writes(logger)
-        configure_allocator(trainer.strategy.root_device.type)  # CPU runs keep freed memory for reuse (one log line)
+        if self._get(self.config, "keep_freed_memory", default=False):  # opt-in: malloc is process-wide
+            configure_allocator(trainer.strategy.root_device.type)  # one log line says what it did
         return trainer
 
     def after_fit(self) -> None:
@@ -239,17 +272,42 @@ def predict_arguments(args: list[str]) -> list[str]:
     return args
 
 
+class OwnLinesOnly(logging.Filter):
+    """Lets through warnings and errors, and the info lines this package logs through Lightning's loggers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or Path(record.pathname).is_relative_to(PACKAGE)
+
+
+@contextlib.contextmanager
+def quiet_lightning() -> Iterator[None]:
+    """Lightning's own notes left out (devices, seed, tips, restoring states, warnings about training-only state
+    of the checkpoint): `caption predict` says what it wrote, and what went wrong."""
+    loggers = [logging.getLogger(name) for name in LIGHTNING_INFO_LOGGERS]
+    only_ours = OwnLinesOnly()
+    for logger in loggers:
+        logger.addFilter(only_ours)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"lightning(_fabric|_utilities)?\.")
+            yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(only_ours)
+
+
 def main(argv: list[str]) -> None:
     """`caption fit|validate|test|predict ...` (argv starts with the subcommand)."""
-    CaptionCLI(
-        CaptionModule,
-        CaptionDataModule,
-        parser_class=CaptionArgumentParser,
-        save_config_callback=SaveConfig,
-        args=argv,
-        save_config_kwargs={"overwrite": True},
-        auto_configure_optimizers=False,
-    )
+    with quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
+        CaptionCLI(
+            CaptionModule,
+            CaptionDataModule,
+            parser_class=CaptionArgumentParser,
+            save_config_callback=SaveConfig,
+            args=argv,
+            save_config_kwargs={"overwrite": True},
+            auto_configure_optimizers=False,
+        )
     leave_process_group()  # after a command that finished: a failed rank's peers must not wait for it here
 
 

@@ -33,7 +33,7 @@ class CaptionWriter(BasePredictionWriter):
         out: the folder for captions.json (created and checked writable before any image is captioned).
     """
 
-    def __init__(self, out: str = "predictions") -> None:
+    def __init__(self, out: str = "runs/predict") -> None:
         super().__init__(write_interval="batch")
         self.out = Path(out)
         self._captions: dict[int | str, str] = {}

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from caption.checkpoints import read_checkpoint
 from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
-from caption.data.records import BadImage, CaptionSource, ImageRecord
+from caption.data.records import BadImage, CaptionSource, ImageRecord, absolute_paths
 from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
 from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
@@ -213,8 +213,11 @@ class CaptionDataModule(L.LightningDataModule):
             images (write a folder named like a split as ./test).
         vocabulary_from: a checkpoint whose vocabulary to use instead of building one from the training captions
             (`caption predict` sets it to --ckpt_path, so the training data need not be there).
-        encoder / encoder_weights / freeze_encoder / encoder_grid: linked from model.* by the CLI; the feature
-            cache must have been built with them, and image files get the transform of the encoder's weights.
+        encoder: linked from model.encoder by the CLI: image files get the transform of its weights, and the
+            feature cache must have been built with it.
+        encoder_weights: linked from model.encoder_weights by the CLI (the feature cache is checked against it).
+        freeze_encoder: linked from model.freeze_encoder by the CLI (a feature cache needs a frozen encoder).
+        encoder_grid: linked from model.encoder_grid by the CLI (the feature cache is checked against it).
     """
 
     def __init__(
@@ -248,6 +251,10 @@ class CaptionDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         if not isinstance(self.hparams["source"], dict):
             self.save_hyperparameters(ignore="source")
+        else:  # paths recorded absolute: a checkpoint used from another folder finds the same data
+            self.hparams["source"] = absolute_paths(self.hparams["source"], type(source).path_arguments)
+        if features is not None:
+            self.hparams["features"] = os.path.abspath(features)
         at_least = {"batch_size": (batch_size, 1), "eval_batch_size": (eval_batch_size, 1), "max_length": (max_length, 1),
                     "min_count": (min_count, 1), "max_vocab_size": (max_vocab_size or 1, 1), "num_workers": (num_workers, 0)}
         for key, (value, least) in at_least.items():

@@ -26,6 +26,7 @@ import functools
 import json
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ from filelock import FileLock, Timeout
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
 
 from caption.checkpoints import sha256_of
 from caption.data.images import BadImageError, ImageFileSource, read_rgb, report_bad_images
@@ -271,29 +273,30 @@ def build_cache(
     rows = [row for row in range(progress["done"], len(records)) if records[row].image_id not in left_out]
     loader = DataLoader(Decoded(source, records, rows), batch_size=batch_size, num_workers=num_workers, collate_fn=list)
     array = np.load(path / ARRAY, mmap_mode="r+")
-    started, logged, encoded = time.perf_counter(), time.perf_counter(), 0
-    for items in loader:
-        good = [(row, image) for row, image, _ in items if image is not None]
-        for row, _, reason in items:
-            if reason is not None:
-                record = records[row]
-                bad = BadImage(record.image_id, record.split, record.file, reason)
-                report_bad_images([bad], total=len(records), on_bad_image=on_bad_image)
-                skipped.append(bad)
-        if good:
-            with torch.inference_mode():
-                annotations = encoder(torch.stack([image for _, image in good]).to(device)).half().cpu()  # (B, L, D)
-            if not torch.isfinite(annotations).all():
-                raise FeatureCacheError(f"the encoder gave non-finite annotations (float16 overflow?) for rows "
-                                        f"{[row for row, _ in good]}")
-            array[[row for row, _ in good]] = annotations.numpy()
-            array.flush()
-            encoded += len(good)
-        write_json(path / PROGRESS, {"done": items[-1][0] + 1, "skipped": [image.to_dict() for image in skipped]})
-        if time.perf_counter() - logged > LOG_EVERY_S:
-            logged = time.perf_counter()
-            rate = encoded / (logged - started)
-            rank_zero_info(f"features: {items[-1][0] + 1}/{len(records)} images ({rate:.1f} images/s)")
+    started, encoded = time.perf_counter(), 0
+    # images/s and the time left; in a log file (not a terminal) a line every LOG_EVERY_S seconds
+    interval = 1.0 if sys.stderr.isatty() else LOG_EVERY_S
+    with tqdm(total=len(rows), desc="features", unit="image", mininterval=interval) as bar:
+        for items in loader:
+            good = [(row, image) for row, image, _ in items if image is not None]
+            for row, _, reason in items:
+                if reason is not None:
+                    record = records[row]
+                    bad = BadImage(record.image_id, record.split, record.file, reason)
+                    report_bad_images([bad], total=len(records), on_bad_image=on_bad_image)
+                    skipped.append(bad)
+            if good:
+                with torch.inference_mode():
+                    pixels = torch.stack([image for _, image in good]).to(device)  # (B, 3, H, W)
+                    annotations = encoder(pixels).half().cpu()  # (B, L, D)
+                if not torch.isfinite(annotations).all():
+                    raise FeatureCacheError(f"the encoder gave non-finite annotations (float16 overflow?) for rows "
+                                            f"{[row for row, _ in good]}")
+                array[[row for row, _ in good]] = annotations.numpy()
+                array.flush()
+                encoded += len(good)
+            write_json(path / PROGRESS, {"done": items[-1][0] + 1, "skipped": [image.to_dict() for image in skipped]})
+            bar.update(len(items))
     manifest = {**read_json(path / MANIFEST), "complete": True, "skipped": [image.to_dict() for image in skipped]}
     write_json(path / MANIFEST, manifest)
     (path / PROGRESS).unlink()

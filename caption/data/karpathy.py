@@ -85,8 +85,12 @@ class KarpathySource(ImageFileSource):
         annotations: the dataset file, e.g. data/coco/dataset_coco.json.
         images: the image root; an image is at images/filepath/filename (filepath: COCO only).
         restval: "train" (default: COCO's 113,287 training images) or "drop".
-        resize_size / crop_size / min_side: see `caption.data.images.ImageFileSource`.
+        resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
+        crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
+        min_side: images whose short side is smaller are bad (ours: 32).
     """
+
+    path_arguments = ("annotations", "images")
 
     def __init__(
         self,
@@ -136,8 +140,12 @@ class CocoSource(ImageFileSource):
         splits: Karpathy's dataset_coco.json (split per cocoid) or {"train": [ids], "val": [...], "test": [...]}.
             Images of the annotation files that the split file does not list are left out.
         restval: "train" (default) or "drop", for a Karpathy split file.
-        resize_size / crop_size / min_side: see `caption.data.images.ImageFileSource`.
+        resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
+        crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
+        min_side: images whose short side is smaller are bad (ours: 32).
     """
+
+    path_arguments = ("annotations", "images", "splits")
 
     def __init__(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -104,6 +105,10 @@ class CaptionSource(ABC):
     `caption.data.karpathy.KarpathySource` and `caption.data.karpathy.CocoSource` for image files.
     """
 
+    # the arguments that name files or folders (a path or a list of paths): the data module records them
+    # absolute in the checkpoint, so that a model used from another folder finds its data
+    path_arguments: tuple[str, ...] = ()
+
     @abstractmethod
     def records(self) -> list[ImageRecord]:
         """Every image of every split, with its references."""
@@ -139,3 +144,16 @@ class CaptionSource(ABC):
         `decode=True` decodes every image (slower, and catches truncated or corrupt data too).
         """
         return []
+
+
+def absolute_paths(settings: dict[str, Any], path_arguments: tuple[str, ...]) -> dict[str, Any]:
+    """A source's settings ({class_path, init_args}) with the paths among its `path_arguments` made absolute
+    against the current folder (where the source itself reads them)."""
+    def absolute(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [absolute(item) for item in value]
+        return os.path.abspath(value) if isinstance(value, (str, os.PathLike)) else value
+
+    init_args = dict(settings.get("init_args") or {})
+    init_args.update({key: absolute(init_args[key]) for key in path_arguments if key in init_args})
+    return {**settings, "init_args": init_args}

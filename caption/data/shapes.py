@@ -292,6 +292,8 @@ class ShapesSource(CaptionSource):
         image_size: canvas side in pixels.
     """
 
+    path_arguments = ("root",)
+
     def __init__(
         self,
         *,

@@ -8,7 +8,9 @@ Images may be file paths, PIL images or tensors (torchvision's layout: (3, H, W)
 [0, 1]), one or many; many are captioned in batches and give the same captions as one at a time.
 Each image gets the transform of the data the model was trained on (`CaptionSource.inference_transform`,
 rebuilt from the data settings the checkpoint stores). Each `Caption` holds the text, the words, the
-attention α (T×L) and gate β of every word, the hard-attention locations and the log-probability.
+attention α (T×L) and gate β of every word, the hard-attention locations and the log-probability;
+`num_captions=k` gives each image's k best beams instead, and `captioner.plot(image)` draws the paper's
+figure (in a notebook, the cell shows it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
-from caption.allocator import configure_allocator
 from caption.checkpoints import download_checkpoint, has_encoder, read_checkpoint
 from caption.data.images import BadImageError, image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
@@ -45,6 +46,7 @@ from caption.inference.inputs import (
     kept,
 )
 from caption.module import CaptionModule
+from caption.visualize import NotebookFigure, Overlay, comparison_figure, overlay_figure, to_uint8
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
 LINKED = ("encoder", "encoder_weights", "freeze_encoder", "encoder_grid")  # model settings the CLI gives the data
@@ -157,7 +159,6 @@ class Captioner:
         path = download_checkpoint(str(path), sha256=sha256) if str(path).startswith(("https://", "http://")) else path
         checkpoint = read_checkpoint(path)
         device = pick_device(device)
-        configure_allocator(device.type)  # CPU inference keeps freed memory for reuse (caption.allocator)
         module = load_module(path, checkpoint).to(device)
         try:
             settings, origin = data_settings(checkpoint, path, config)
@@ -193,20 +194,30 @@ class Captioner:
 
     @torch.inference_mode()
     def caption_batch(
-        self, batch: dict[str, Tensor], *, beam_size: int | None = None, max_length: int | None = None
-    ) -> list[Caption]:
+        self, batch: dict[str, Tensor], *, beam_size: int | None = None, max_length: int | None = None,
+        num_captions: int | None = None,
+    ) -> list[Caption] | list[list[Caption]]:
         """Captions of a batch: {"image": (B, 3, H, W)} prepared images, or {"annotations": (B, L, D)} from a
-        feature cache. `beam_size` (1: greedy) and `max_length` default to the checkpoint's."""
+        feature cache. `beam_size` (1: greedy) and `max_length` default to the checkpoint's. `num_captions` = n:
+        per image a list of its n best beams, best first (the beam is then at least n wide)."""
         inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
-        decoded = self.module.generate(self.module.annotations(inputs), beam_size=beam_size, max_length=max_length)
-        return decoded.captions(self.module.vocabulary)
+        decoded = self.module.generate(self.module.annotations(inputs), beam_size=beam_size, max_length=max_length,
+                                       num_captions=num_captions or 1)
+        captions = decoded.captions(self.module.vocabulary)
+        if num_captions is None:
+            return captions
+        return [captions[start:start + num_captions] for start in range(0, len(captions), num_captions)]
 
     def __call__(
         self, images: ImageInput | Sequence[ImageInput], *, beam_size: int | None = None,
-        max_length: int | None = None, batch_size: int = 16, on_error: OnError = "raise",
-    ) -> Caption | Captions | None:
+        max_length: int | None = None, num_captions: int | None = None, batch_size: int = 16,
+        on_error: OnError = "raise",
+    ) -> Caption | list[Caption] | Captions | None:
         """Caption one image (-> a `Caption`) or several (a sequence, or a (B, 3, H, W) tensor -> `Captions`, a list
         in the same order).
+
+        `num_captions` = n: each image's n best beams instead of one caption, best first, each with its
+        `log_prob` and attention (one image -> a list of n `Caption`s; several -> a list of such lists).
 
         An input that is no image (an int, a 0-d tensor, ...) is a TypeError or ValueError naming it, before any
         captioning. A file that cannot be read: with on_error="raise", a `BadImageError` (`ImageInputError`) naming
@@ -234,7 +245,39 @@ class Captioner:
                     failed.append(failure)
             if prepared:
                 pixels = torch.stack([tensor for _, tensor in prepared])  # (B, 3, H, W)
-                decoded = self.caption_batch({"image": pixels}, beam_size=beam_size, max_length=max_length)
+                decoded = self.caption_batch({"image": pixels}, beam_size=beam_size, max_length=max_length,
+                                             num_captions=num_captions)
                 for (index, _), caption in zip(prepared, decoded):
                     captions[index] = caption
         return Captions(captions, failed) if many else captions[0]
+
+    def overlay(self, pixels: Tensor, caption: Caption, *, label: str = "input", title: str | None = None) -> Overlay:
+        """What `caption.visualize` draws for `caption` of the prepared image `pixels` (3, H, W)."""
+        return Overlay(to_uint8(pixels, *self.normalization), caption.words, caption.alpha, caption.beta,
+                       caption.locations, title=caption.text if title is None else title, label=label)
+
+    def plot(
+        self, image: ImageInput, caption: Caption | Sequence[Caption] | None = None, *, beam_size: int | None = None,
+        max_length: int | None = None, num_captions: int | None = None, columns: int = 6,
+    ) -> NotebookFigure:
+        """The paper's figure for one image (sec. 5.4): the image as the encoder sees it, then one panel per word
+        with its attention over the image and β under it. A notebook shows the returned matplotlib figure;
+        `.savefig(path)` writes it.
+
+        Args:
+            image: a file path, a PIL image or a (3, H, W) tensor, as for a call.
+            caption: its caption(s) if you have them already; else it is captioned here (`beam_size`,
+                `max_length` and `num_captions` as for a call).
+            num_captions: k: the k best beams, one block of panels each, best first, on one colour scale.
+            columns: panels per row.
+        """
+        pixels = self.prepare(image)  # (3, H, W)
+        if caption is None:
+            caption = self.caption_batch({"image": pixels[None]}, beam_size=beam_size, max_length=max_length,
+                                         num_captions=num_captions)[0]
+        label = Path(image).name if isinstance(image, (str, os.PathLike)) else "input"
+        if isinstance(caption, Caption):
+            return overlay_figure(self.overlay(pixels, caption, label=label), columns=columns)
+        ranked = [self.overlay(pixels, item, label=label, title=f"{rank}. {item.text}  (log p = {item.log_prob:.2f})")
+                  for rank, item in enumerate(caption, start=1)]
+        return comparison_figure(ranked, columns=columns)

@@ -1,0 +1,57 @@
+"""How long the `caption` command takes to answer: `--help`, `--version`, a mistyped command, `fit --help`.
+
+    python benchmarks/cli_startup.py                 # 7 runs of each, median and range
+    python benchmarks/cli_startup.py --repeats 3
+
+Each run is a new process, `python -m caption.cli ...` (what the `caption` script runs, interpreter start
+included), timed from start to exit; the first run of each warms the file cache and is not counted.
+Prints a Markdown table.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import date
+
+COMMANDS = {
+    "caption --help": ["--help"],
+    "caption --version": ["--version"],
+    "caption trian (a mistyped command)": ["trian"],
+    "caption fit --help": ["fit", "--help"],
+}
+
+
+def seconds(args: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "caption.cli", *args], capture_output=True, check=False)
+    return time.perf_counter() - start
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs of each command (default 7)")
+    args = parser.parse_args()
+    print(f"# {date.today()}, {cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("| command | median, s | fastest – slowest, s |")
+    print("|---|---:|---|")
+    for name, command in COMMANDS.items():
+        seconds(command)  # warm-up
+        times = [seconds(command) for _ in range(args.repeats)]
+        print(f"| `{name}` | {statistics.median(times):.2f} | {min(times):.2f} – {max(times):.2f} |")
+
+
+if __name__ == "__main__":
+    main()

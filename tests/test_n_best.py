@@ -1,0 +1,97 @@
+"""Several captions per image: the k best beams, with their scores and attention, from beam search, `Captioner`
+and `caption describe --num_captions k`; and `Captioner.plot`, the paper's figure in one call."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from caption.cli import main
+from caption.decoding import beam_search
+from caption.errors import ConfigError
+from caption.inference import Captioner
+from caption.text import Vocabulary
+from test_decoding import L, D, all_hypotheses, make_decoder, sequence_log_prob, strip
+from test_visualize import GRACE_HOPPER, word_axes
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_n_best_of_a_wide_beam_are_those_of_exhaustive_search(seed):
+    decoder = make_decoder(seed=seed)
+    annotations = torch.randn(1, L, D)
+    scored = {words: sequence_log_prob(decoder, annotations, words) for words in all_hypotheses(3)}
+    expected = sorted(scored, key=scored.get, reverse=True)[:5]
+    result = beam_search(decoder, annotations, beam_size=len(scored), max_length=3, num_best=5)
+    assert [strip(row) for row in result.tokens] == expected
+    torch.testing.assert_close(result.log_prob, torch.tensor([scored[words] for words in expected]), atol=1e-4,
+                               rtol=0)
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 1.0])
+def test_each_of_the_n_best_carries_its_own_score_and_attention_and_the_first_is_the_beam_caption(length_penalty):
+    decoder = make_decoder(seed=1)
+    annotations = torch.randn(3, L, D)
+    best = beam_search(decoder, annotations, beam_size=4, max_length=5, length_penalty=length_penalty)
+    ranked = beam_search(decoder, annotations, beam_size=4, max_length=5, length_penalty=length_penalty, num_best=4)
+    assert ranked.tokens.shape[0] == 3 * 4
+    for image in range(3):
+        rows = range(image * 4, image * 4 + 4)
+        assert torch.equal(ranked.tokens[rows[0]], best.tokens[image]), "the first of the k is the beam caption"
+        assert len({strip(ranked.tokens[row]) for row in rows}) == 4, "k different captions"
+        lengths = torch.tensor([float(ranked.lengths[row]) for row in rows])
+        ranking = torch.stack([ranked.log_prob[row] for row in rows]) / lengths ** length_penalty
+        assert torch.all(ranking[:-1] >= ranking[1:]), "best first"
+        for row in rows:  # score and α of each hypothesis, by teacher forcing its words
+            words = strip(ranked.tokens[row])
+            captions = torch.tensor([[Vocabulary.START, *words]])
+            with torch.no_grad():
+                forced = decoder(annotations[image:image + 1], captions)
+            log_probs = F.log_softmax(forced.logits[0], dim=-1)
+            assert ranked.log_prob[row].item() == pytest.approx(
+                sum(log_probs[t, w].item() for t, w in enumerate(words)), abs=1e-4)
+            torch.testing.assert_close(ranked.alpha[row, :len(words)], forced.alpha[0], atol=1e-5, rtol=0)
+
+
+def test_more_captions_than_beams_is_refused():
+    with pytest.raises(ValueError, match="num_best <= beam_size"):
+        beam_search(make_decoder(), torch.randn(1, L, D), beam_size=2, num_best=3)
+
+
+@pytest.mark.slow
+def test_captioner_returns_the_k_best_and_plots_them(tiny_runs):
+    captioner = Captioner.from_checkpoint(tiny_runs["soft"] / "checkpoints" / "last.ckpt", device="cpu")
+    images = [torch.rand(3, 64, 64), torch.rand(3, 64, 64)]
+    beam = captioner.module.hparams.beam_size
+    single = captioner(images)
+    ranked = captioner(images, num_captions=beam)
+    assert [len(captions) for captions in ranked] == [beam, beam]
+    for one, several in zip(single, ranked):
+        assert several[0].text == one.text and several[0].log_prob == pytest.approx(one.log_prob)
+        assert all(c.alpha.shape == (len(c.words), one.alpha.shape[1]) for c in several)
+    wider = captioner(images[0], num_captions=beam + 2)
+    assert len(wider) == beam + 2, "the beam widens to k when k is larger"
+    with pytest.raises(ConfigError, match="num_captions must be between 1 and the beam size"):
+        captioner(images[0], beam_size=2, num_captions=3)
+
+    figure = captioner.plot(GRACE_HOPPER)
+    caption = captioner(GRACE_HOPPER)
+    assert [ax.get_xlabel().split("\n")[0] for ax in word_axes(figure)] == caption.words
+    assert figure._repr_png_().startswith(b"\x89PNG"), "a notebook shows the returned figure"
+    several = captioner.plot(GRACE_HOPPER, num_captions=2)
+    assert len(several.subfigs) == 2
+
+
+@pytest.mark.slow
+def test_describe_writes_the_k_best_with_their_scores(tiny_runs, tmp_path, capsys):
+    out = tmp_path / "out"
+    main(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), GRACE_HOPPER,
+          "--num_captions", "3", "--out", str(out)])
+    [entry] = json.loads((out / "captions.json").read_text())
+    assert [item["figure"].rsplit("/", 1)[1] for item in entry["captions"]] == [
+        "grace_hopper_1.png", "grace_hopper_2.png", "grace_hopper_3.png"]
+    assert all((out / f"grace_hopper_{rank}.png").is_file() for rank in (1, 2, 3))
+    scores = [item["log_prob"] for item in entry["captions"]]
+    assert scores == sorted(scores, reverse=True)
+    printed = capsys.readouterr().out
+    assert f"  1. {entry['captions'][0]['caption']}  (log p = {scores[0]:.2f})" in printed

@@ -1,0 +1,88 @@
+"""Runs from anywhere: the configs ship inside the package and are found by name, checkpoints record absolute data
+paths, `describe` and `predict` write under runs/, and the logs follow --trainer.default_root_dir."""
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from caption.cli import main
+from caption.errors import ConfigError
+from caption.packaged_configs import config_file, packaged_configs, with_packaged_configs
+from tiny import tiny_args
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_shipped_config_is_packaged_and_found_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an empty folder
+    shipped = sorted(file.stem for file in (REPO / "configs").glob("*.yaml"))
+    assert sorted(packaged_configs()) == shipped and "shapes_soft" in shipped
+    for name in shipped:
+        assert Path(config_file(name)).read_text() == (REPO / "configs" / f"{name}.yaml").read_text()
+        assert config_file(f"{name}.yaml") == config_file(name)
+
+
+def test_a_file_wins_over_a_packaged_name_and_a_wrong_name_lists_the_packaged_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shapes_soft.yaml").write_text("trainer: {max_epochs: 1}\n")
+    assert config_file("shapes_soft.yaml") == "shapes_soft.yaml"
+    assert with_packaged_configs(["fit", "-c", "shapes_hard", "--config=coco_soft", "--model.attention", "hard"]) == [
+        "fit", "-c", config_file("shapes_hard"), "--config=" + config_file("coco_soft"), "--model.attention", "hard"]
+    assert config_file('{"trainer": {"max_epochs": 1}}') == '{"trainer": {"max_epochs": 1}}', "inline YAML/JSON"
+    with pytest.raises(ConfigError, match=r"config shapes_sfot: no such file, nor a packaged config .*shapes_soft"):
+        config_file("shapes_sfot")
+
+
+def test_the_wheel_carries_the_configs_and_finds_them_installed(tmp_path):
+    """What `pip install .` (not editable) installs: the wheel's files, here unpacked and imported alone."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, source)
+    shutil.copytree(REPO / "configs", source / "configs")
+    shutil.copytree(REPO / "caption", source / "caption", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(source)], check=True, capture_output=True, timeout=120)
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    installed = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(installed)
+    assert sorted(file.stem for file in (installed / "caption" / "configs").glob("*.yaml")) == sorted(
+        file.stem for file in (REPO / "configs").glob("*.yaml"))
+    program = "from caption.packaged_configs import config_file; print(config_file('shapes_soft'))"
+    out = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env={"PYTHONPATH": str(installed)},
+                         capture_output=True, text=True, check=True).stdout
+    assert Path(out.strip()) == installed / "caption" / "configs" / "shapes_soft.yaml"
+
+
+@pytest.mark.slow
+def test_fit_and_predict_from_empty_folders(tmp_path, monkeypatch):
+    """`caption fit --config shapes_soft` with a relative data root, then `caption predict` from another folder:
+    the checkpoint names the data absolutely, so nothing is generated there, and everything lands under runs/."""
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(sys, "argv", ["caption"])
+    main(["fit", "--config", "shapes_soft", "--trainer.default_root_dir", "runs/tiny", "--trainer.max_epochs", "1",
+          "--trainer.limit_test_batches", "0", "--trainer.enable_progress_bar", "false",
+          *tiny_args(Path("data/shapes"), num_train=16, num_val=4, num_test=4)])
+    assert sorted(path.name for path in here.iterdir()) == ["data", "runs"]
+    run = here / "runs" / "tiny"
+    assert (run / "logs" / "version_0" / "metrics.csv").is_file(), "the logs follow --trainer.default_root_dir"
+    assert not (here / "runs" / "shapes_soft").exists(), "nothing in the config's own folder"
+    checkpoint = run / "checkpoints" / "last.ckpt"
+    data = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]
+    assert data["source"]["init_args"]["root"] == str(here / "data" / "shapes")
+
+    monkeypatch.chdir(elsewhere)
+    main(["predict", "--ckpt_path", str(checkpoint), "--data.predict", "test", "--trainer.enable_progress_bar",
+          "false"])
+    assert sorted(str(path.relative_to(elsewhere)) for path in elsewhere.rglob("*")) == [
+        "runs", "runs/predict", "runs/predict/captions.json"]
+    assert len(json.loads((elsewhere / "runs" / "predict" / "captions.json").read_text())) == 4
