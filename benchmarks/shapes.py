@@ -83,6 +83,16 @@ def largest_drop(values: list[float], after_epoch: int = 3) -> float:
     return max(drops, default=0.0)
 
 
+def last_epoch_mean(rows: list[dict[str, str]], column: str) -> float:
+    """The mean of a logged training column over the last epoch that logged it (NaN if none did)."""
+    logged = [row for row in rows if row.get(column)]
+    if not logged:
+        return float("nan")
+    last = max(int(row["epoch"]) for row in logged)
+    values = [float(row[column]) for row in logged if int(row["epoch"]) == last]
+    return sum(values) / len(values)
+
+
 def object_word_beta(evaluation, records) -> float:
     betas = [float(beta) for image_id, caption in evaluation.captions.items()
              for word, beta in zip(caption.words, caption.beta)
@@ -127,14 +137,11 @@ def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | N
     validations = [row for row in rows if row.get("val/bleu4")]
     bleu = [float(row["val/bleu4"]) for row in validations]
     accuracy = [float(row.get("val/attention_accuracy") or "nan") for row in validations]
-    last_epoch = max(int(row["epoch"]) for row in rows if row.get("epoch"))
-    advantages = [float(row["train/advantage_square"]) for row in rows
-                  if row.get("train/advantage_square") and int(row["epoch"]) == last_epoch]
     return {"name": name, "config": config, "overrides": " ".join(overrides), "epochs": len(bleu),
             "val_bleu4": bleu, "val_accuracy": accuracy, "val_bleu4_drop": largest_drop(bleu),
             "val_accuracy_best": max(accuracy, default=float("nan")),
             "val_accuracy_last": accuracy[-1] if accuracy else float("nan"),
-            "advantage_square": sum(advantages) / len(advantages) if advantages else float("nan"),
+            "advantage_square": last_epoch_mean(rows, "train/advantage_square"),
             "wall_seconds": round(wall), "threads": threads or torch.get_num_threads()}
 
 
