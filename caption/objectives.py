@@ -141,9 +141,6 @@ class LeaveOneOutBaseline(nn.Module):
         others = (grouped.sum(dim=1, keepdim=True) - grouped) / (self.samples - 1)
         return others.view_as(rewards)  # (B, T)
 
-    def update(self, reward_mean: Tensor) -> None:
-        """Nothing to track."""
-
 
 class LearnedBaseline(nn.Module):
     """b_t = w·h_{t-1} + c from the state the step attends from (detached), regressed on R_t (module docstring)."""
@@ -154,9 +151,6 @@ class LearnedBaseline(nn.Module):
 
     def forward(self, rewards: Tensor, *, hidden: Tensor, share: Tensor) -> Tensor:
         return self.layer(hidden.detach()).squeeze(-1) * (share > 0)  # (B, T)
-
-    def update(self, reward_mean: Tensor) -> None:
-        """Trained by the loss's squared error, not here."""
 
 
 @dataclass
