@@ -170,7 +170,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hard-ablations", action="store_true", help="also run the hard-attention estimator rows")
     parser.add_argument("--only", nargs="+", default=None, help="run just these rows (names above); the hard rows "
-                        "need <out>/soft, trained first when missing")
+                        "need <out>/soft, trained first when missing (and reused, not retrained, when there)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="override trainer.max_epochs of every hard row, the shipped one too (soft runs as shipped)")
     parser.add_argument("--out", type=Path, default=Path("runs/shapes"))
@@ -193,10 +193,10 @@ def main() -> None:
         print(f"done {row['name']}: {json.dumps({k: v for k, v in results[-1].items() if not k.startswith('val_')})}",
               flush=True)
 
-    stage_one_needed = any(stage_two(*TABLE[name][:2]) for name in names) and not list(
-        (args.out / "soft").glob("checkpoints/best-*.ckpt"))
-    if "soft" in names or stage_one_needed:  # stage 1 first: the hard rows train on its encoder
-        finish(fit("soft", *TABLE["soft"][:2], args.out, None, None))
+    if list((args.out / "soft").glob("checkpoints/best-*.ckpt")):  # stage 1 of an earlier run in this folder
+        print(f"stage 1: the encoder of {args.out / 'soft'}, trained before (not run nor scored again)", flush=True)
+    elif "soft" in names or any(stage_two(*TABLE[name][:2]) for name in names):  # stage 1 first: the hard rows
+        finish(fit("soft", *TABLE["soft"][:2], args.out, None, None))  # train on its encoder
     rest = [name for name in names if name != "soft"]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # fits in parallel; scoring (Java inside) one at a time
         futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, args.epochs, threads) for name in rest]
