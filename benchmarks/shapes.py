@@ -1,7 +1,7 @@
 """Learning quality and where the model looks, on the built-in data: the shapes configs and their ablations.
 
     python benchmarks/shapes.py                                   # the two shapes configs as they ship (alone!)
-    python benchmarks/shapes.py --hard-ablations --jobs 2 --epochs 3   # + one row per hard-attention estimator
+    python benchmarks/shapes.py --hard-ablations --jobs 2 --epochs 1   # + one row per hard-attention estimator
     python benchmarks/shapes.py --only hard_samples_4 --epochs 4 --out /tmp/shapes
 
 Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. The soft
@@ -49,9 +49,9 @@ RUNS: dict[str, tuple[str, list[str], str]] = {
 HARD_ABLATIONS: dict[str, tuple[str, list[str], str]] = {
     "hard_from_scratch": (HARD, ["--model.encoder_weights", "none", "--model.freeze_encoder", "false"],
                           "the encoder trained from scratch under REINFORCE (before this work)"),
-    "hard_original_weights": (HARD, ["--model.reinforce_weight", "6.4", "--model.entropy_weight", "0.128"],
-                              "the original's effective λ_r = 0.1·B = 6.4, λ_e = 0.002·B = 0.128"),
-    "hard_original_reinforce": (HARD, ["--model.reinforce_weight", "6.4"], "λ_r = 6.4, λ_e as shipped"),
+    "hard_reinforce_0.1": (HARD, ["--model.reinforce_weight", "0.1"], "λ_r = 0.1 per caption (shipped before)"),
+    "hard_entropy_0.128": (HARD, ["--model.entropy_weight", "0.128"],
+                           "λ_e = 0.002·B = 0.128, the original's effective entropy weight"),
     "hard_samples_4": (HARD, ["--model.samples", "4"], "N = 4 samples per caption, moving-average baseline"),
     "hard_samples_8": (HARD, ["--model.samples", "8"], "N = 8 samples per caption, moving-average baseline"),
     "hard_leave_one_out": (HARD, ["--model.samples", "4", "--model.baseline", "leave_one_out"],
@@ -170,9 +170,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hard-ablations", action="store_true", help="also run the hard-attention estimator rows")
     parser.add_argument("--only", nargs="+", default=None, help="run just these rows (names above); the hard rows "
-                        "need <out>/soft, trained first when missing")
+                        "need <out>/soft, trained first when missing (and reused, not retrained, when there)")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="override trainer.max_epochs of the ablation rows (soft and hard run as shipped)")
+                        help="override trainer.max_epochs of every hard row, the shipped one too (soft runs as shipped)")
     parser.add_argument("--out", type=Path, default=Path("runs/shapes"))
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once, one thread each when > 1 (wall times are then not comparable)")
@@ -193,14 +193,13 @@ def main() -> None:
         print(f"done {row['name']}: {json.dumps({k: v for k, v in results[-1].items() if not k.startswith('val_')})}",
               flush=True)
 
-    stage_one_needed = any(stage_two(*TABLE[name][:2]) for name in names) and not list(
-        (args.out / "soft").glob("checkpoints/best-*.ckpt"))
-    if "soft" in names or stage_one_needed:  # stage 1 first: the hard rows train on its encoder
-        finish(fit("soft", *TABLE["soft"][:2], args.out, None, None))
+    if list((args.out / "soft").glob("checkpoints/best-*.ckpt")):  # stage 1 of an earlier run in this folder
+        print(f"stage 1: the encoder of {args.out / 'soft'}, trained before (not run nor scored again)", flush=True)
+    elif "soft" in names or any(stage_two(*TABLE[name][:2]) for name in names):  # stage 1 first: the hard rows
+        finish(fit("soft", *TABLE["soft"][:2], args.out, None, None))  # train on its encoder
     rest = [name for name in names if name != "soft"]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # fits in parallel; scoring (Java inside) one at a time
-        futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, None if name in RUNS else args.epochs, threads)
-                   for name in rest]
+        futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, args.epochs, threads) for name in rest]
         for future in futures:
             finish(future.result())
     print_table(results)
