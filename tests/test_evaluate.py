@@ -24,7 +24,9 @@ from caption.data.records import ShapeObject
 from caption.data.shapes import KINDS, ShapesSource
 from caption.decoding import Caption
 from caption.inference import Evaluation, write_evaluation
-from caption.metrics import attention_grid, coco_scores, localisation, location_center, mean_entropy, step_entropy
+from caption.metrics import (
+    Localisation, attention_grid, coco_scores, localisation, location_center, mean_entropy, step_entropy,
+)
 
 CANDIDATES = {
     7: "A large red circle, left of a small blue square.",
@@ -85,7 +87,7 @@ def test_meteor_missing_or_hanging_is_reported_missing_and_the_rest_still_scored
     assert scores["bleu4"] == Bleu(4).compute_score(references, hypotheses)[0][3]
     assert scores["cider"] == Cider().compute_score(references, hypotheses)[0]
 
-    evaluation = Evaluation("test", 3, scores, None, 0, {})
+    evaluation = Evaluation("test", 3, scores, {})
     assert evaluation.metrics()["metrics"]["meteor"] is None, "missing is null in metrics.json"
     assert re.search(r"METEOR +missing", evaluation.table())
 
@@ -97,7 +99,7 @@ def generated(image_id, caption, locations=64):
 
 
 def test_results_file_is_in_the_coco_results_format(tmp_path):
-    evaluation = Evaluation("test", 3, {}, None, 0, dict([generated(7, "a red circle"), generated(8, "")]))
+    evaluation = Evaluation("test", 3, {}, dict([generated(7, "a red circle"), generated(8, "")]))
     write_evaluation(evaluation, tmp_path, checkpoint="x.ckpt")
     coco = COCO()
     coco.dataset = {
@@ -160,13 +162,16 @@ def test_alpha_entropy_per_step():
 def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
     models = [SimpleNamespace(name=kind, hparams=SimpleNamespace(attention=kind)) for kind in ("soft", "hard")]
     scores = dict.fromkeys(metrics.METRICS, 0.5) | {"meteor": float("nan")}
-    evaluations = [Evaluation("test", 3, scores, None, 0, {}), Evaluation("test", 3, scores, 0.25, 10, {}, 0.07)]
+    found = Localisation(nouns=10, accuracy=0.25, other_object=0.5, background=0.25, absent=0.0, chance_location=0.07,
+                         chance_object=0.5)
+    evaluations = [Evaluation("test", 3, scores, {}), Evaluation("test", 3, scores, {}, found, 1.5)]
     table = results_table(models, evaluations, "coco").splitlines()
-    assert table[0].endswith("| attention accuracy | random location |")
-    assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | – | – |"
-    assert table[3] == "| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 | 7.0 |"
-    assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 | – | – | – | – |"
-    assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 | – | – | – | – |"
+    assert table[0].endswith("| attention accuracy | peak on another object | peak on the background "
+                             "| noun of an absent object | random location | random object | α entropy per step (nats) |")
+    assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 |" + " – |" * 7
+    assert table[3] == "| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 | 50.0 | 25.0 | 0.0 | 7.0 | 50.0 | 1.50 |"
+    assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 |" + " – |" * 9
+    assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 |" + " – |" * 9
     assert len(results_table(models, evaluations, "shapes").splitlines()) == 4, "no paper numbers for the built-in data"
 
 
@@ -202,7 +207,7 @@ def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_pat
     assert {name: report["metrics"][name] for name in direct} == direct
     object_words = sum(word in KINDS for caption in candidates.values() for word in caption.split())
     assert report["object_words"] == object_words
-    assert 0 <= report["metrics"]["attention_accuracy"] <= 1 or object_words == 0
+    assert object_words == 0 or 0 <= report["metrics"]["attention_accuracy"] <= 1  # NaN (null) without object words
 
     coco = COCO()
     coco.dataset = {"images": [{"id": i} for i in records],

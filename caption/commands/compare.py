@@ -18,6 +18,7 @@ import argparse
 import csv
 import datetime
 import json
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,15 +96,16 @@ def dataset_name(settings: dict[str, Any]) -> str | None:
 def results_table(models: list[Model], evaluations: list[Evaluation], dataset: str | None) -> str:
     """Markdown table like the paper's Table 1, ours first, then the paper's rows for this dataset."""
     attention = list(dict.fromkeys(name for evaluation in evaluations for name in evaluation.attention_scores()))
-    columns = [*METRICS, *attention]
+    columns = [*METRICS, *sorted(attention, key=lambda name: name == "alpha_entropy")]  # the entropy last
     lines = [
         "| model | " + " | ".join(METRIC_NAMES[name] for name in columns) + " |",
         "|---|" + "---:|" * len(columns),
     ]
     for model, evaluation in zip(models, evaluations):
         scores = evaluation.scores | evaluation.attention_scores()
-        cells = ["–" if scores.get(name) is None else f"{scores[name]:.2f}" if name == "alpha_entropy"
-                 else format_score(scores[name]) for name in columns]
+        cells = ["–" if scores.get(name) is None or name == "alpha_entropy" and math.isnan(scores[name])
+                 else f"{scores[name]:.2f}" if name == "alpha_entropy" else format_score(scores[name])
+                 for name in columns]
         lines.append(f"| {model.name} (ours) | " + " | ".join(cells) + " |")
     paper = PAPER_TABLE_1.get(dataset or "", {})
     for kind in dict.fromkeys(model.hparams.attention for model in models):

@@ -165,7 +165,9 @@ def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[s
     if not items and allow_empty:
         return {"image_id": torch.zeros(0, dtype=torch.long), "bad_images": bad}
     if not items:
-        raise BadImageError(f"every image of a batch failed to load: {'; '.join(map(str, bad))}")
+        raise BadImageError(f"every image of a batch failed to load: {'; '.join(map(str, bad))} (with "
+                            "data.batch_by_image a training batch holds only a few images: set it to false, or raise "
+                            "data.batch_size, to skip such images with data.on_bad_image: skip)")
     key = "annotations" if "annotations" in items[0] else "image"
     batch: dict[str, Any] = {
         key: torch.stack([item[key] for item in items]),  # (B, 3, H, W) or (B, L, D)
