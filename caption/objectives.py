@@ -150,7 +150,7 @@ class LearnedBaseline(nn.Module):
         self.layer = nn.Linear(hidden_dim, 1)
 
     def forward(self, rewards: Tensor, *, hidden: Tensor, share: Tensor) -> Tensor:
-        return self.layer(hidden.detach()).squeeze(-1) * (share > 0)  # (B, T)
+        return self.layer(hidden.detach()).squeeze(-1)  # (B, T); the loss masks padding
 
 
 @dataclass

@@ -45,10 +45,6 @@ class Evaluation:
     alpha_entropy: float = float("nan")  # mean H(α_t) over generated steps
     tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
 
-    @property
-    def attention_accuracy(self) -> float | None:
-        return None if self.localisation is None else self.localisation.accuracy
-
     def attention_scores(self) -> dict[str, float]:
         """α entropy and, with boxes, the localisation shares, under their logged names."""
         found = {} if self.localisation is None else self.localisation.scores()
