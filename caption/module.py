@@ -325,7 +325,7 @@ class CaptionModule(L.LightningModule):
     def on_train_epoch_start(self) -> None:
         """Hard attention with semi_sampling_final: this epoch's semi-sampling probability, on a linear schedule."""
         final = self.hparams.semi_sampling_final
-        if final is not None and self.hparams.attention == "hard":
+        if final is not None:  # set only with hard attention (refused otherwise)
             progress = self.current_epoch / max(1, (self.trainer.max_epochs or 1) - 1)
             start = self.hparams.semi_sampling
             self.decoder.semi_sampling = start + (final - start) * min(1.0, progress)
