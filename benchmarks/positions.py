@@ -12,7 +12,7 @@ split, imgid, sentences[].raw/tokens), read by `caption.data.karpathy.KarpathySo
 
 Both models use the shapes configs' settings (`configs/shapes_soft.yaml`, then `configs/shapes_hard.yaml` on the soft
 run's frozen encoder) with the data swapped for this dataset (`DIR/data.yaml`) and room for its longer captions
-(`model.max_caption_length` 24: three objects and their places take up to 22 words); each best checkpoint
+(`model.decoding.max_caption_length` 24: three objects and their places take up to 22 words); each best checkpoint
 (validation BLEU-4) then decodes the test split with beam 3 and is scored with the coco-caption metrics.
 Writes DIR/positions.json and prints a table.
 """
@@ -158,7 +158,7 @@ def main() -> None:
     data = str(data_config(annotations.resolve(), args.out))
     walls = {"soft": fit("soft", ["configs/shapes_soft.yaml", data], [], args.out),
              "hard": fit("hard", ["configs/shapes_hard.yaml", data],
-                         ["--model.encoder_weights", str(args.out / "soft")], args.out)}
+                         ["--model.encoder.weights", str(args.out / "soft")], args.out)}
     results = {name: score(args.out / name) | {"wall_seconds": round(wall)} for name, wall in walls.items()}
     (args.out / "positions.json").write_text(json.dumps(results, indent=2))
     print(f"# positions benchmark, {date.today()}")

@@ -6,7 +6,7 @@
 
 Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. The soft
 run comes first: it is stage 1 of the hard recipe, and every hard row but `hard_from_scratch` trains its decoder
-on soft's encoder, frozen (`model.encoder_weights: <out>/soft`, as `configs/shapes_hard.yaml` does with
+on soft's encoder, frozen (`model.encoder.weights: <out>/soft`, as `configs/shapes_hard.yaml` does with
 `runs/shapes_soft`). Then each run's best checkpoint (validation BLEU-4) decodes the test split with beam 3 and
 is scored here:
 - BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json);
@@ -47,28 +47,28 @@ RUNS: dict[str, tuple[str, list[str], str]] = {
     "hard": (HARD, [], "`configs/shapes_hard.yaml` as shipped: the paper's estimator on soft's frozen encoder"),
 }
 HARD_ABLATIONS: dict[str, tuple[str, list[str], str]] = {
-    "hard_from_scratch": (HARD, ["--model.encoder_weights", "none", "--model.freeze_encoder", "false"],
+    "hard_from_scratch": (HARD, ["--model.encoder.weights", "none", "--model.encoder.freeze", "false"],
                           "the encoder trained from scratch under REINFORCE (before this work)"),
-    "hard_reinforce_0.1": (HARD, ["--model.reinforce_weight", "0.1"], "λ_r = 0.1 per caption (shipped before)"),
-    "hard_entropy_0.128": (HARD, ["--model.entropy_weight", "0.128"],
+    "hard_reinforce_0.1": (HARD, ["--model.hard.reinforce_weight", "0.1"], "λ_r = 0.1 per caption (shipped before)"),
+    "hard_entropy_0.128": (HARD, ["--model.hard.entropy_weight", "0.128"],
                            "λ_e = 0.002·B = 0.128, the original's effective entropy weight"),
-    "hard_samples_4": (HARD, ["--model.samples", "4"], "N = 4 samples per caption, moving-average baseline"),
-    "hard_samples_8": (HARD, ["--model.samples", "8"], "N = 8 samples per caption, moving-average baseline"),
-    "hard_leave_one_out": (HARD, ["--model.samples", "4", "--model.baseline", "leave_one_out"],
+    "hard_samples_4": (HARD, ["--model.hard.samples", "4"], "N = 4 samples per caption, moving-average baseline"),
+    "hard_samples_8": (HARD, ["--model.hard.samples", "8"], "N = 8 samples per caption, moving-average baseline"),
+    "hard_leave_one_out": (HARD, ["--model.hard.samples", "4", "--model.hard.baseline", "leave_one_out"],
                            "N = 4, leave-one-out baseline (Kool et al., 2019)"),
-    "hard_learned_baseline": (HARD, ["--model.baseline", "learned"],
+    "hard_learned_baseline": (HARD, ["--model.hard.baseline", "learned"],
                               "learned baseline b(h_{t-1}) (Mnih et al., 2014)"),
-    "hard_step_credit": (HARD, ["--model.credit", "step"], "per-step reward: each location gets the words it can affect"),
-    "hard_semi_sampling_schedule": (HARD, ["--model.semi_sampling", "1.0", "--model.semi_sampling_final", "0.0"],
+    "hard_step_credit": (HARD, ["--model.hard.credit", "step"], "per-step reward: each location gets the words it can affect"),
+    "hard_semi_sampling_schedule": (HARD, ["--model.hard.semi_sampling", "1.0", "--model.hard.semi_sampling_final", "0.0"],
                                     "semi-sampling from 1 (all expected context) to 0 (all sampled), linearly"),
-    "hard_no_semi_sampling": (HARD, ["--model.semi_sampling", "0.0"], "no semi-sampling: every caption sampled"),
+    "hard_no_semi_sampling": (HARD, ["--model.hard.semi_sampling", "0.0"], "no semi-sampling: every caption sampled"),
 }
 TABLE = RUNS | HARD_ABLATIONS
 
 
 def stage_two(config: str, overrides: list[str]) -> bool:
     """Whether the row trains on stage 1's encoder (the hard config, unless the row trains its own)."""
-    return config == HARD and "--model.encoder_weights" not in overrides
+    return config == HARD and "--model.encoder.weights" not in overrides
 
 
 def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
@@ -121,7 +121,7 @@ def score(run_dir: Path, *, hard: bool) -> dict[str, float]:
 def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | None, threads: int | None) -> dict:
     run_dir = out / name
     log = out / f"{name}.log"
-    stage_one = ["--model.encoder_weights", str(out / "soft")] if stage_two(config, overrides) else []
+    stage_one = ["--model.encoder.weights", str(out / "soft")] if stage_two(config, overrides) else []
     command = [sys.executable, "-m", "caption.cli", "fit", "--config", config, *stage_one, *overrides,
                "--trainer.default_root_dir", str(run_dir), "--trainer.logger.init_args.save_dir", str(run_dir),
                "--trainer.enable_progress_bar", "false"]

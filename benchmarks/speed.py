@@ -373,7 +373,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="timed training steps per case (default 8; --quick 3)")
     parser.add_argument("--repeats", type=int, help="timed decoding runs per case (default 3; --quick 1)")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
-    parser.add_argument("--compile", action="store_true", help="model.compile: torch.compile the decoder step")
+    parser.add_argument("--compile", action="store_true", help="model.optimization.compile: torch.compile the decoder step")
     parser.add_argument("--profile", action="store_true", help="profile one step of every train and beam-3 case")
     parser.add_argument("--input-out", default="runs/benchmarks/input_pipeline", help="where `input` builds its data")
     parser.add_argument("--default-malloc", action="store_true",

@@ -35,6 +35,25 @@ AttentionKind = Literal["soft", "hard"]
 HardEvalContext = Literal["expected", "argmax", "sample"]
 
 
+@dataclass(frozen=True)
+class AttentionSettings:
+    """f_att (eq. 4) and φ (sec. 4) (`model.attention:` in a config).
+
+    Args:
+        kind: "soft" (sec. 4.2, trained on eq. 14) or "hard" (sec. 4.1, trained on eq. 12; `model.hard`).
+        dim: size of the hidden layer of f_att (eq. 4).
+        layers: linear layers on the annotation side of f_att (original code: n_layers_att).
+        gate: use the gate β of sec. 4.2.1 on the context.
+        inverse_temperature: multiplies the attention logits before the softmax (0: uniform α).
+    """
+
+    kind: AttentionKind = "soft"
+    dim: int = 512
+    layers: int = 1
+    gate: bool = True
+    inverse_temperature: float = 1.0
+
+
 class AdditiveScorer(nn.Module):
     """f_att of eq. 4: e_ti = w · tanh(W_a a_i + W_h h_{t-1}) + c.
 
@@ -47,7 +66,7 @@ class AdditiveScorer(nn.Module):
     def __init__(self, *, annotation_dim: int, attention_dim: int, layers: int = 1):
         super().__init__()
         if layers < 1:
-            raise ConfigError(f"model.attention_layers must be >= 1, got {layers}")
+            raise ConfigError(f"model.attention.layers must be >= 1, got {layers}")
         self.annotation_projection = nn.ModuleList(
             [nn.Linear(annotation_dim, attention_dim)]
             + [nn.Linear(attention_dim, attention_dim) for _ in range(layers - 1)]
@@ -114,7 +133,7 @@ class HardAttention(nn.Module):
         """s_t ~ Multinoulli_L(α_t): (R, L) -> (R,).
 
         A NaN row (a diverged model) samples uniformly instead of crashing here, so that the loss turns
-        NaN and `model.on_nonfinite_loss` decides what happens.
+        NaN and `model.optimization.on_nonfinite_loss` decides what happens.
         """
         return torch.multinomial(alpha.nan_to_num(nan=1.0), 1).squeeze(1)
 

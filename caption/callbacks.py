@@ -163,7 +163,7 @@ class ModelFlopsUtilization(ThroughputMonitor):
     (decoding costs differ from training and are not counted per batch).
 
     The FLOPs of a batch are those the decoder needs for the captions it is trained on (real tokens, each of the
-    `model.samples` Monte Carlo copies), read from the decoder's input: with cached features (the COCO and Flickr
+    `model.hard.samples` Monte Carlo copies), read from the decoder's input: with cached features (the COCO and Flickr
     configs) that is the whole model; training from images leaves the CNN out, so MFU is then a lower bound.
 
     On a CPU it does nothing, silently: ThroughputMonitor has no peak FLOP/s for a CPU (no MFU), it synchronises

@@ -32,6 +32,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.errors import CheckpointError
+from caption.renamed import dotted, grouped
 from caption.outputs import write_atomically
 
 
@@ -61,6 +62,7 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"{path}: not a checkpoint of this project (no vocabulary in its hyperparameters): it was not written "
             "by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
+    checkpoint["hyper_parameters"] = grouped(checkpoint["hyper_parameters"])
     return checkpoint
 
 
@@ -104,9 +106,12 @@ def find_checkpoint(path: Path) -> Path:
 
 
 # model settings that make the trained model what it is: a checkpoint's weights only fit the values it was trained with
-MODEL_DEFINING = ("attention", "encoder", "encoder_grid", "encoder_channels", "encoder_kernel_sizes",
-                  "encoder_coordinates", "embed_dim", "hidden_dim", "attention_dim", "attention_layers", "init_layers",
-                  "gate", "prev_word_output", "context_output")
+MODEL_DEFINING = ("attention.kind", "attention.dim", "attention.layers", "attention.gate", "encoder.name",
+                  "encoder.grid", "encoder.channels", "encoder.kernel_sizes", "encoder.coordinates", "decoder.embed_dim",
+                  "decoder.hidden_dim", "decoder.init_layers", "decoder.prev_word_output", "decoder.context_output")
+# model settings the CLI links into the data module (`data.encoder` ...): a feature cache is checked against them
+DATA_LINKS = {"encoder.name": "encoder", "encoder.weights": "encoder_weights", "encoder.freeze": "freeze_encoder",
+              "encoder.grid": "encoder_grid"}
 
 
 def plain(value: Any) -> Any:
@@ -115,10 +120,10 @@ def plain(value: Any) -> Any:
 
 
 def check_model_settings(path: _PATH, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]]) -> None:
-    """A CheckpointError in one line naming every setting of `given` ({key: (value, where it was given)}) that would
-    change the model checkpoint `path` was trained as (`MODEL_DEFINING`), with both values: such a setting can be
+    """A CheckpointError in one line naming every setting of `given` ({dotted key: (value, where it was given)}) that
+    would change the model checkpoint `path` was trained as (`MODEL_DEFINING`), with both values: such a setting can be
     neither applied to the trained weights nor silently dropped."""
-    trained = checkpoint["hyper_parameters"]
+    trained = dotted(checkpoint["hyper_parameters"])
     conflicts = [
         f"model.{key} is {plain(value)!r} {where} but {path} was trained with {plain(trained[key])!r}"
         for key, (value, where) in given.items()

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from caption.attention import ATTENTIONS, AdditiveScorer, AttentionSettings, HardAttention, HardEvalContext
 from caption.errors import ConfigError
-from caption.attention import ATTENTIONS, AdditiveScorer, AttentionKind, HardEvalContext, HardAttention
 
 
 @dataclass
@@ -64,26 +64,39 @@ def _stack(values: list[Tensor | None]) -> Tensor | None:
     return None if values[0] is None else torch.stack(values, dim=1)
 
 
+@dataclass(frozen=True)
+class DecoderSettings:
+    """The LSTM of sec. 3.1.2 and its deep output (eq. 7) (`model.decoder:` in a config).
+
+    Args:
+        embed_dim: m, the word embedding size (also the deep output's hidden size, eq. 7).
+        hidden_dim: n, the LSTM size.
+        init_layers: layers of f_init (eq. 5; 1 = one tanh layer, more adds ReLU layers first).
+        prev_word_output: add E y_{t-1} in the deep output (eq. 7; original code: prev2out).
+        context_output: add L_z ẑ_t in the deep output (eq. 7; original code: ctx2out).
+        dropout: dropout probability on h_t and on the deep output's hidden layer.
+    """
+
+    embed_dim: int = 512
+    hidden_dim: int = 1800
+    init_layers: int = 1
+    prev_word_output: bool = True
+    context_output: bool = True
+    dropout: float = 0.5
+
+
 class Decoder(nn.Module):
     """LSTM decoder that attends over annotations at every word.
 
     Args:
         vocab_size: V, size of the output vocabulary (with the special tokens).
         annotation_dim: D, size of each annotation vector.
-        embed_dim: m, word embedding size (also the deep output's hidden size, as eq. 7 requires).
-        hidden_dim: n, LSTM size.
-        attention_dim: size of the f_att hidden layer.
-        attention: "soft" or "hard".
-        attention_layers: linear layers on the annotation side of f_att (original: n_layers_att).
-        init_layers: layers of f_init (1 = one tanh layer; more adds shared ReLU layers first).
-        gate: use the β gate of sec. 4.2.1.
-        prev_word_output: add E y_{t-1} in the deep output (eq. 7; original: prev2out).
-        context_output: add L_z ẑ_t in the deep output (eq. 7; original: ctx2out).
-        dropout: dropout probability on h_t and on the deep output's hidden layer.
-        inverse_temperature: multiplies the attention logits before the softmax.
-        semi_sampling: hard attention, probability per image of using the expected context (sec. 4.1: 0.5).
-            The original code's `semi_sampling_p` is the complement, the probability of *sampling*.
-        hard_eval_context: hard attention at evaluation: "expected" (original), "argmax" or "sample".
+        settings: the LSTM and its deep output.
+        attention: f_att and φ.
+        semi_sampling: hard attention, training: probability per image of using the expected context (sec. 4.1;
+            `model.hard.semi_sampling`). The original code's `semi_sampling_p` is the complement.
+        eval_context: hard attention at evaluation: "expected" (original), "argmax" or "sample"
+            (`model.decoding.hard_eval_context`).
     """
 
     def __init__(
@@ -91,32 +104,24 @@ class Decoder(nn.Module):
         *,
         vocab_size: int,
         annotation_dim: int,
-        embed_dim: int = 512,
-        hidden_dim: int = 1800,
-        attention_dim: int = 512,
-        attention: AttentionKind = "soft",
-        attention_layers: int = 1,
-        init_layers: int = 1,
-        gate: bool = True,
-        prev_word_output: bool = True,
-        context_output: bool = True,
-        dropout: float = 0.5,
-        inverse_temperature: float = 1.0,
-        semi_sampling: float = 0.5,
-        hard_eval_context: HardEvalContext = "expected",
+        settings: DecoderSettings = DecoderSettings(),
+        attention: AttentionSettings = AttentionSettings(),
+        semi_sampling: float = 0.0,
+        eval_context: HardEvalContext = "expected",
     ):
         super().__init__()
-        if attention not in ATTENTIONS:
-            raise ConfigError(f"model.attention must be one of {sorted(ATTENTIONS)}, got {attention!r}")
+        if attention.kind not in ATTENTIONS:
+            raise ConfigError(f"model.attention.kind must be one of {sorted(ATTENTIONS)}, got {attention.kind!r}")
         if not 0.0 <= semi_sampling <= 1.0:
-            raise ConfigError(f"model.semi_sampling is a probability, got {semi_sampling}")
-        if init_layers < 1:
-            raise ConfigError(f"model.init_layers must be >= 1, got {init_layers}")
+            raise ConfigError(f"model.hard.semi_sampling is a probability, got {semi_sampling}")
+        if settings.init_layers < 1:
+            raise ConfigError(f"model.decoder.init_layers must be >= 1, got {settings.init_layers}")
+        embed_dim, hidden_dim, dropout = settings.embed_dim, settings.hidden_dim, settings.dropout
         self.hidden_dim = hidden_dim
-        self.attention_dim = attention_dim
-        self.gate = gate
-        self.prev_word_output = prev_word_output
-        self.inverse_temperature = inverse_temperature
+        self.attention_dim = attention.dim
+        self.gate = attention.gate
+        self.prev_word_output = settings.prev_word_output
+        self.inverse_temperature = attention.inverse_temperature
         self.semi_sampling = semi_sampling
 
         self.embedding = nn.Embedding(vocab_size, embed_dim)  # E
@@ -124,24 +129,24 @@ class Decoder(nn.Module):
         # then one tanh layer each for h_0 and c_0.
         self.init_hidden_layers = nn.Sequential(*[
             module
-            for _ in range(init_layers - 1)
+            for _ in range(settings.init_layers - 1)
             for module in (nn.Linear(annotation_dim, annotation_dim), nn.ReLU(), nn.Dropout(dropout))
         ])
         self.init_h = nn.Linear(annotation_dim, hidden_dim)
         self.init_c = nn.Linear(annotation_dim, hidden_dim)
         # f_att (eq. 4) and φ (sec. 4).
-        self.scorer = AdditiveScorer(annotation_dim=annotation_dim, attention_dim=attention_dim, layers=attention_layers)
-        attention_options = {"eval_context": hard_eval_context} if attention == "hard" else {}
-        self.attention = ATTENTIONS[attention](**attention_options)
+        self.scorer = AdditiveScorer(annotation_dim=annotation_dim, attention_dim=attention.dim, layers=attention.layers)
+        attention_options = {"eval_context": eval_context} if attention.kind == "hard" else {}
+        self.attention = ATTENTIONS[attention.kind](**attention_options)
         # LSTM (eq. 1): T [E y_{t-1}; h_{t-1}; ẑ_t] split by what each part depends on.
         self.word_to_gates = nn.Linear(embed_dim, 4 * hidden_dim)  # once for all steps
         self.context_to_gates = nn.Linear(annotation_dim, 4 * hidden_dim, bias=False)
         # Everything computed from h_{t-1}: LSTM recurrence (4n), attention query W_h (A), f_β (1).
-        self.hidden_to_all = nn.Linear(hidden_dim, 4 * hidden_dim + attention_dim + 1)
+        self.hidden_to_all = nn.Linear(hidden_dim, 4 * hidden_dim + attention.dim + 1)
         # Deep output (eq. 7).
         self.dropout = nn.Dropout(dropout)
         self.output_hidden = nn.Linear(hidden_dim, embed_dim)  # L_h
-        self.output_context = nn.Linear(annotation_dim, embed_dim, bias=False) if context_output else None  # L_z
+        self.output_context = nn.Linear(annotation_dim, embed_dim, bias=False) if settings.context_output else None  # L_z
         self.output_words = nn.Linear(embed_dim, vocab_size)  # L_o
 
     @property

@@ -15,8 +15,44 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from caption.attention import HardEvalContext
 from caption.decoder import Decoder, DecoderState
+from caption.errors import ConfigError
 from caption.text import Vocabulary
+
+
+@dataclass(frozen=True)
+class DecodingSettings:
+    """How captions are generated at test time and in inference (`model.decoding:` in a config). These settings
+    change no weight: `caption test --model.decoding.beam_size 5 --ckpt_path ...` overrides a checkpoint's.
+
+    Args:
+        max_caption_length: words generated at most.
+        beam_size: beam width (1: greedy); validation always decodes greedily.
+        length_penalty: rank final beams by log p / length^length_penalty (0: raw log-probability).
+        hard_eval_context: hard attention: the context at evaluation, "expected" (original code), "argmax" or
+            "sample".
+    """
+
+    max_caption_length: int = 20
+    beam_size: int = 3
+    length_penalty: float = 0.0
+    hard_eval_context: HardEvalContext = "expected"
+
+    def __post_init__(self) -> None:
+        check_decoding(beam_size=self.beam_size, max_caption_length=self.max_caption_length)
+        if not self.length_penalty >= 0:
+            raise ConfigError(f"model.decoding.length_penalty must be >= 0, got {self.length_penalty}")
+
+
+def check_decoding(*, beam_size: int, max_caption_length: int, num_captions: int = 1) -> None:
+    """ConfigError naming the decoding setting that cannot work: the one check of beam sizes and lengths, for
+    configs, `Captioner` calls and the commands' flags alike."""
+    for key, value in {"beam_size": beam_size, "max_caption_length": max_caption_length}.items():
+        if value < 1:
+            raise ConfigError(f"model.decoding.{key} must be >= 1, got {value}")
+    if not 1 <= num_captions <= beam_size:
+        raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
 
 
 @dataclass
@@ -71,7 +107,7 @@ def _next_log_probs(
 
 
 @torch.inference_mode()
-def greedy(decoder: Decoder, annotations: Tensor, *, max_length: int = 20) -> Decoded:
+def greedy(decoder: Decoder, annotations: Tensor, *, max_length: int) -> Decoded:
     """Pick the most probable word at every step. annotations: (B, L, D)."""
     B = annotations.shape[0]
     projected = decoder.project_annotations(annotations)  # (B, L, A), once per image
@@ -108,8 +144,8 @@ def beam_search(
     decoder: Decoder,
     annotations: Tensor,
     *,
-    beam_size: int = 3,
-    max_length: int = 20,
+    beam_size: int,
+    max_length: int,
     length_penalty: float = 0.0,
     num_best: int = 1,
 ) -> Decoded:
@@ -120,8 +156,7 @@ def beam_search(
     At the end, hypotheses are ranked by log p / length^length_penalty (0 = raw log-probability).
     `num_best` = n <= k returns the n best of the final beams instead, best first: B·n rows, image by image.
     """
-    if not 1 <= num_best <= beam_size:
-        raise ValueError(f"need 1 <= num_best <= beam_size, got num_best={num_best}, beam_size={beam_size}")
+    check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_best)
     B, k, device = annotations.shape[0], beam_size, annotations.device
     projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
     state = decoder.init_state(annotations)

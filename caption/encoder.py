@@ -16,6 +16,7 @@ of a `caption fit` checkpoint (`encoder_weights: runs/shapes_soft`), then frozen
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -42,7 +43,42 @@ TORCHVISION_RESNET = {
     "resnet152": (models.resnet152, models.ResNet152_Weights.IMAGENET1K_V1),
 }
 TORCHVISION_ENCODERS = (*TORCHVISION_VGG, *TORCHVISION_RESNET)
-RESNET_GRID = 14  # the ResNets' grid when model.encoder_grid is not set: the paper's L = 196
+RESNET_GRID = 14  # the ResNets' grid when model.encoder.grid is not set: the paper's L = 196
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """The CNN of sec. 3.1.1 (`model.encoder:` in a config).
+
+    Args:
+        name: "vgg16", "vgg19" (torchvision, paper), "resnet50", "resnet101", "resnet152" (torchvision, layer4) or
+            "small_vgg" (built-in data, from scratch).
+        weights: "imagenet", "none", a path to a torchvision-format state dict, or (small_vgg) another run's
+            checkpoint or run folder, whose encoder is taken.
+        freeze: keep the CNN fixed all run (the paper); required for the feature cache. False: it trains, on the
+            schedule of the three settings below (`caption.finetuning`).
+        frozen_epochs: with freeze false: epochs the encoder stays frozen before it trains.
+        finetune_stages: with freeze false: how many of the encoder's 5 stages train, from the top (ResNet: layer4
+            is 1, layer2-4 is 3; VGG: conv blocks); None: all.
+        learning_rate: with freeze false: the encoder's learning rate (None: the model's).
+        grid: torchvision encoders: average-pool the last conv map to grid × grid, L = grid² (None: ResNets 14,
+            VGG unpooled, H/16 × W/16).
+        channels: small_vgg only: channels of each conv block.
+        kernel_sizes: small_vgg only: convolution size of each block (None: 3 everywhere); sets how much of the
+            image one annotation sees (`SmallVGG.receptive_field`).
+        coordinates: small_vgg only: add x and y as input channels, so annotations know their place.
+    """
+
+    name: EncoderName = "vgg16"
+    weights: str = "imagenet"
+    freeze: bool = True
+    frozen_epochs: int = 0
+    finetune_stages: int | None = None
+    learning_rate: float | None = None
+    grid: int | None = None
+    channels: tuple[int, ...] = (16, 32, 64, 128)
+    kernel_sizes: tuple[int, ...] | None = None
+    coordinates: bool = False
 
 
 class EncoderWeightsError(CaptionError):
@@ -229,7 +265,7 @@ class SmallVGG(nn.Module):
         kernel_sizes = tuple(kernel_sizes or (3,) * len(channels))
         if len(kernel_sizes) != len(channels) or any(k < 1 or k % 2 == 0 for k in kernel_sizes):
             raise ConfigError(
-                f"model.encoder_kernel_sizes needs one odd size per block of model.encoder_channels "
+                f"model.encoder.kernel_sizes needs one odd size per block of model.encoder.channels "
                 f"({len(channels)}), got {list(kernel_sizes)}"
             )
         layers: list[nn.Module] = []
@@ -259,17 +295,17 @@ class SmallVGG(nn.Module):
             state = {key.removeprefix("encoder."): value for key, value in read_checkpoint(checkpoint)["state_dict"].items()
                      if key.startswith("encoder.")}
         except CheckpointError as error:
-            raise EncoderWeightsError(f"model.encoder_weights: {error}. Train that run first (the hard shapes recipe: "
+            raise EncoderWeightsError(f"model.encoder.weights: {error}. Train that run first (the hard shapes recipe: "
                                       "caption fit --config configs/shapes_soft.yaml), or name a checkpoint") from None
         if not state:
-            raise EncoderWeightsError(f"model.encoder_weights: {checkpoint} holds no encoder weights")
+            raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
         try:
             self.load_state_dict(state)
         except RuntimeError as error:
             summary = " ".join(str(error).split())[:300]
             raise EncoderWeightsError(
-                f"model.encoder_weights: the encoder of {checkpoint} does not fit this small_vgg: use its run's "
-                f"model.encoder_channels, encoder_kernel_sizes and encoder_coordinates ({summary})"
+                f"model.encoder.weights: the encoder of {checkpoint} does not fit this small_vgg: use its run's "
+                f"model.encoder.channels, encoder_kernel_sizes and encoder_coordinates ({summary})"
             ) from None
 
     @property
@@ -292,23 +328,21 @@ class SmallVGG(nn.Module):
         return self.features(images).flatten(2).transpose(1, 2)  # (B, L, D)
 
 
-def build_encoder(
-    name: EncoderName, *, weights: str = "imagenet", freeze: bool = True, grid: int | None = None,
-    channels: tuple[int, ...] = (16, 32, 64, 128), kernel_sizes: tuple[int, ...] | None = None,
-    coordinates: bool = False,
-) -> nn.Module:
+def build_encoder(settings: EncoderSettings) -> nn.Module:
     """The encoder named in a config; every encoder has `.dim` (D) and maps images to (B, L, D); the
     torchvision ones also have `.grid` (see `annotation_grid`) and `.stages`."""
+    name, weights, freeze, grid = settings.name, settings.weights, settings.freeze, settings.grid
     if grid is not None and grid < 1:
-        raise ConfigError(f"model.encoder_grid must be >= 1 (or null), got {grid}")
+        raise ConfigError(f"model.encoder.grid must be >= 1 (or null), got {grid}")
     if name == "small_vgg":
         if weights == "imagenet":
-            raise ConfigError("encoder small_vgg has no ImageNet weights: set model.encoder_weights to none (train "
+            raise ConfigError("encoder small_vgg has no ImageNet weights: set model.encoder.weights to none (train "
                               "from scratch) or to another run's checkpoint or run folder (e.g. runs/shapes_soft)")
         if grid is not None:
-            raise ConfigError("model.encoder_grid applies to the torchvision encoders; small_vgg's grid follows "
-                              "model.encoder_channels: leave encoder_grid null")
-        encoder = SmallVGG(channels=channels, kernel_sizes=kernel_sizes, coordinates=coordinates, freeze=freeze)
+            raise ConfigError("model.encoder.grid applies to the torchvision encoders; small_vgg's grid follows "
+                              "model.encoder.channels: leave it null")
+        encoder = SmallVGG(channels=settings.channels, kernel_sizes=settings.kernel_sizes,
+                           coordinates=settings.coordinates, freeze=freeze)
         if weights != "none":
             encoder.load_from_run(weights)
         return encoder
@@ -316,4 +350,4 @@ def build_encoder(
         return TorchvisionVGG(name=name, weights=weights, freeze=freeze, grid=grid)
     if name in TORCHVISION_RESNET:
         return TorchvisionResNet(name=name, weights=weights, freeze=freeze, grid=annotation_grid(name, grid))
-    raise ConfigError(f"model.encoder must be one of {', '.join(TORCHVISION_ENCODERS)}, small_vgg; got {name!r}")
+    raise ConfigError(f"model.encoder.name must be one of {', '.join(TORCHVISION_ENCODERS)}, small_vgg; got {name!r}")

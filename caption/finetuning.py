@@ -1,10 +1,12 @@
 """Fine-tuning the torchvision encoder on a schedule, and starting a run from another run's weights.
 
-The paper keeps its CNN fixed. With `model.freeze_encoder: false` the encoder trains on this schedule:
+The paper keeps its CNN fixed. With `model.encoder.freeze: false` the encoder trains on this schedule:
 
-    encoder_frozen_epochs: N      # epochs 0 .. N-1: the encoder is frozen (the decoder settles first)
-    encoder_finetune_stages: k    # from epoch N: the last k of its 5 stages train (null: all 5)
-    encoder_learning_rate: 1e-4   # in their own optimizer parameter group, named "encoder" (null: learning_rate)
+    model:
+      encoder:
+        frozen_epochs: N      # epochs 0 .. N-1: the encoder is frozen (the decoder settles first)
+        finetune_stages: k    # from epoch N: the last k of its 5 stages train (null: all 5)
+        learning_rate: 1e-4   # in their own optimizer parameter group, named "encoder" (null: the model's)
 
 `EncoderFinetuning` is Lightning's `BaseFinetuning`: it freezes the encoder before the optimizer is built
 and, at the start of epoch N, adds the chosen stages to the optimizer as a new parameter group. Lightning
@@ -16,7 +18,7 @@ ImageNet's statistics (`TorchvisionResNet`), and their γ, β stay fixed, as tor
 (FrozenBatchNorm2d) — a batch holds five captions of one image, so batch statistics would be skewed.
 
 The two-stage recipe: stage 1 trains the decoder from the feature cache (frozen encoder); stage 2 is a new
-run from images whose weights start from stage 1's checkpoint (`model.init_from`, `load_weights`): new
+run from images whose weights start from stage 1's checkpoint (`model.optimization.init_from`, `load_weights`): new
 optimizer, epochs and steps, not a resume.
 """
 
@@ -31,34 +33,34 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from caption.checkpoints import read_checkpoint
-from caption.encoder import TORCHVISION_ENCODERS
-from caption.errors import CheckpointError, ConfigError
-from caption.text import vocabulary_difference
+from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings
+from caption.errors import ConfigError
+from caption.text import check_vocabulary
 
 STAGES = 5  # ResNet: stem, layer1-4; VGG: conv blocks 1-5 (`.stages` of the torchvision encoders)
 GROUP = "encoder"  # the optimizer parameter group of the fine-tuned stages (LearningRateMonitor: lr-Adam/encoder)
 
 
-def check_finetuning(
-    *, encoder: str, freeze_encoder: bool, frozen_epochs: int, stages: int | None, learning_rate: float | None
-) -> None:
-    """ConfigError naming the `model.` key of the fine-tuning schedule that cannot work with the others."""
-    scheduled = [key for key, value in (("encoder_frozen_epochs", frozen_epochs != 0),
-                                        ("encoder_finetune_stages", stages is not None),
-                                        ("encoder_learning_rate", learning_rate is not None)) if value]
-    if scheduled and freeze_encoder:
-        raise ConfigError(f"model.{', model.'.join(scheduled)} schedule the encoder's training, but "
-                          "model.freeze_encoder is true: set it to false, or leave them unset")
-    if scheduled and encoder not in TORCHVISION_ENCODERS:
-        raise ConfigError(f"model.{', model.'.join(scheduled)} fine-tune a pretrained torchvision encoder; "
-                          f"{encoder} trains from scratch with the decoder: leave them unset")
-    if frozen_epochs < 0:
-        raise ConfigError(f"model.encoder_frozen_epochs must be >= 0, got {frozen_epochs}")
+def check_finetuning(settings: EncoderSettings) -> None:
+    """ConfigError naming the `model.encoder.` key of the fine-tuning schedule that cannot work with the others."""
+    stages, learning_rate = settings.finetune_stages, settings.learning_rate
+    scheduled = [key for key, value in (("frozen_epochs", settings.frozen_epochs != 0),
+                                        ("finetune_stages", stages is not None),
+                                        ("learning_rate", learning_rate is not None)) if value]
+    named = ", ".join(f"model.encoder.{key}" for key in scheduled)
+    if scheduled and settings.freeze:
+        raise ConfigError(f"{named} schedule the encoder's training, but model.encoder.freeze is true: set it to "
+                          "false, or leave them unset")
+    if scheduled and settings.name not in TORCHVISION_ENCODERS:
+        raise ConfigError(f"{named} fine-tune a pretrained torchvision encoder; {settings.name} trains from scratch "
+                          "with the decoder: leave them unset")
+    if settings.frozen_epochs < 0:
+        raise ConfigError(f"model.encoder.frozen_epochs must be >= 0, got {settings.frozen_epochs}")
     if stages is not None and not 1 <= stages <= STAGES:
-        raise ConfigError(f"model.encoder_finetune_stages must be 1..{STAGES} (the last k of the stem/first block "
+        raise ConfigError(f"model.encoder.finetune_stages must be 1..{STAGES} (the last k of the stem/first block "
                           f"and 4 more stages) or null for all, got {stages}")
     if learning_rate is not None and not learning_rate > 0:
-        raise ConfigError(f"model.encoder_learning_rate must be > 0, got {learning_rate}")
+        raise ConfigError(f"model.encoder.learning_rate must be > 0, got {learning_rate}")
 
 
 def stage_parameters(encoder: nn.Module, stages: int | None) -> list[nn.Parameter]:
@@ -77,9 +79,9 @@ class EncoderFinetuning(BaseFinetuning):
     """The encoder frozen for `frozen_epochs` epochs, then its last `stages` stages trained at `learning_rate`.
 
     Args:
-        frozen_epochs: epochs before fine-tuning starts (model.encoder_frozen_epochs).
-        stages: how many stages train, counted from the top (model.encoder_finetune_stages; None: all).
-        learning_rate: of the "encoder" parameter group (model.encoder_learning_rate, or model.learning_rate).
+        frozen_epochs: epochs before fine-tuning starts (model.encoder.frozen_epochs).
+        stages: how many stages train, counted from the top (model.encoder.finetune_stages; None: all).
+        learning_rate: of the "encoder" parameter group (model.encoder.learning_rate, or model.optimization.learning_rate).
     """
 
     def __init__(self, *, frozen_epochs: int, stages: int | None, learning_rate: float):
@@ -111,33 +113,30 @@ class EncoderFinetuning(BaseFinetuning):
 
 
 def load_weights(module: L.LightningModule, path: str) -> None:
-    """Start `module` from the weights of checkpoint `path` (model.init_from), read with weights_only=True."""
+    """Start `module` from the weights of checkpoint `path` (model.optimization.init_from), read with weights_only=True."""
     if not Path(path).is_file():
-        raise ConfigError(f"model.init_from: {path} does not exist: point it at the checkpoint of the run to start "
+        raise ConfigError(f"model.optimization.init_from: {path} does not exist: point it at the checkpoint of the run to start "
                           "from (e.g. stage 1's checkpoints/best.ckpt)")
     checkpoint = read_checkpoint(path)
     vocabulary = checkpoint["hyper_parameters"]["vocabulary"]
-    if vocabulary != module.hparams.vocabulary:
-        raise CheckpointError(
-            f"model.init_from: {path} was trained on another vocabulary "
-            f"({vocabulary_difference(vocabulary, module.hparams.vocabulary)}): use the data settings of its run"
-        )
+    check_vocabulary(vocabulary, module.vocabulary.itos, problem=f"model.optimization.init_from: {path} was trained "
+                     "on another vocabulary", fix="use the data settings of its run")
     state: dict[str, Any] = checkpoint["state_dict"]
-    trained_with, attention = checkpoint["hyper_parameters"].get("attention"), module.hparams.attention
+    trained_with, attention = checkpoint["hyper_parameters"]["attention"]["kind"], module.settings.attention.kind
     if trained_with != attention:  # the weights fit; the objective's state (hard attention's baseline) does not
         objective = {key: value for key, value in module.state_dict().items() if key.startswith("objective.")}
         left_out = sorted(key for key in state if key.startswith("objective."))
         state = {**{key: value for key, value in state.items() if not key.startswith("objective.")}, **objective}
         parts = [f"its {', '.join(left_out)} (for {trained_with} attention only) is left out"] if left_out else []
         parts += [f"{', '.join(sorted(objective))} starts afresh"] if objective else []
-        rank_zero_info(f"model.init_from: {path} was trained with {trained_with} attention, this run uses {attention}: "
+        rank_zero_info(f"model.optimization.init_from: {path} was trained with {trained_with} attention, this run uses {attention}: "
                        f"its weights are used; {'; '.join(parts)}")
     try:
         module.load_state_dict(state)
     except RuntimeError as error:
         summary = " ".join(str(error).split())[:400]
         raise ConfigError(
-            f"model.init_from: the weights in {path} do not fit this model ({summary}): keep its model.encoder, "
-            "encoder_grid and decoder settings"
+            f"model.optimization.init_from: the weights in {path} do not fit this model ({summary}): keep its "
+            "model.encoder, model.decoder and model.attention settings"
         ) from None
-    rank_zero_info(f"Starting from the weights of {path} (model.init_from): a new run, with a new optimizer")
+    rank_zero_info(f"Starting from the weights of {path} (model.optimization.init_from): a new run, with a new optimizer")

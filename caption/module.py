@@ -1,12 +1,16 @@
 """The LightningModule: encoder + decoder, wired to the objectives, decoding and metrics.
 
-Every hyperparameter is an explicit keyword argument here, set from YAML (`model:` section) and
-stored in the checkpoint with the vocabulary, so a checkpoint alone is enough for inference:
+Its settings come in typed groups, each a dataclass beside the module it configures (`EncoderSettings` in
+`caption.encoder`, `DecoderSettings`, `AttentionSettings`, the objectives' `SoftObjectiveSettings` and
+`HardObjectiveSettings`, `DecodingSettings`) and set from a config's `model:` section, one YAML mapping per group.
+They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
+inference (checkpoints of the flat settings before issue 17 are read too):
 
-    module = CaptionModule.load_from_checkpoint(path, weights_only=True)
+    module = caption.inference.load_trained(path).module      # weights_only=True
 """
 
-from typing import Any, Literal, NamedTuple
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import lightning as L
 import torch
@@ -14,16 +18,23 @@ from lightning.pytorch.cli import LightningCLI, instantiate_class
 from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero_warn
 from torch import Tensor
 
-from caption.attention import AttentionKind, HardEvalContext
-from caption.decoder import Decoder
+from caption.attention import AttentionSettings
 from caption.data.records import ShapeObject
-from caption.decoding import Caption, Decoded, beam_search, greedy
-from caption.encoder import TORCHVISION_ENCODERS, EncoderName, build_encoder
+from caption.decoder import Decoder, DecoderSettings
+from caption.decoding import Caption, Decoded, DecodingSettings, beam_search, check_decoding, greedy
+from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.finetuning import EncoderFinetuning, check_finetuning, load_weights
 from caption.metrics import METRICS, localisation, mean_entropy, score_captions, step_entropy
-from caption.objectives import OBJECTIVES, BaselineKind, Credit, LossTerms, Reward
-from caption.text import Vocabulary, vocabulary_difference
+from caption.objectives import (
+    HardAttentionObjective,
+    HardObjectiveSettings,
+    LossTerms,
+    SoftAttentionObjective,
+    SoftObjectiveSettings,
+)
+from caption.renamed import dotted
+from caption.text import Vocabulary, check_vocabulary
 
 
 class Generated(NamedTuple):
@@ -45,27 +56,80 @@ def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
     return first, rows
 
 
+Settings = TypeVar("Settings")
+
+
 class NonFiniteLossError(CaptionError, FloatingPointError):
-    """A NaN or infinite training loss, with model.on_nonfinite_loss: error."""
+    """A NaN or infinite training loss, with model.optimization.on_nonfinite_loss: error."""
 
 
-def check_settings(
-    *, beam_size: int, max_caption_length: int, samples: int, probabilities: dict[str, float],
-    weights: dict[str, float], rates: dict[str, float],
-) -> None:
-    """ConfigError naming the `model.` key whose value cannot work, before any training or decoding."""
-    for key, value in {"beam_size": beam_size, "max_caption_length": max_caption_length, "samples": samples}.items():
-        if value < 1:
-            raise ConfigError(f"model.{key} must be >= 1, got {value}")
+@dataclass(frozen=True)
+class OptimizationSettings:
+    """How `caption fit` trains the model (`model.optimization:` in a config).
+
+    Args:
+        optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
+        learning_rate: optimizer step size.
+        on_nonfinite_loss: when the loss is NaN/inf on any rank: stop, naming the step and the loss terms ("error"),
+            or skip the batch on every rank and count it in train/nonfinite_batches ("skip").
+        init_from: a checkpoint of this project whose weights a new `fit` starts from (stage 2 of the two-stage
+            recipe: fresh optimizer, epochs and steps); a run resumed with --ckpt_path keeps its own weights.
+        compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
+    """
+
+    optimizer: Literal["adam", "rmsprop"] = "adam"
+    learning_rate: float = 1e-3
+    on_nonfinite_loss: Literal["error", "skip"] = "error"
+    init_from: str | None = None
+    compile: bool = False
+
+
+@dataclass(frozen=True)
+class ModuleSettings:
+    """Every setting of a `CaptionModule`, typed, group by group as in a config's `model:` section."""
+
+    encoder: EncoderSettings
+    decoder: DecoderSettings
+    attention: AttentionSettings
+    soft: SoftObjectiveSettings | None  # soft attention only
+    hard: HardObjectiveSettings | None  # hard attention only
+    decoding: DecodingSettings
+    optimization: OptimizationSettings
+
+
+def typed(kind: type[Settings], value: Settings | dict[str, Any] | None, key: str) -> Settings | None:
+    """`value` as the dataclass `kind`: checkpoints store each group as a plain dict (`weights_only` loading)."""
+    if value is None or isinstance(value, kind):
+        return value
+    unknown = set(value) - {field.name for field in fields(kind)}
+    if unknown:
+        raise ConfigError(f"model.{key} has no setting {', '.join(sorted(unknown))}: see `caption fit --help`")
+    return kind(**value)
+
+
+def check_settings(settings: ModuleSettings) -> None:
+    """ConfigError naming the `model.` key whose value cannot work, or that conflicts with another, before any
+    training or decoding (decoding settings check themselves: `DecodingSettings`)."""
+    probabilities = {"decoder.dropout": settings.decoder.dropout}
+    weights = {"attention.inverse_temperature": settings.attention.inverse_temperature}  # 0: uniform α
+    if settings.soft is not None:
+        weights["soft.alpha_c"] = settings.soft.alpha_c
+    if settings.hard is not None:
+        hard = settings.hard
+        probabilities |= {"hard.semi_sampling": hard.semi_sampling, "hard.baseline_decay": hard.baseline_decay,
+                          "hard.semi_sampling_final": 0.0 if hard.semi_sampling_final is None else hard.semi_sampling_final}
+        weights |= {"hard.reinforce_weight": hard.reinforce_weight, "hard.entropy_weight": hard.entropy_weight}
+        if hard.samples < 1:
+            raise ConfigError(f"model.hard.samples must be >= 1, got {hard.samples}")
     for key, value in probabilities.items():
         if not 0 <= value <= 1:
             raise ConfigError(f"model.{key} is a probability: it must be in [0, 1], got {value}")
     for key, value in weights.items():
         if not value >= 0:
             raise ConfigError(f"model.{key} must be >= 0, got {value}")
-    for key, value in rates.items():
-        if not value > 0:
-            raise ConfigError(f"model.{key} must be > 0, got {value}")
+    if not settings.optimization.learning_rate > 0:
+        raise ConfigError(f"model.optimization.learning_rate must be > 0, got {settings.optimization.learning_rate}")
+    check_finetuning(settings.encoder)
 
 
 class CaptionModule(L.LightningModule):
@@ -73,167 +137,79 @@ class CaptionModule(L.LightningModule):
 
     Args:
         vocabulary: the words, specials first (linked from the data module by the CLI).
-        attention: "soft" (eq. 14) or "hard" (eq. 12).
-        encoder: "vgg16", "vgg19" (torchvision, paper), "resnet50", "resnet101", "resnet152" (torchvision, layer4)
-            or "small_vgg" (built-in data, from scratch).
-        encoder_weights: "imagenet", "none" or a path to a torchvision-format state dict.
-        freeze_encoder: keep the CNN fixed all run (the paper); required for the feature cache. False: it trains,
-            on the schedule of the three settings below (`caption.finetuning`).
-        encoder_frozen_epochs: with freeze_encoder false: epochs the encoder stays frozen before it trains.
-        encoder_finetune_stages: with freeze_encoder false: how many of the encoder's 5 stages train, from the
-            top (ResNet: layer4 is 1, layer2-4 is 3; VGG: conv blocks); None: all.
-        encoder_learning_rate: with freeze_encoder false: the encoder's learning rate (None: learning_rate).
-        encoder_grid: torchvision encoders: average-pool the last conv map to grid × grid, L = grid² (None:
-            ResNets 14, VGG unpooled, H/16 × W/16).
-        encoder_channels: small_vgg only: channels of each conv block.
-        encoder_kernel_sizes: small_vgg only: convolution size of each block (None: 3 everywhere); sets how
-            much of the image one annotation sees (`caption.encoder.SmallVGG.receptive_field`).
-        encoder_coordinates: small_vgg only: add x and y as input channels, so annotations know their place.
-        embed_dim: m, the word embedding size (also the deep output's hidden size, eq. 7).
-        hidden_dim: n, the LSTM size.
-        attention_dim: size of the hidden layer of f_att (eq. 4).
-        attention_layers: linear layers on the annotation side of f_att (original code: n_layers_att).
-        init_layers: layers of f_init (eq. 5; 1 = one tanh layer, more adds ReLU layers first).
-        gate: use the gate β of sec. 4.2.1 on the context.
-        prev_word_output: add E y_{t-1} in the deep output (eq. 7; original code: prev2out).
-        context_output: add L_z ẑ_t in the deep output (eq. 7; original code: ctx2out).
-        dropout: dropout probability on h_t and on the deep output's hidden layer.
-        inverse_temperature: multiplies the attention logits before the softmax (0: uniform α).
-        semi_sampling: hard attention: probability per image of training on the expected context (sec. 4.1: 0.5).
-        hard_eval_context: hard attention at validation, test and inference: "expected" (original code),
-            "argmax" or "sample".
-        alpha_c: soft attention: λ of the doubly stochastic regulariser (eq. 14) per caption; 0 turns it off
-            (original code: alpha_c·B/L per caption; see `caption.objectives`).
-        samples: hard attention: Monte Carlo samples N per caption (eq. 12).
-        reinforce_weight: hard attention: λ_r per caption (original code: 0.1·B, 6.4 at B = 64).
-        entropy_weight: hard attention: λ_e per caption (original code: 0.002·B, 0.128 at B = 64).
-        baseline_decay: hard attention: moving-average decay of the baseline (paper: 0.9).
-        reward: hard attention: "mean" per-token (original code) or "sum" (paper) log-likelihood.
-        credit: hard attention, beyond the paper: "caption" (paper: each location gets the caption's reward) or
-            "step" (only the words it can affect); see `caption.objectives`.
-        baseline: hard attention: "moving_average" (paper), or beyond it "leave_one_out" (samples >= 2) or
-            "learned" (b(h_{t-1})); see `caption.objectives`.
-        semi_sampling_final: hard attention, beyond the paper: semi-sampling moves linearly from semi_sampling
-            in the first epoch to this in the last (trainer.max_epochs); None: constant (paper).
-        optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
-        learning_rate: optimizer step size.
+        encoder: the CNN (`caption.encoder.EncoderSettings`).
+        decoder: the LSTM and its deep output (`caption.decoder.DecoderSettings`).
+        attention: soft or hard, and f_att (`caption.attention.AttentionSettings`).
+        soft: soft attention's objective, eq. 14 (`caption.objectives.SoftObjectiveSettings`); only with
+            attention.kind soft (null: its defaults).
+        hard: hard attention's objective, eq. 12, and its variance reduction (`caption.objectives.HardObjectiveSettings`);
+            only with attention.kind hard (null: its defaults).
+        decoding: test-time decoding (`caption.decoding.DecodingSettings`).
+        optimization: the optimizer, its step size, what to do on a non-finite loss, the weights to start from.
         lr_scheduler: set by the CLI from `lr_scheduler:` (LightningCLI's own argument group, e.g.
             `--lr_scheduler ExponentialLR --lr_scheduler.gamma 0.8`): class_path and init_args; None: constant.
-        max_caption_length: words generated at most when decoding.
-        beam_size: beam width for test-time decoding (validation always decodes greedily).
-        length_penalty: rank final beams by log p / length^length_penalty.
-        on_nonfinite_loss: when the loss is NaN/inf on any rank: stop, naming the step and the loss terms
-            ("error"), or skip the batch on every rank and count it in train/nonfinite_batches ("skip").
-        compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
-        image_size: (H, W) of the encoder's training inputs, set from the data by the CLI
-            (`data.image_size`): the pixel frame of the object boxes that attention accuracy scores against.
-        init_from: a checkpoint of this project whose weights a new `fit` starts from (stage 2 of the two-stage
-            recipe: fresh optimizer, epochs and steps); a run resumed with --ckpt_path keeps its own weights.
+        image_size: (H, W) of the encoder's training inputs, set from the data by the CLI (`data.image_size`): the
+            pixel frame of the object boxes that attention accuracy scores against.
     """
 
     def __init__(
         self,
         *,
         vocabulary: list[str],
-        attention: AttentionKind = "soft",
-        encoder: EncoderName = "vgg16",
-        encoder_weights: str = "imagenet",
-        freeze_encoder: bool = True,
-        encoder_frozen_epochs: int = 0,
-        encoder_finetune_stages: int | None = None,
-        encoder_learning_rate: float | None = None,
-        encoder_grid: int | None = None,
-        encoder_channels: tuple[int, ...] = (16, 32, 64, 128),
-        encoder_kernel_sizes: tuple[int, ...] | None = None,
-        encoder_coordinates: bool = False,
-        embed_dim: int = 512,
-        hidden_dim: int = 1800,
-        attention_dim: int = 512,
-        attention_layers: int = 1,
-        init_layers: int = 1,
-        gate: bool = True,
-        prev_word_output: bool = True,
-        context_output: bool = True,
-        dropout: float = 0.5,
-        inverse_temperature: float = 1.0,
-        alpha_c: float = 1.0,
-        samples: int = 1,
-        reinforce_weight: float = 6.4,
-        entropy_weight: float = 0.128,
-        semi_sampling: float = 0.5,
-        baseline_decay: float = 0.9,
-        reward: Reward = "mean",
-        credit: Credit = "caption",
-        baseline: BaselineKind = "moving_average",
-        semi_sampling_final: float | None = None,
-        hard_eval_context: HardEvalContext = "expected",
-        optimizer: Literal["adam", "rmsprop"] = "adam",
-        learning_rate: float = 1e-3,
+        encoder: EncoderSettings = EncoderSettings(),
+        decoder: DecoderSettings = DecoderSettings(),
+        attention: AttentionSettings = AttentionSettings(),
+        soft: SoftObjectiveSettings | None = None,
+        hard: HardObjectiveSettings | None = None,
+        decoding: DecodingSettings = DecodingSettings(),
+        optimization: OptimizationSettings = OptimizationSettings(),
         lr_scheduler: dict[str, Any] | None = None,
-        max_caption_length: int = 20,
-        beam_size: int = 3,
-        length_penalty: float = 0.0,
-        on_nonfinite_loss: Literal["error", "skip"] = "error",
-        compile: bool = False,
         image_size: tuple[int, int] | None = None,
-        init_from: str | None = None,
     ):
         super().__init__()
-        check_settings(
-            beam_size=beam_size, max_caption_length=max_caption_length, samples=samples,
-            probabilities={"dropout": dropout, "semi_sampling": semi_sampling, "baseline_decay": baseline_decay,
-                           "semi_sampling_final": 0.0 if semi_sampling_final is None else semi_sampling_final},
-            weights={"alpha_c": alpha_c, "reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight,
-                     "length_penalty": length_penalty, "inverse_temperature": inverse_temperature},  # 0: uniform α
-            rates={"learning_rate": learning_rate},
-        )
-        hard_only = {"samples": samples > 1, "credit": credit != "caption", "baseline": baseline != "moving_average",
-                     "semi_sampling_final": semi_sampling_final is not None}
-        if attention != "hard" and any(hard_only.values()):
-            keys = ", ".join(f"model.{key}" for key, set_ in hard_only.items() if set_)
-            raise ConfigError(f"{keys} only make sense with model.attention: hard (this run is {attention})")
-        check_finetuning(encoder=encoder, freeze_encoder=freeze_encoder, frozen_epochs=encoder_frozen_epochs,
-                         stages=encoder_finetune_stages, learning_rate=encoder_learning_rate)
-        self.save_hyperparameters()
-        self.vocabulary = Vocabulary(vocabulary)
-        self.encoder = build_encoder(
-            encoder, weights=encoder_weights, freeze=freeze_encoder, grid=encoder_grid, channels=encoder_channels,
-            kernel_sizes=encoder_kernel_sizes, coordinates=encoder_coordinates,
-        )
-        self.decoder = Decoder(
-            vocab_size=len(self.vocabulary),
-            annotation_dim=self.encoder.dim,
-            embed_dim=embed_dim,
-            hidden_dim=hidden_dim,
-            attention_dim=attention_dim,
+        attention = typed(AttentionSettings, attention, "attention")
+        soft, hard = typed(SoftObjectiveSettings, soft, "soft"), typed(HardObjectiveSettings, hard, "hard")
+        unused = {"soft": soft is not None and attention.kind != "soft", "hard": hard is not None and attention.kind != "hard"}
+        if any(unused.values()):
+            key = next(key for key, set_ in unused.items() if set_)
+            raise ConfigError(f"model.{key} only applies to model.attention.kind: {key} (this run's is {attention.kind}): "
+                              f"leave model.{key} unset (null)")
+        self.settings = ModuleSettings(
+            encoder=typed(EncoderSettings, encoder, "encoder"), decoder=typed(DecoderSettings, decoder, "decoder"),
             attention=attention,
-            attention_layers=attention_layers,
-            init_layers=init_layers,
-            gate=gate,
-            prev_word_output=prev_word_output,
-            context_output=context_output,
-            dropout=dropout,
-            inverse_temperature=inverse_temperature,
-            semi_sampling=semi_sampling,
-            hard_eval_context=hard_eval_context,
+            soft=soft or SoftObjectiveSettings() if attention.kind == "soft" else None,
+            hard=hard or HardObjectiveSettings() if attention.kind == "hard" else None,
+            decoding=typed(DecodingSettings, decoding, "decoding"),
+            optimization=typed(OptimizationSettings, optimization, "optimization"),
         )
-        weights = {
-            "soft": {"alpha_c": alpha_c},
-            "hard": {"reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight,
-                     "baseline_decay": baseline_decay, "reward": reward, "credit": credit, "baseline": baseline,
-                     "samples": samples, "hidden_dim": hidden_dim},
-        }
-        self.objective = OBJECTIVES[attention](**weights[attention])  # eq. 14 or eq. 12, with its weights
+        check_settings(self.settings)
+        # plain dicts in the checkpoint, which loads with weights_only=True; `typed` reads them back
+        self.save_hyperparameters({"vocabulary": vocabulary, **{key: None if value is None else asdict(value)
+                                   for key, value in vars(self.settings).items()},
+                                   "lr_scheduler": lr_scheduler, "image_size": image_size})
+        self.vocabulary = Vocabulary(vocabulary)
+        settings = self.settings
+        self.encoder = build_encoder(settings.encoder)
+        hard_only = {"semi_sampling": settings.hard.semi_sampling} if settings.hard else {}
+        self.decoder = Decoder(
+            vocab_size=len(self.vocabulary), annotation_dim=self.encoder.dim, settings=settings.decoder,
+            attention=settings.attention, eval_context=settings.decoding.hard_eval_context, **hard_only,
+        )
+        if settings.hard is not None:  # eq. 12, with its baseline
+            self.objective = HardAttentionObjective(settings.hard, hidden_dim=settings.decoder.hidden_dim)
+        else:  # eq. 14
+            self.objective = SoftAttentionObjective(settings.soft)
         self._generated: list[Generated] = []
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
-        if compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
+        if settings.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
 
     @property
     def hparams_initial(self) -> AttributeDict:
-        """The hyperparameters loggers record: the vocabulary by its size only (10,000 words on COCO; the
-        checkpoint keeps the words, in `hparams`)."""
-        hparams = super().hparams_initial
+        """The hyperparameters loggers record, dotted (`decoder.embed_dim`, as on the command line; no clash with the
+        data module's `encoder`), the vocabulary by its size only (10,000 words on COCO; the checkpoint keeps the
+        words, in `hparams`)."""
+        hparams = AttributeDict(dotted(super().hparams_initial))
         words = hparams.pop("vocabulary", None)
         if words is not None:
             hparams["vocabulary_size"] = len(words)
@@ -246,7 +222,7 @@ class CaptionModule(L.LightningModule):
         `data.batch_by_image`)."""
         if "annotations" in batch:
             return batch["annotations"].float()
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.hparams.freeze_encoder):
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.settings.encoder.freeze):
             if "image_id" not in batch:  # images from outside the dataset
                 return self.encoder(batch["image"])  # (B, L, D)
             first, rows = first_occurrences(batch["image_id"])  # (U,), (B,)
@@ -259,25 +235,24 @@ class CaptionModule(L.LightningModule):
         """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
         `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`;
         `num_captions` = n > 1: the n best beams of each image, best first (B·n rows; the beam at least n wide)."""
-        beam_size = max(self.hparams.beam_size, num_captions) if beam_size is None else beam_size
-        max_length = self.hparams.max_caption_length if max_length is None else max_length
-        check_settings(beam_size=beam_size, max_caption_length=max_length, samples=1, probabilities={}, weights={},
-                       rates={})
-        if not 1 <= num_captions <= beam_size:
-            raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
+        decoding = self.settings.decoding
+        beam_size = max(decoding.beam_size, num_captions) if beam_size is None else beam_size
+        max_length = decoding.max_caption_length if max_length is None else max_length
+        check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_captions)
         if beam_size == 1:
             return greedy(self.decoder, annotations, max_length=max_length)
         return beam_search(
             self.decoder, annotations, beam_size=beam_size, max_length=max_length,
-            length_penalty=self.hparams.length_penalty, num_best=num_captions,
+            length_penalty=decoding.length_penalty, num_best=num_captions,
         )
 
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
         annotations, captions = self.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
-        if self.hparams.samples > 1:  # N Monte Carlo samples per caption (eq. 12)
-            annotations = annotations.repeat_interleave(self.hparams.samples, dim=0)
-            captions = captions.repeat_interleave(self.hparams.samples, dim=0)
+        samples = self.settings.hard.samples if self.settings.hard else 1
+        if samples > 1:  # N Monte Carlo samples per caption (eq. 12)
+            annotations = annotations.repeat_interleave(samples, dim=0)
+            captions = captions.repeat_interleave(samples, dim=0)
         output = self.decoder(annotations, captions)
         targets = captions[:, 1:]
         mask = (targets != Vocabulary.PAD).float()  # (B, T)
@@ -304,10 +279,10 @@ class CaptionModule(L.LightningModule):
             return True
         values = ", ".join(f"{name}={value.item():.4g}" for name, value in terms.as_dict().items())
         where = f"global step {self.global_step} (epoch {self.current_epoch}, batch {batch_index})"
-        if self.hparams.on_nonfinite_loss == "error":
+        if self.settings.optimization.on_nonfinite_loss == "error":
             raise NonFiniteLossError(
-                f"non-finite training loss at {where}; this rank's loss terms: {values}. Lower model.learning_rate, "
-                "set trainer.gradient_clip_val, or set model.on_nonfinite_loss: skip to skip such batches"
+                f"non-finite training loss at {where}; this rank's loss terms: {values}. Lower model.optimization.learning_rate, "
+                "set trainer.gradient_clip_val, or set model.optimization.on_nonfinite_loss: skip to skip such batches"
             )
         self.nonfinite_batches += 1
         rank_zero_warn(f"skipped a batch with a non-finite loss at {where} ({values}); {self.nonfinite_batches} so far")
@@ -316,38 +291,41 @@ class CaptionModule(L.LightningModule):
 
     def configure_callbacks(self) -> list[L.Callback]:
         """A torchvision encoder that trains (freeze_encoder: false) does so on its schedule (`caption.finetuning`)."""
-        if self.hparams.freeze_encoder or self.hparams.encoder not in TORCHVISION_ENCODERS:
+        encoder = self.settings.encoder
+        if encoder.freeze or encoder.name not in TORCHVISION_ENCODERS:
             return []
-        rate = self.hparams.encoder_learning_rate or self.hparams.learning_rate
-        return [EncoderFinetuning(frozen_epochs=self.hparams.encoder_frozen_epochs,
-                                  stages=self.hparams.encoder_finetune_stages, learning_rate=rate)]
+        rate = encoder.learning_rate or self.settings.optimization.learning_rate
+        return [EncoderFinetuning(frozen_epochs=encoder.frozen_epochs, stages=encoder.finetune_stages,
+                                  learning_rate=rate)]
 
     def on_train_epoch_start(self) -> None:
         """Hard attention with semi_sampling_final: this epoch's semi-sampling probability, on a linear schedule."""
-        final = self.hparams.semi_sampling_final
-        if final is not None:  # set only with hard attention (refused otherwise)
+        final = self.settings.hard.semi_sampling_final if self.settings.hard else None
+        if final is not None:
             progress = self.current_epoch / max(1, (self.trainer.max_epochs or 1) - 1)
-            start = self.hparams.semi_sampling
+            start = self.settings.hard.semi_sampling
             self.decoder.semi_sampling = start + (final - start) * min(1.0, progress)
             self.log("train/semi_sampling", self.decoder.semi_sampling)
 
     def on_fit_start(self) -> None:
-        """A new run with model.init_from starts from that checkpoint's weights (a resumed one has its own)."""
-        if self.hparams.init_from and self.trainer.ckpt_path is None:
-            load_weights(self, self.hparams.init_from)
+        """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its own)."""
+        init_from = self.settings.optimization.init_from
+        if init_from and self.trainer.ckpt_path is None:
+            load_weights(self, init_from)
 
     def configure_optimizers(self) -> Any:
         """The optimizer over the parameters that train now (a fine-tuned encoder joins later, in its own group:
         `caption.finetuning`), and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with its
         `monitor`, e.g. val/bleu4, as LightningCLI itself would return it)."""
         parameters = [p for p in self.parameters() if p.requires_grad]
-        if self.hparams.optimizer == "rmsprop":
-            optimizer = torch.optim.RMSprop(parameters, lr=self.hparams.learning_rate)
+        optimization = self.settings.optimization
+        if optimization.optimizer == "rmsprop":
+            optimizer = torch.optim.RMSprop(parameters, lr=optimization.learning_rate)
         else:
             # Fused Adam: one kernel per step instead of ~10 passes over every tensor (CPU step at (a): -11%).
             # Lightning refuses gradient clipping with a fused optimizer under mixed precision: not there.
             mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
-            optimizer = torch.optim.Adam(parameters, lr=self.hparams.learning_rate, fused=not mixed)
+            optimizer = torch.optim.Adam(parameters, lr=optimization.learning_rate, fused=not mixed)
         if self.hparams.lr_scheduler is None:
             return optimizer
         scheduler = instantiate_class(optimizer, self.hparams.lr_scheduler)
@@ -405,7 +383,7 @@ class CaptionModule(L.LightningModule):
         self.log_dict(logged, prog_bar=True, sync_dist=True, reduce_fx="max")
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
-        self._decode_batch(batch, beam_size=self.hparams.beam_size)
+        self._decode_batch(batch, beam_size=self.settings.decoding.beam_size)
 
     def on_test_epoch_end(self) -> None:
         generated = self._gathered_captions()
@@ -415,7 +393,7 @@ class CaptionModule(L.LightningModule):
             f"  [{image_id}] {' '.join(generated[image_id].words)!r}\n      refs: {generated[image_id].references[:2]}"
             for image_id in sorted(generated)[:5]
         )
-        rank_zero_info(f"Example test captions (beam {self.hparams.beam_size}):\n{examples}")
+        rank_zero_info(f"Example test captions (beam {self.settings.decoding.beam_size}):\n{examples}")
 
     def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[tuple[int | str, Caption]]:
         """`caption predict`: (image id, or file name for a folder of images, caption) for each image."""
@@ -436,15 +414,12 @@ class CaptionModule(L.LightningModule):
                 "this checkpoint has no vocabulary in its hyperparameters: it was not written by this "
                 "project's `caption fit` (or by an old version); retrain or pick another checkpoint"
             )
-        if hyperparameters["vocabulary"] != self.hparams.vocabulary:
-            raise CheckpointError(
-                "the checkpoint's vocabulary differs from the one built from this config's data "
-                f"({vocabulary_difference(hyperparameters['vocabulary'], self.hparams.vocabulary)}): "
-                "use the config the checkpoint was trained with"
-            )
+        check_vocabulary(hyperparameters["vocabulary"], self.vocabulary.itos,
+                         problem="the checkpoint's vocabulary differs from the one built from this config's data",
+                         fix="use the config the checkpoint was trained with")
         self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)
         state = checkpoint.get("state_dict", {})
         if "baseline.value" in state:  # written before the baseline moved into the hard-attention objective
             baseline = state.pop("baseline.value")
-            if self.hparams.attention == "hard":
+            if self.settings.attention.kind == "hard":
                 state["objective.baseline.value"] = baseline

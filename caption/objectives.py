@@ -6,8 +6,8 @@ Notation: B captions, T steps (without <start>), L locations, V words.
     log p(y | a)      Σ_t ℓ_t, the caption log-likelihood                  (B,)
 
 Every weight below is *per caption*, against that caption's NLL; the loss is the mean over captions
-(the paper's per-caption form). One loss object per attention kind owns its weights (and, for hard
-attention, its baseline): `OBJECTIVES[attention]`.
+(the paper's per-caption form). One loss object per attention kind owns its settings (and, for hard
+attention, its baseline): `SoftAttentionObjective(model.soft)`, `HardAttentionObjective(model.hard)`.
 
 Soft (eq. 14):  loss = -log p(y|a) + λ Σ_i (1 - Σ_t α_ti)²    (λ = `alpha_c`; sums over real steps)
 
@@ -56,7 +56,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from caption.attention import AttentionKind
 from caption.decoder import DecoderOutput
 from caption.errors import ConfigError
 
@@ -241,16 +240,53 @@ def hard_attention_loss(
 SumOverRanks = Callable[[Tensor], Tensor]
 
 
-class SoftAttentionObjective(nn.Module):
-    """Eq. 14 with its weight: `objective(output, targets, mask)` -> LossTerms.
+@dataclass(frozen=True)
+class SoftObjectiveSettings:
+    """Eq. 14's weight (`model.soft:` in a config; soft attention only).
 
     Args:
-        alpha_c: λ of the doubly stochastic regulariser, per caption; 0 turns it off.
+        alpha_c: λ of the doubly stochastic regulariser per caption; 0 turns it off (original code: alpha_c·B/L per
+            caption; see the module docstring).
     """
 
-    def __init__(self, *, alpha_c: float = 1.0):
+    alpha_c: float = 1.0
+
+
+@dataclass(frozen=True)
+class HardObjectiveSettings:
+    """Eq. 12 and what sec. 4.1 adds to reduce its variance (`model.hard:` in a config; hard attention only).
+
+    Args:
+        samples: N, Monte Carlo samples per caption (eq. 12).
+        reinforce_weight: λ_r per caption (paper's form; the original code's effective value is 0.1·B, 6.4 at B = 64).
+        entropy_weight: λ_e per caption (the original code's effective value is 0.002·B, 0.128 at B = 64).
+        baseline: "moving_average" (paper), or beyond it "leave_one_out" (samples >= 2) or "learned" (b(h_{t-1})).
+        baseline_decay: moving average: b ← decay · b + (1 - decay) · r̄ (paper: 0.9).
+        reward: "mean" per-token log-likelihood (original code) or "sum" (paper).
+        credit: "caption" (paper: each location gets the caption's reward) or, beyond it, "step" (only the words it
+            can affect).
+        semi_sampling: probability per image of training on the expected context instead of a sample (sec. 4.1: 0.5).
+        semi_sampling_final: beyond the paper: semi-sampling moves linearly from semi_sampling in the first epoch to
+            this in the last (trainer.max_epochs); None: constant (paper).
+    """
+
+    samples: int = 1
+    reinforce_weight: float = 6.4
+    entropy_weight: float = 0.128
+    baseline: BaselineKind = "moving_average"
+    baseline_decay: float = 0.9
+    reward: Reward = "mean"
+    credit: Credit = "caption"
+    semi_sampling: float = 0.5
+    semi_sampling_final: float | None = None
+
+
+class SoftAttentionObjective(nn.Module):
+    """Eq. 14 with its weight: `objective(output, targets, mask)` -> LossTerms."""
+
+    def __init__(self, settings: SoftObjectiveSettings = SoftObjectiveSettings()):
         super().__init__()
-        self.alpha_c = alpha_c
+        self.alpha_c = settings.alpha_c
 
     def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor) -> LossTerms:
         return soft_attention_loss(output, targets, mask, alpha_c=self.alpha_c)
@@ -263,35 +299,27 @@ class HardAttentionObjective(nn.Module):
     """Eq. 12 with its weights, its credit and its baseline (a module, saved in checkpoints).
 
     Args:
-        reinforce_weight: λ_r per caption (paper's form; the original code's effective value is 0.1·B).
-        entropy_weight: λ_e per caption (the original code's effective value is 0.002·B).
-        baseline_decay: moving average: b ← decay · b + (1 - decay) · r̄ (paper: 0.9).
-        reward: "mean" per-token log-likelihood (original code) or "sum" (paper).
-        credit: "caption" (paper: every location gets the caption's reward) or "step" (the words it can affect).
-        baseline: "moving_average" (paper), "leave_one_out" (needs samples >= 2) or "learned" (b(h_{t-1})).
-        samples: N, Monte Carlo samples per caption, in consecutive rows of the batch.
+        settings: the objective's weights, reward, credit and baseline (semi-sampling is the decoder's).
         hidden_dim: the LSTM's size n, the input of a learned baseline.
     """
 
-    def __init__(
-        self, *, reinforce_weight: float = 6.4, entropy_weight: float = 0.128, baseline_decay: float = 0.9,
-        reward: Reward = "mean", credit: Credit = "caption", baseline: BaselineKind = "moving_average",
-        samples: int = 1, hidden_dim: int = 1800,
-    ):
+    def __init__(self, settings: HardObjectiveSettings = HardObjectiveSettings(), *, hidden_dim: int = 0):
         super().__init__()
-        self.reinforce_weight = reinforce_weight
-        self.entropy_weight = entropy_weight
-        self.reward = reward
-        self.credit = credit
-        if baseline == "leave_one_out" and samples < 2:
-            raise ConfigError("model.baseline leave_one_out needs model.samples >= 2: the other samples of a caption "
-                              "are each sample's baseline")
-        builders = {"moving_average": lambda: MovingAverageBaseline(baseline_decay),
-                    "leave_one_out": lambda: LeaveOneOutBaseline(samples),
+        self.reinforce_weight = settings.reinforce_weight
+        self.entropy_weight = settings.entropy_weight
+        self.reward = settings.reward
+        self.credit = settings.credit
+        if settings.baseline == "leave_one_out" and settings.samples < 2:
+            raise ConfigError("model.hard.baseline leave_one_out needs model.hard.samples >= 2: the other samples of a "
+                              "caption are each sample's baseline")
+        if settings.baseline == "learned" and hidden_dim < 1:
+            raise ConfigError("model.hard.baseline learned needs the LSTM's size (hidden_dim) to build b(h_{t-1})")
+        builders = {"moving_average": lambda: MovingAverageBaseline(settings.baseline_decay),
+                    "leave_one_out": lambda: LeaveOneOutBaseline(settings.samples),
                     "learned": lambda: LearnedBaseline(hidden_dim)}
-        if baseline not in builders:
-            raise ConfigError(f"model.baseline must be one of {sorted(builders)}, got {baseline!r}")
-        self.baseline = builders[baseline]()
+        if settings.baseline not in builders:
+            raise ConfigError(f"model.hard.baseline must be one of {sorted(builders)}, got {settings.baseline!r}")
+        self.baseline = builders[settings.baseline]()
 
     def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor) -> LossTerms:
         return hard_attention_loss(
@@ -312,8 +340,3 @@ class HardAttentionObjective(nn.Module):
         if totals[1] > 0:
             self.baseline.update(totals[0] / totals[1])
 
-
-OBJECTIVES: dict[AttentionKind, type[SoftAttentionObjective] | type[HardAttentionObjective]] = {
-    "soft": SoftAttentionObjective,
-    "hard": HardAttentionObjective,
-}

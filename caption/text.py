@@ -15,6 +15,8 @@ from pathlib import Path
 
 from nltk.tokenize import TreebankWordTokenizer
 
+from caption.errors import CheckpointError
+
 _TOKENIZER = TreebankWordTokenizer()
 
 
@@ -144,6 +146,13 @@ class Vocabulary:
             return cls(data["words"])
         except ValueError as error:  # json.JSONDecodeError is a ValueError
             raise ValueError(f"malformed vocabulary file {path}: {error}") from error
+
+
+def check_vocabulary(saved: list[str], built: list[str], *, problem: str, fix: str) -> None:
+    """The one check that a checkpoint's vocabulary (`saved`) is the one this run built (`built`): a CheckpointError
+    "{problem} (how they differ): {fix}" if not."""
+    if saved != built:
+        raise CheckpointError(f"{problem} ({vocabulary_difference(saved, built)}): {fix}")
 
 
 def vocabulary_difference(saved: list[str], built: list[str], *, shown: int = 5) -> str:

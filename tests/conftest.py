@@ -26,7 +26,7 @@ def tiny_fit_args(kind: str, run: Path, data: Path) -> list[str]:
         "--trainer.limit_test_batches", "0",  # no test after fit: the tests evaluate these runs themselves
         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
         "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
-        "--model.learning_rate", "0.01",
+        "--model.optimization.learning_rate", "0.01",
         *tiny_args(data, channels="[4, 8, 8]", batch_size=32, num_train=50),
     ]
 
@@ -39,7 +39,7 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with patch.object(sys, "argv", ["caption"]):  # not pytest's arguments
         for kind in ("soft", "hard"):  # the two-stage recipe: hard attention on the soft run's frozen encoder
             runs[kind] = root / kind
-            stage_one = ["--model.encoder_weights", str(runs["soft"])] if kind == "hard" else []
+            stage_one = ["--model.encoder.weights", str(runs["soft"])] if kind == "hard" else []
             main([*tiny_fit_args(kind, runs[kind], root / "data"), *stage_one])
     return runs
 

@@ -40,7 +40,7 @@ class Probe(Callback):
             "world_size": trainer.world_size,
             "global_step": trainer.global_step,
             "epoch": trainer.current_epoch,
-            "baseline": pl_module.objective.baseline.value.item() if pl_module.hparams.attention == "hard" else 0.0,
+            "baseline": pl_module.objective.baseline.value.item() if pl_module.settings.attention.kind == "hard" else 0.0,
             "parameters": float(sum(p.detach().double().sum() for p in pl_module.parameters())),
             **extra,
         }

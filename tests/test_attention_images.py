@@ -46,7 +46,7 @@ def test_tensorboard_and_csv_get_overlays_and_captions_at_every_validation(tmp_p
         pixels = np.asarray(Image.open(io.BytesIO(logged[-1].encoded_image_string)))
         assert pixels.shape[0] > 100 and pixels.shape[1] > 100 and pixels.std() > 0, "a drawn figure"
     hparams = yaml.safe_load((run / "tb" / "version_0" / "hparams.yaml").read_text())
-    assert "vocabulary" not in hparams and hparams["vocabulary_size"] > 10 and hparams["attention"] == "soft"
+    assert "vocabulary" not in hparams and hparams["vocabulary_size"] > 10 and hparams["attention.kind"] == "soft"
 
     folder = run / "csv" / "version_0" / "attention"
     rows = list(csv.DictReader((folder / "captions.csv").open()))

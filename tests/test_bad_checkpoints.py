@@ -1,5 +1,5 @@
 """A truncated or corrupt checkpoint (issue 19, problem 2): one line naming the file, wherever a checkpoint is read
-(the Python API, every command, `--ckpt_path last`, `model.init_from`, `data.vocabulary_from`)."""
+(the Python API, every command, `--ckpt_path last`, `model.optimization.init_from`, `data.vocabulary_from`)."""
 
 import sys
 from pathlib import Path
@@ -52,7 +52,7 @@ def test_every_command_names_a_truncated_checkpoint_in_one_line(truncated, tmp_p
         "test": ["test", *lightning, "--ckpt_path", str(truncated)],
         "predict": ["predict", "--ckpt_path", str(truncated), "--data.predict", str(tmp_path)],
         "fit --ckpt_path last": ["fit", *lightning, "--ckpt_path", "last"],
-        "init_from": ["fit", *lightning, "--model.init_from", str(truncated)],
+        "init_from": ["fit", *lightning, "--model.optimization.init_from", str(truncated)],
         "vocabulary_from": ["test", *lightning, "--data.vocabulary_from", str(truncated)],
     }[command]
     line = failed(args)

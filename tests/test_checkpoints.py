@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from caption.checkpoints import SafeCheckpointIO, read_checkpoint
-from caption.inference import load_module
+from caption.inference import load_trained
+from tiny_models import tiny_module
 from caption.cli import TERMINATED
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.errors import CheckpointError
-from caption.module import CaptionModule
 from cli_run import PATIENCE_S
 from probes import optimizer_summary, read_probe
 from tiny import HARD_FROM_SCRATCH, tiny_args
@@ -89,7 +89,7 @@ def test_killed_run_resumes_from_the_last_periodic_checkpoint(tmp_path):
     saved = torch.load(last, weights_only=True)
     step = saved["global_step"]
     assert step >= 3 and step % 3 == 0 and max(steps_done(tmp_path / "probe1")) >= step
-    parameters = float(sum(p.detach().double().sum() for p in load_module(last).parameters()))
+    parameters = float(sum(p.detach().double().sum() for p in load_trained(last).module.parameters()))
 
     resumed = run("fit", *args, "--trainer.max_steps", str(step + 4), "--ckpt_path", "last", probe=tmp_path / "probe2")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
@@ -128,10 +128,7 @@ def checkpoint(tmp_path_factory) -> Path:
     data = CaptionDataModule(
         source=ShapesSource(root=str(root / "data"), num_train=10, num_val=2, num_test=2), batch_size=8
     )
-    model = CaptionModule(
-        vocabulary=data.vocabulary, attention="hard", encoder="small_vgg", encoder_weights="none",
-        freeze_encoder=False, encoder_channels=(4, 8), embed_dim=8, hidden_dim=16, attention_dim=8,
-    )
+    model = tiny_module(data.vocabulary, "hard")
     trainer = L.Trainer(
         max_steps=2, limit_val_batches=0, accelerator="cpu", logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, default_root_dir=root,
@@ -161,12 +158,12 @@ def malicious(checkpoint: Path, folder: Path) -> tuple[Path, Path]:
     return path, marker
 
 
-def test_load_module_restores_model_vocabulary_and_baseline(checkpoint):
-    module = load_module(checkpoint)
+def test_load_trained_restores_model_vocabulary_and_baseline(checkpoint):
+    module = load_trained(checkpoint).module
     saved = torch.load(checkpoint, weights_only=True)
     assert not module.training
     assert module.vocabulary.to_list() == saved["hyper_parameters"]["vocabulary"]
-    assert module.hparams.attention == "hard" and module.hparams.hidden_dim == 16
+    assert module.settings.attention.kind == "hard" and module.settings.decoder.hidden_dim == 16
     assert module.objective.baseline.value.item() == saved["state_dict"]["objective.baseline.value"].item() != 0
     for name, value in module.state_dict().items():
         assert torch.equal(value, saved["state_dict"][name]), name
@@ -174,7 +171,7 @@ def test_load_module_restores_model_vocabulary_and_baseline(checkpoint):
 
 def test_malicious_pickle_is_refused_without_running_it(checkpoint, tmp_path):
     path, marker = malicious(checkpoint, tmp_path)
-    for load in (load_module, read_checkpoint, SafeCheckpointIO().load_checkpoint):
+    for load in (load_trained, read_checkpoint, SafeCheckpointIO().load_checkpoint):
         with pytest.raises(CheckpointError, match="refused to load") as error:
             load(path)
         assert str(path) in str(error.value) and "posix.system" in str(error.value)
@@ -185,7 +182,7 @@ def test_foreign_corrupt_and_missing_files_get_clear_messages(tmp_path):
     foreign = tmp_path / "foreign.ckpt"
     torch.save({"state_dict": {"weight": torch.zeros(2)}}, foreign)  # e.g. another project's Lightning checkpoint
     with pytest.raises(CheckpointError, match="not a checkpoint of this project") as error:
-        load_module(foreign)
+        load_trained(foreign)
     assert str(foreign) in str(error.value)
 
     truncated = tmp_path / "truncated.ckpt"

@@ -50,9 +50,9 @@ def test_fit_then_test_through_the_cli(tmp_path, config):
     last = next(path for path in checkpoints if path.name == "last.ckpt")
 
     module = CaptionModule.load_from_checkpoint(last, weights_only=True, map_location="cpu")
-    assert module.hparams.attention == ("hard" if "hard" in config else "soft")
+    assert module.settings.attention.kind == ("hard" if "hard" in config else "soft")
     assert module.vocabulary.itos[:4] == ["<pad>", "<start>", "<end>", "<unk>"] and len(module.vocabulary) > 10
-    if module.hparams.attention == "hard":
+    if module.settings.attention.kind == "hard":
         state = torch.load(last, weights_only=True, map_location="cpu")["state_dict"]
         assert state["objective.baseline.value"] != 0, "the baseline moved during training and is saved"
 
@@ -62,18 +62,18 @@ def test_fit_then_test_through_the_cli(tmp_path, config):
 
 
 def test_bad_config_value_names_the_key(tmp_path):
-    result = run_caption("fit", "--config", "configs/shapes_soft.yaml", "--model.attention", "medium")
+    result = run_caption("fit", "--config", "configs/shapes_soft.yaml", "--model.attention.kind", "medium")
     assert result.returncode != 0
-    assert "model.attention" in result.stderr and "medium" in result.stderr
+    assert "model.attention.kind" in result.stderr and "medium" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_conflicting_settings_are_rejected_early(tmp_path):
     result = run_caption(
-        "fit", "--config", "configs/shapes_soft.yaml", *tiny_overrides(tmp_path), "--model.samples", "4"
+        "fit", "--config", "configs/shapes_soft.yaml", *tiny_overrides(tmp_path), "--model.hard.samples", "4"
     )
     assert result.returncode != 0
-    assert "model.samples" in result.stderr
+    assert "model.hard.samples" in result.stderr
 
 
 def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_runs):
@@ -104,7 +104,7 @@ def test_hard_recipe_trains_its_decoder_on_the_soft_runs_frozen_encoder(tiny_run
     assert not torch.equal(hard["state_dict"]["decoder.init_h.weight"], soft["decoder.init_h.weight"])
 
     misfit = run_caption("fit", "--config", "configs/shapes_hard.yaml", *tiny_overrides(tmp_path),
-                         "--model.encoder_channels", "[4, 8]", "--model.encoder_weights", str(tiny_runs["soft"]))
+                         "--model.encoder.channels", "[4, 8]", "--model.encoder.weights", str(tiny_runs["soft"]))
     assert misfit.returncode != 0
-    assert "does not fit this small_vgg: use its run's model.encoder_channels" in misfit.stderr
+    assert "does not fit this small_vgg: use its run's model.encoder.channels" in misfit.stderr
     assert "Traceback" not in misfit.stderr

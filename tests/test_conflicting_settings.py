@@ -1,5 +1,5 @@
 """Settings that conflict with a checkpoint (issue 19, problem 4): refused in one line naming both values and where
-the setting was given, or applied and said so (`model.init_from` across attention kinds); never dropped silently."""
+the setting was given, or applied and said so (`model.optimization.init_from` across attention kinds); never dropped silently."""
 
 import logging
 import sys
@@ -30,7 +30,7 @@ def test_a_config_of_the_other_attention_kind_is_refused_naming_both(tiny_runs, 
     hard = tiny_runs["hard"] / "checkpoints" / "last.ckpt"
     line = failed(lightning("test", "soft", tmp_path, "--ckpt_path", str(hard)))
     config = REPO / "configs" / "shapes_soft.yaml"
-    assert f"model.attention is 'soft' in config file {config} but {hard} was trained with 'hard'" in line
+    assert f"model.attention.kind is 'soft' in config file {config} but {hard} was trained with 'hard'" in line
 
 
 @pytest.mark.parametrize("command", ["test", "validate", "predict"])
@@ -53,7 +53,7 @@ def test_resuming_with_other_model_settings_is_refused(tiny_runs, tmp_path):
     run = tiny_runs["soft"]
     args = ["fit", *tiny_fit_args("hard", run, tmp_path / "data")[1:], "--ckpt_path", "last"]
     line = failed(args)
-    assert f"model.attention is 'hard' in this run's settings but {run / 'checkpoints' / 'last.ckpt'}" in line
+    assert f"model.attention.kind is 'hard' in this run's settings but {run / 'checkpoints' / 'last.ckpt'}" in line
     assert "was trained with 'soft'" in line
 
 
@@ -62,9 +62,9 @@ def test_init_from_the_other_attention_kind_uses_the_weights_and_says_what_it_le
         tiny_runs, tmp_path, caplog, source, target):
     checkpoint = tiny_runs[source] / "checkpoints" / "last.ckpt"
     with caplog.at_level(logging.INFO):
-        main(lightning("fit", target, tmp_path, "--model.init_from", str(checkpoint), "--trainer.max_steps", "1",
+        main(lightning("fit", target, tmp_path, "--model.optimization.init_from", str(checkpoint), "--trainer.max_steps", "1",
                        "--trainer.limit_val_batches", "0"))
-    said = f"model.init_from: {checkpoint} was trained with {source} attention, this run uses {target}"
+    said = f"model.optimization.init_from: {checkpoint} was trained with {source} attention, this run uses {target}"
     assert said in caplog.text
     assert "objective.baseline.value (for hard attention only) is left out" in caplog.text if source == "hard" else \
         "objective.baseline.value starts afresh" in caplog.text

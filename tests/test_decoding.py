@@ -9,14 +9,14 @@ import torch.nn.functional as F
 from caption.decoder import Decoder
 from caption.decoding import beam_search, greedy
 from caption.text import Vocabulary
+from tiny_models import tiny_decoder
 
 L, D, V = 4, 6, 6  # words the model may emit: <end>, <unk>, 4, 5 (never <pad> or <start>)
 EMITTABLE = [Vocabulary.END, Vocabulary.UNK, 4, 5]
 
 
 def make_decoder(attention: str = "soft", seed: int = 0) -> Decoder:
-    torch.manual_seed(seed)
-    decoder = Decoder(vocab_size=V, annotation_dim=D, embed_dim=5, hidden_dim=7, attention_dim=5, attention=attention)
+    decoder = tiny_decoder(attention, vocab_size=V, annotation_dim=D, seed=seed, embed_dim=5, hidden_dim=7)
     with torch.no_grad():  # spread the output distribution so that greedy and exhaustive search disagree
         decoder.output_words.weight.mul_(3.0)
     return decoder.eval()

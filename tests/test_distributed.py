@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from caption.inference import load_module
+from caption.inference import load_trained
 from caption.cli import main
 from caption.metrics import METRICS
 from cli_run import PATIENCE_S
@@ -107,7 +107,7 @@ def test_ddp_fit_keeps_every_rank_identical(ddp_fit):
 
     checkpoints = ddp_fit / "checkpoints"
     assert any(path.name.startswith("best-") for path in checkpoints.iterdir())
-    module = load_module(checkpoints / "last.ckpt")  # one process, no distributed setup
+    module = load_trained(checkpoints / "last.ckpt").module  # one process, no distributed setup
     final = [next(r["baseline"] for r in records if r["event"] == "train_end") for records in ranks]
     assert module.objective.baseline.value.item() == final[0] == final[1]
     assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 8

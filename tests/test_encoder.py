@@ -12,7 +12,7 @@ from torchvision import models
 
 from caption.data.images import describe_transform, image_transform
 from caption.encoder import (
-    TORCHVISION_RESNET, EncoderWeightsError, SmallVGG, TorchvisionResNet, TorchvisionVGG, build_encoder,
+    TORCHVISION_RESNET, EncoderSettings, EncoderWeightsError, SmallVGG, TorchvisionResNet, TorchvisionVGG, build_encoder,
 )
 from caption.errors import ConfigError
 
@@ -45,7 +45,7 @@ def test_official_url_file_name():
 
 
 def test_weights_file_gives_torchvision_features(weights_file, torchvision_features):
-    encoder = build_encoder("vgg16", weights=str(weights_file), freeze=True)
+    encoder = build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file)))
     images = torch.randn(2, 3, 64, 80)
     with torch.no_grad():
         annotations = encoder(images)
@@ -154,7 +154,7 @@ def test_resnet_annotations_have_the_documented_shape(name):
     images = torch.randn(1, 3, 224, 224)
     grids = ((None, 196), (7, 49)) if name == "resnet50" else ((None, 196),)
     for grid, locations in grids:
-        encoder = build_encoder(name, weights="none", freeze=True, grid=grid)
+        encoder = build_encoder(EncoderSettings(name=name, weights="none", grid=grid))
         with torch.no_grad():
             assert encoder(images).shape == (1, locations, 2048), (name, grid)
         assert encoder.dim == 2048 and encoder.grid == (grid or 14)
@@ -164,14 +164,14 @@ def test_resnet_annotations_have_the_documented_shape(name):
 def test_vgg_grid_pools_conv5_and_defaults_to_the_unpooled_map(weights_file):
     images = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
-        assert build_encoder("vgg16", weights=str(weights_file), grid=7)(images).shape == (1, 49, 512)
-        assert build_encoder("vgg16", weights=str(weights_file))(images).shape == (1, 196, 512)
+        assert build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file), grid=7))(images).shape == (1, 49, 512)
+        assert build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file)))(images).shape == (1, 196, 512)
 
 
 @pytest.mark.parametrize("grid", [2, 4])
 def test_resnet_weights_file_gives_torchvision_output(resnet50_file, grid):
     """64x64 images: layer4 is 2x2, kept at grid 2 and enlarged at grid 4, exactly as torchvision computes it."""
-    encoder = build_encoder("resnet50", weights=str(resnet50_file), freeze=True, grid=grid)
+    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(resnet50_file), grid=grid))
     reference = torchvision_resnet("resnet50", resnet50_file, grid)
     images = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
@@ -217,22 +217,22 @@ def test_foreign_and_mismatched_resnet_weights_are_refused_by_name(resnet50_file
     }
     for (path, name), expected in cases.items():
         with pytest.raises(EncoderWeightsError, match=expected) as error:
-            build_encoder(name, weights=path)
+            build_encoder(EncoderSettings(name=name, weights=path))
         assert path in str(error.value)
 
 
 def test_resnet_batch_norm_stays_in_eval_mode_and_frozen_without_gradients(resnet50_file):
-    encoder = build_encoder("resnet50", weights=str(resnet50_file), freeze=True, grid=2)
+    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(resnet50_file), grid=2))
     encoder.train()
     assert not any(module.training for module in encoder.modules())
     assert not any(p.requires_grad for p in encoder.parameters())
-    trainable = build_encoder("resnet50", weights="none", freeze=False, grid=2).train()
+    trainable = build_encoder(EncoderSettings(name="resnet50", weights="none", freeze=False, grid=2)).train()
     assert not any(module.training for module in trainable.modules())
     assert all(p.requires_grad for p in trainable.parameters())
 
 
 def test_stages_split_the_encoders_from_the_input_up(weights_file):
-    resnet = build_encoder("resnet50", weights="none", grid=2)
+    resnet = build_encoder(EncoderSettings(name="resnet50", weights="none", grid=2))
     assert [stage is layer for stage, layer in zip(resnet.stages[1:], (resnet.layer1, resnet.layer2,
                                                                        resnet.layer3, resnet.layer4))] == [True] * 4
     assert list(resnet.stages[0]) == [resnet.conv1, resnet.bn1]
@@ -244,10 +244,10 @@ def test_stages_split_the_encoders_from_the_input_up(weights_file):
 
 
 def test_encoder_grid_is_refused_where_it_cannot_apply():
-    with pytest.raises(ConfigError, match="model.encoder_grid applies to the torchvision encoders"):
-        build_encoder("small_vgg", weights="none", freeze=False, grid=7)
-    with pytest.raises(ConfigError, match="model.encoder_grid must be >= 1"):
-        build_encoder("resnet50", weights="none", grid=0)
+    with pytest.raises(ConfigError, match="model.encoder.grid applies to the torchvision encoders"):
+        build_encoder(EncoderSettings(name="small_vgg", weights="none", freeze=False, grid=7))
+    with pytest.raises(ConfigError, match="model.encoder.grid must be >= 1"):
+        build_encoder(EncoderSettings(name="resnet50", weights="none", grid=0))
 
 
 @pytest.mark.parametrize("name", list(TORCHVISION_RESNET))

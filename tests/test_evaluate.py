@@ -222,7 +222,7 @@ def test_evaluate_data_from_config_and_clear_errors(tiny_runs, tmp_path, capsys,
     settings = torch.load(checkpoint, weights_only=True)["datamodule_hyper_parameters"]
     settings.pop("_instantiator")
     settings["source"]["init_args"]["num_test"] = 3
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"attention": "hard"}, "data": settings}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"attention": {"kind": "hard"}}, "data": settings}))
     monkeypatch.setattr(metrics, "Meteor", NoJava)  # and METEOR missing: everything else is still written
     with pytest.warns(UserWarning, match="METEOR is missing"):
         main(["evaluate", "--ckpt", str(checkpoint), "--config", str(tmp_path / "config.yaml"),

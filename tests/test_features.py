@@ -215,8 +215,8 @@ def write_config(tmp_path, root, annotations, weights) -> Path:
             "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                        "init_args": {"save_dir": str(tmp_path / "run"), "name": "logs"}},
         },
-        "model": {"encoder": "vgg16", "encoder_weights": str(weights), "embed_dim": 8, "hidden_dim": 16,
-                  "attention_dim": 8, "max_caption_length": 6, "beam_size": 2},
+        "model": {"encoder": {"name": "vgg16", "weights": str(weights)}, "decoder": {"embed_dim": 8, "hidden_dim": 16},
+                  "attention": {"dim": 8}, "decoding": {"max_caption_length": 6, "beam_size": 2}},
         "data": {
             "source": {"class_path": "caption.data.karpathy.KarpathySource",
                        "init_args": {"annotations": str(annotations), "images": str(root / "images"), **SIZES}},
@@ -283,7 +283,7 @@ def test_the_coco_config_builds_a_cache_of_the_fixture(dataset, tmp_path):
           "--data.source.init_args.images", str(root / "images"),
           "--data.source.init_args.crop_size", "32", "--data.source.init_args.resize_size", "36",
           "--data.features", str(tmp_path / "features"), "--data.num_workers", "0",
-          "--model.encoder_weights", str(weights), "--trainer.default_root_dir", str(tmp_path / "run")])
+          "--model.encoder.weights", str(weights), "--trainer.default_root_dir", str(tmp_path / "run")])
     manifest = json.loads((tmp_path / "features" / "manifest.json").read_text())
     assert manifest["complete"] and manifest["shape"] == [9, 4, 512] and manifest["encoder"] == "vgg16"
 

@@ -25,7 +25,7 @@ from caption.cli import main
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCache, FeatureCacheError, build_cache, cache_config
 from caption.data.karpathy import KarpathySource
-from caption.encoder import build_encoder
+from caption.encoder import EncoderSettings, build_encoder
 from caption.errors import ConfigError
 from caption.finetuning import check_finetuning, stage_parameters
 
@@ -54,7 +54,7 @@ def config_of(source, weights, *, encoder="resnet50", grid=GRID):
 def test_a_cache_of_another_encoder_or_grid_is_refused_as_stale(dataset, tmp_path):
     root, annotations, weights = dataset
     source = source_of(root, annotations)
-    encoder = build_encoder("resnet50", weights=str(weights), freeze=True, grid=GRID)
+    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(weights), grid=GRID))
     manifest = build_cache(str(tmp_path / "cache"), encoder=encoder, config=config_of(source, weights), source=source,
                            records=source.records(), on_bad_image="error", batch_size=9, num_workers=0,
                            device=torch.device("cpu"))
@@ -80,26 +80,25 @@ def test_a_cache_of_another_encoder_or_grid_is_refused_as_stale(dataset, tmp_pat
 # ------------------------------------------------------------------------------------------ settings
 def test_conflicting_settings_are_refused_naming_the_keys(dataset):
     root, annotations, _ = dataset
-    with pytest.raises(ConfigError, match=r"data.features .*needs model.freeze_encoder: true.*data.features: null"):
+    with pytest.raises(ConfigError, match=r"data.features .*needs model.encoder.freeze: true.*data.features: null"):
         CaptionDataModule(source=source_of(root, annotations), features="cache", freeze_encoder=False)
-    schedule = {"frozen_epochs": 0, "stages": None, "learning_rate": None}
     cases = [
-        ({"encoder": "resnet50", "freeze_encoder": True, "stages": 1}, "model.encoder_finetune_stages schedule"),
-        ({"encoder": "resnet50", "freeze_encoder": True, "frozen_epochs": 2, "learning_rate": 1e-4},
-         "model.encoder_frozen_epochs, model.encoder_learning_rate schedule.*freeze_encoder is true"),
-        ({"encoder": "small_vgg", "freeze_encoder": False, "frozen_epochs": 1}, "small_vgg trains from scratch"),
-        ({"encoder": "resnet50", "freeze_encoder": False, "stages": 6}, "encoder_finetune_stages must be 1..5"),
-        ({"encoder": "resnet50", "freeze_encoder": False, "frozen_epochs": -1}, "encoder_frozen_epochs must be >= 0"),
-        ({"encoder": "vgg16", "freeze_encoder": False, "learning_rate": 0.0}, "encoder_learning_rate must be > 0"),
+        ({"name": "resnet50", "freeze": True, "finetune_stages": 1}, "model.encoder.finetune_stages schedule"),
+        ({"name": "resnet50", "freeze": True, "frozen_epochs": 2, "learning_rate": 1e-4},
+         "model.encoder.frozen_epochs, model.encoder.learning_rate schedule.*model.encoder.freeze is true"),
+        ({"name": "small_vgg", "freeze": False, "frozen_epochs": 1}, "small_vgg trains from scratch"),
+        ({"name": "resnet50", "freeze": False, "finetune_stages": 6}, "model.encoder.finetune_stages must be 1..5"),
+        ({"name": "resnet50", "freeze": False, "frozen_epochs": -1}, "model.encoder.frozen_epochs must be >= 0"),
+        ({"name": "vgg16", "freeze": False, "learning_rate": 0.0}, "model.encoder.learning_rate must be > 0"),
     ]
     for settings, message in cases:
         with pytest.raises(ConfigError, match=message):
-            check_finetuning(**{**schedule, **settings})
-    check_finetuning(encoder="resnet50", freeze_encoder=False, frozen_epochs=3, stages=3, learning_rate=1e-4)
+            check_finetuning(EncoderSettings(**settings))
+    check_finetuning(EncoderSettings(name="resnet50", freeze=False, frozen_epochs=3, finetune_stages=3, learning_rate=1e-4))
 
 
 def test_fine_tuned_stages_leave_batch_norm_out():
-    encoder = build_encoder("resnet50", weights="none", freeze=True, grid=GRID)
+    encoder = build_encoder(EncoderSettings(name="resnet50", weights="none", grid=GRID))
     layer4 = stage_parameters(encoder, 1)
     convolutions = [m.weight for m in encoder.layer4.modules() if isinstance(m, torch.nn.Conv2d)]
     assert len(layer4) == len(convolutions) == 10 and all(a is b for a, b in zip(layer4, convolutions))
@@ -128,9 +127,9 @@ def write_configs(tmp_path: Path, root: Path, annotations: Path, weights: Path) 
                        "init_args": {"save_dir": str(tmp_path / "stage1"), "name": "logs"}},
         },
         "checkpoint": {"filename": "best", "enable_version_counter": False},
-        "model": {"encoder": "resnet50", "encoder_weights": str(weights), "encoder_grid": GRID, "embed_dim": 8,
-                  "hidden_dim": 16, "attention_dim": 8, "max_caption_length": 6, "beam_size": 1,
-                  "learning_rate": 0.01},
+        "model": {"encoder": {"name": "resnet50", "weights": str(weights), "grid": GRID},
+                  "decoder": {"embed_dim": 8, "hidden_dim": 16}, "attention": {"dim": 8},
+                  "decoding": {"max_caption_length": 6, "beam_size": 1}, "optimization": {"learning_rate": 0.01}},
         "data": {
             "source": {"class_path": "caption.data.karpathy.KarpathySource",
                        "init_args": {"annotations": str(annotations), "images": str(root / "images"), **SIZES}},
@@ -144,8 +143,8 @@ def write_configs(tmp_path: Path, root: Path, annotations: Path, weights: Path) 
                        "init_args": {"save_dir": str(tmp_path / "stage2"), "name": "logs"}},
         },
         "periodic_checkpoint": {"every_n_train_steps": 2},
-        "model": {"freeze_encoder": False, "encoder_frozen_epochs": 1, "encoder_finetune_stages": 1,
-                  "encoder_learning_rate": 0.0001, "init_from": str(tmp_path / "stage1" / "checkpoints" / "best.ckpt")},
+        "model": {"encoder": {"freeze": False, "frozen_epochs": 1, "finetune_stages": 1, "learning_rate": 0.0001},
+                  "optimization": {"init_from": str(tmp_path / "stage1" / "checkpoints" / "best.ckpt")}},
         "data": {"features": None},
     }
     paths = tmp_path / "stage1.yaml", tmp_path / "stage2.yaml"

@@ -25,7 +25,8 @@ import pytest
 import torch
 
 from caption.decoder import Decoder
-from caption.objectives import HardAttentionObjective, caption_log_likelihood, hard_attention_loss
+from caption.objectives import HardAttentionObjective, HardObjectiveSettings, caption_log_likelihood, hard_attention_loss
+from tiny_models import tiny_decoder
 
 L, D, V = 3, 4, 6
 SAMPLES = 50_000
@@ -33,11 +34,8 @@ TOLERANCE = 0.04
 
 
 def make_problem():
-    torch.manual_seed(3)
-    decoder = Decoder(
-        vocab_size=V, annotation_dim=D, embed_dim=4, hidden_dim=5, attention_dim=4, attention="hard",
-        dropout=0.0, semi_sampling=0.0,
-    ).train()
+    decoder = tiny_decoder("hard", vocab_size=V, annotation_dim=D, seed=3, embed_dim=4, hidden_dim=5, attention_dim=4,
+                           dropout=0.0, semi_sampling=0.0).train()
     with torch.no_grad():  # sharpen attention so the locations matter
         decoder.scorer.score.weight.mul_(4.0)
     annotations = torch.randn(1, L, D) * 2.0
@@ -113,8 +111,9 @@ def test_monte_carlo_gradient_is_unbiased():
 def test_estimators_beyond_the_paper_are_unbiased(credit, baseline):
     decoder, annotations, captions = make_problem()
     expected_reward, exact = exact_lower_bound(decoder, annotations, captions)
-    objective = HardAttentionObjective(reinforce_weight=1.0, entropy_weight=0.0, reward="sum", credit=credit,
-                                       baseline=baseline, samples=4, hidden_dim=5).double()
+    settings = HardObjectiveSettings(reinforce_weight=1.0, entropy_weight=0.0, reward="sum", credit=credit,
+                                     baseline=baseline, samples=4)
+    objective = HardAttentionObjective(settings, hidden_dim=5).double()
     if baseline == "moving_average":
         objective.baseline.value.fill_(expected_reward)
     if baseline == "learned":  # input-dependent, near the mean reward-to-go of the two steps (share 1 and 1/2)

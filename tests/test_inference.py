@@ -73,7 +73,7 @@ def test_a_caption_holds_what_each_word_looked_at(checkpoint):
     torch.testing.assert_close(caption.alpha.sum(dim=1), torch.ones(T))
     locations = captioner.module.encoder(captioner.prepare(GRACE_HOPPER)[None]).shape[1]  # L
     assert caption.alpha.shape[1] == locations
-    if captioner.module.hparams.attention == "hard":
+    if captioner.module.settings.attention.kind == "hard":
         assert caption.locations.shape == (T,)
         assert torch.equal(caption.locations, caption.alpha.argmax(dim=1)), "hard decoding takes the argmax location"
     else:
@@ -86,7 +86,7 @@ def test_log_prob_is_the_teacher_forced_log_likelihood(tiny_runs):
     module = captioner.module
     caption = captioner(GRACE_HOPPER, beam_size=1)
     image = captioner.prepare(GRACE_HOPPER)[None]  # (1, 3, H, W)
-    ended = len(caption.words) < module.hparams.max_caption_length  # else cut at the limit, with no <end>
+    ended = len(caption.words) < module.settings.decoding.max_caption_length  # else cut at the limit, with no <end>
     tokens = module.vocabulary.encode(caption.words)[: len(caption.words) + (2 if ended else 1)]
     with torch.no_grad():
         output = module.decoder(module.encoder(image), torch.tensor([tokens]))
@@ -155,7 +155,7 @@ def test_predict_a_folder_writes_file_names_and_the_api_captions(checkpoint, ima
     (folder / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
     with pytest.warns(UserWarning, match="skipping .*broken.jpg"):
         predict("--ckpt_path", str(checkpoint), "--data.predict", str(folder), "--predictions.out",
-                str(tmp_path / "out"), "--model.beam_size", "2")
+                str(tmp_path / "out"), "--model.decoding.beam_size", "2")
     results = json.loads((tmp_path / "out" / "captions.json").read_text())
     captioner = Captioner.from_checkpoint(checkpoint, device="cpu")
     files = sorted(file for file in folder.iterdir() if file.name != "broken.jpg")

@@ -6,10 +6,12 @@ import pytest
 import torch
 
 from caption.attention import AdditiveScorer, HardAttention, SoftAttention
+import tiny_models
 from caption.decoder import Decoder
-from caption.encoder import SmallVGG, TorchvisionVGG, build_encoder
+from caption.encoder import EncoderSettings, SmallVGG, TorchvisionVGG, build_encoder
 from caption.objectives import (
     HardAttentionObjective,
+    HardObjectiveSettings,
     LeaveOneOutBaseline,
     MovingAverageBaseline,
     caption_log_likelihood,
@@ -24,10 +26,8 @@ from caption.text import Vocabulary
 B, L, D, V = 3, 6, 8, 11
 
 
-def tiny_decoder(attention: str = "soft", **kwargs) -> Decoder:
-    torch.manual_seed(0)
-    options = dict(vocab_size=V, annotation_dim=D, embed_dim=7, hidden_dim=9, attention_dim=5, attention=attention)
-    return Decoder(**(options | kwargs))
+def tiny_decoder(attention: str = "soft", **options) -> Decoder:
+    return tiny_models.tiny_decoder(attention, vocab_size=V, annotation_dim=D, **options)
 
 
 def captions_with_padding() -> torch.Tensor:
@@ -53,9 +53,9 @@ def test_encoder_shapes():
 
 def test_encoder_rejects_conflicting_settings():
     with pytest.raises(ValueError, match="small_vgg has no ImageNet weights.*another run's checkpoint"):
-        build_encoder("small_vgg", weights="imagenet", freeze=True)
-    with pytest.raises(ValueError, match="encoder must be one of"):
-        build_encoder("alexnet", weights="none", freeze=True)  # type: ignore[arg-type]
+        build_encoder(EncoderSettings(name="small_vgg", weights="imagenet"))
+    with pytest.raises(ValueError, match="model.encoder.name must be one of"):
+        build_encoder(EncoderSettings(name="alexnet", weights="none"))  # type: ignore[arg-type]
 
 
 def test_attention_shapes_and_projection_once():
@@ -229,8 +229,8 @@ def test_hard_objective_with_step_credit_and_learned_baseline_by_hand():
     targets, mask = captions[:, 1:], (captions[:, 1:] != 0).float()
     annotations = torch.randn(B, L, D)
     out = decoder(annotations, captions)
-    objective = HardAttentionObjective(reinforce_weight=0.1, entropy_weight=0.01, credit="step", baseline="learned",
-                                       hidden_dim=decoder.hidden_dim)
+    settings = HardObjectiveSettings(reinforce_weight=0.1, entropy_weight=0.01, credit="step", baseline="learned")
+    objective = HardAttentionObjective(settings, hidden_dim=decoder.hidden_dim)
     terms = objective(out, targets, mask)
     token_ll = out.logits.log_softmax(-1).gather(-1, targets[..., None]).squeeze(-1) * mask
     n = mask.sum(1, keepdim=True)
@@ -246,24 +246,20 @@ def test_hard_objective_with_step_credit_and_learned_baseline_by_hand():
 
 
 def test_estimator_settings_are_checked_by_name():
-    with pytest.raises(ValueError, match="leave_one_out needs model.samples >= 2"):
-        HardAttentionObjective(baseline="leave_one_out", samples=1)
-    with pytest.raises(ValueError, match="model.baseline must be one of"):
-        HardAttentionObjective(baseline="average")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="leave_one_out needs model.hard.samples >= 2"):
+        HardAttentionObjective(HardObjectiveSettings(baseline="leave_one_out", samples=1))
+    with pytest.raises(ValueError, match="model.hard.baseline must be one of"):
+        HardAttentionObjective(HardObjectiveSettings(baseline="average"))  # type: ignore[arg-type]
 
 
-def small_module(**settings):
-    from caption.module import CaptionModule
-
-    return CaptionModule(vocabulary=["<pad>", "<start>", "<end>", "<unk>", "a", "circle"], encoder="small_vgg",
-                         encoder_weights="none", freeze_encoder=False, embed_dim=8, hidden_dim=8, attention_dim=8,
-                         encoder_channels=(4, 8), **settings)
+def small_module(kind: str, **groups):
+    return tiny_models.tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a", "circle"], kind, **groups)
 
 
 def test_semi_sampling_schedule_moves_linearly_over_the_epochs():
     from types import SimpleNamespace
 
-    module = small_module(attention="hard", semi_sampling=1.0, semi_sampling_final=0.0)
+    module = small_module("hard", hard={"semi_sampling": 1.0, "semi_sampling_final": 0.0})
     module.log = lambda *args, **kwargs: None
     seen = []
     for epoch in range(5):
@@ -271,14 +267,14 @@ def test_semi_sampling_schedule_moves_linearly_over_the_epochs():
         module.on_train_epoch_start()
         seen.append(module.decoder.semi_sampling)
     assert seen == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
-    constant = small_module(attention="hard", semi_sampling=0.5)
+    constant = small_module("hard", hard={"semi_sampling": 0.5})
     constant._trainer = SimpleNamespace(current_epoch=3, max_epochs=5)
     constant.on_train_epoch_start()
     assert constant.decoder.semi_sampling == 0.5, "without semi_sampling_final: the paper's constant p"
 
 
 def test_soft_attention_refuses_hard_attention_settings_by_name():
-    with pytest.raises(ValueError, match=r"model.credit, model.baseline only make sense with model.attention: hard"):
-        small_module(attention="soft", credit="step", baseline="learned")
-    with pytest.raises(ValueError, match=r"model.semi_sampling_final is a probability"):
-        small_module(attention="hard", semi_sampling_final=1.5)
+    with pytest.raises(ValueError, match=r"model.hard only applies to model.attention.kind: hard"):
+        small_module("soft", hard={"credit": "step", "baseline": "learned"})
+    with pytest.raises(ValueError, match=r"model.hard.semi_sampling_final is a probability"):
+        small_module("hard", hard={"semi_sampling_final": 1.5})

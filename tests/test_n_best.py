@@ -54,15 +54,15 @@ def test_each_of_the_n_best_carries_its_own_score_and_attention_and_the_first_is
 
 
 def test_more_captions_than_beams_is_refused():
-    with pytest.raises(ValueError, match="num_best <= beam_size"):
-        beam_search(make_decoder(), torch.randn(1, L, D), beam_size=2, num_best=3)
+    with pytest.raises(ValueError, match=r"num_captions must be between 1 and the beam size \(2\), got 3"):
+        beam_search(make_decoder(), torch.randn(1, L, D), beam_size=2, max_length=4, num_best=3)
 
 
 @pytest.mark.slow
 def test_captioner_returns_the_k_best_and_plots_them(tiny_runs):
     captioner = Captioner.from_checkpoint(tiny_runs["soft"] / "checkpoints" / "last.ckpt", device="cpu")
     images = [torch.rand(3, 64, 64), torch.rand(3, 64, 64)]
-    beam = captioner.module.hparams.beam_size
+    beam = captioner.module.settings.decoding.beam_size
     single = captioner(images)
     ranked = captioner(images, num_captions=beam)
     assert [len(captions) for captions in ranked] == [beam, beam]

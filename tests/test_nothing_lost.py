@@ -136,9 +136,9 @@ def test_evaluate_without_java_scores_everything_but_meteor(trained, tmp_path, m
 
 # ----------------------------------------------------------------------- 3. settings checked first
 @pytest.mark.parametrize("key, value, says", [
-    ("model.beam_size", "0", "must be >= 1"), ("model.max_caption_length", "0", "must be >= 1"),
-    ("model.dropout", "1.5", "in [0, 1]"), ("model.alpha_c", "-1", "must be >= 0"),
-    ("model.learning_rate", "0", "must be > 0"), ("data.max_length", "0", "must be >= 1"),
+    ("model.decoding.beam_size", "0", "must be >= 1"), ("model.decoding.max_caption_length", "0", "must be >= 1"),
+    ("model.decoder.dropout", "1.5", "in [0, 1]"), ("model.soft.alpha_c", "-1", "must be >= 0"),
+    ("model.optimization.learning_rate", "0", "must be > 0"), ("data.max_length", "0", "must be >= 1"),
     ("data.max_skipped_share", "2", "in [0, 1]"), ("periodic_checkpoint.every_n_train_steps", "-1", "must be >= 0"),
     ("trainer.max_epochs", "-5", "non-negative"),
 ])
@@ -153,11 +153,11 @@ def test_bad_settings_stop_fit_before_training(tmp_path, key, value, says):
 def test_caption_test_applies_decoding_overrides(trained, caplog):
     root, _ = trained
     with caplog.at_level(logging.INFO):
-        main(["test", *fit_args(root, "--ckpt_path", str(best(root)), "--model.beam_size", "1")])
+        main(["test", *fit_args(root, "--ckpt_path", str(best(root)), "--model.decoding.beam_size", "1")])
     assert "Example test captions (beam 1)" in caplog.text
-    assert "model.beam_size: 1 from the command line" in caplog.text
-    line = failed(["test", *fit_args(root, "--ckpt_path", str(best(root)), "--model.max_caption_length", "0")])
-    assert "model.max_caption_length must be >= 1" in line
+    assert "model.decoding.beam_size: 1 from the command line" in caplog.text
+    line = failed(["test", *fit_args(root, "--ckpt_path", str(best(root)), "--model.decoding.max_caption_length", "0")])
+    assert "model.decoding.max_caption_length must be >= 1" in line
 
 
 # ----------------------------------------------------------------------- 5. Ctrl-C
@@ -209,8 +209,8 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
         "fit", "--config", str(REPO / "configs" / "shapes_soft.yaml"), "--trainer.max_epochs", "1",
         "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
-        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
-        "--model.encoder_channels", "[4, 8]", "--model.encoder_kernel_sizes", "null", "--model.max_caption_length", "8",
+        "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",
+        "--model.encoder.channels", "[4, 8]", "--model.encoder.kernel_sizes", "null", "--model.decoding.max_caption_length", "8",
         "--data.source", "caption.data.karpathy.KarpathySource",
         "--data.source.init_args.annotations", str(annotations), "--data.source.init_args.images",
         str(tmp_path / "images"), "--data.source.init_args.resize_size", "36",

@@ -42,16 +42,16 @@ def options_without_help(parser: ArgumentParser, prefixes: tuple[str, ...]) -> l
 def test_every_model_and_data_option_of_fit_has_help():
     parser = fit_parser()
     options = [option for action in parser._actions for option in action.option_strings]
-    assert "--model.embed_dim" in options and "--data.batch_size" in options and "--keep_freed_memory" in options
+    assert "--model.decoder.embed_dim" in options and "--data.batch_size" in options and "--keep_freed_memory" in options
     assert options_without_help(parser, ("--model.", "--data.", "--keep_freed_memory")) == []
 
 
 def test_the_help_is_each_arguments_own_line():
     """A docstring jsonargparse cannot parse leaves every option of the class without help: one line each."""
     helps = {option: action.help for action in fit_parser()._actions for option in action.option_strings}
-    assert helps["--model.hidden_dim"].startswith("n, the LSTM size")
-    assert helps["--model.gate"].startswith("use the gate β")
-    assert "--data.encoder" not in helps, "linked from model.encoder by the CLI"
+    assert helps["--model.decoder.hidden_dim"].startswith("n, the LSTM size")
+    assert helps["--model.attention.gate"].startswith("use the gate β")
+    assert "--data.encoder" not in helps, "linked from model.encoder.name by the CLI"
 
 
 def sources() -> list[type[CaptionSource]]:

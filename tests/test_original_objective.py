@@ -11,8 +11,10 @@ import torch
 import yaml
 
 from caption.attention import AdditiveScorer
-from caption.decoder import Decoder
-from caption.objectives import HardAttentionObjective, SoftAttentionObjective
+from caption.objectives import (
+    HardAttentionObjective, HardObjectiveSettings, SoftAttentionObjective, SoftObjectiveSettings,
+)
+from tiny_models import tiny_decoder
 
 B, L, D, V, T = 4, 6, 8, 11, 4
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -48,8 +50,7 @@ def test_scorer_projection_is_capgens(layers):
 
 def tiny_problem(attention: str, **options):
     torch.manual_seed(0)
-    decoder = Decoder(vocab_size=V, annotation_dim=D, embed_dim=7, hidden_dim=9, attention_dim=5,
-                      attention=attention, dropout=0.0, **options).train()
+    decoder = tiny_decoder(attention, vocab_size=V, annotation_dim=D, dropout=0.0, **options).train()
     annotations = torch.randn(B, L, D)
     captions = torch.cat([torch.ones(B, 1, dtype=torch.long), torch.randint(3, V, (B, T - 1)),
                           torch.full((B, 1), 2)], dim=1)  # <start> w w w <end>: capgen's batches hold one length
@@ -92,7 +93,8 @@ def test_hard_attention_gradient_is_capgens_update(semi_sampling):
     decoder, annotations, captions = tiny_problem("hard", semi_sampling=semi_sampling)
     baseline_time = 2.3  # capgen's baseline tracks the cost per token; ours tracks the reward, -2.3
 
-    objective = HardAttentionObjective(reinforce_weight=0.1 * B, entropy_weight=0.002 * B, reward="mean")
+    objective = HardAttentionObjective(HardObjectiveSettings(reinforce_weight=0.1 * B, entropy_weight=0.002 * B,
+                                                             reward="mean"))
     objective.baseline.value.fill_(-baseline_time)
     output = forward(decoder, annotations, captions)
     mask = torch.ones(B, T)
@@ -128,7 +130,7 @@ def test_soft_penalty_is_capgens_normalisation():
     decoder, annotations, captions = tiny_problem("soft")
     alpha_c = 1.0
     output = forward(decoder, annotations, captions)
-    terms = SoftAttentionObjective(alpha_c=alpha_c * B / L)(output, captions[:, 1:], torch.ones(B, T))
+    terms = SoftAttentionObjective(SoftObjectiveSettings(alpha_c=alpha_c * B / L))(output, captions[:, 1:], torch.ones(B, T))
 
     alphas = output.alpha.transpose(0, 1)  # (T, B, L)
     capgen = masked_cost(output, captions).sum(0).mean() + alpha_c * ((1.0 - alphas.sum(0)) ** 2).sum(0).mean()
@@ -143,7 +145,7 @@ def test_configs_state_the_original_effective_weights(dataset):
     soft = yaml.safe_load((CONFIGS / f"{dataset}_soft.yaml").read_text())
     hard = yaml.safe_load((CONFIGS / f"{dataset}_hard.yaml").read_text())
     batch = soft["data"]["batch_size"]
-    assert soft["model"]["alpha_c"] == pytest.approx(1.0 * batch / 196, abs=0.005)
-    assert hard["model"]["reinforce_weight"] == pytest.approx(0.1 * hard["data"]["batch_size"])
-    assert hard["model"]["entropy_weight"] == pytest.approx(0.002 * hard["data"]["batch_size"])
-    assert hard["model"].get("alpha_c", 0.0) == 0.0, "the regulariser trains soft attention only"
+    assert soft["model"]["soft"]["alpha_c"] == pytest.approx(1.0 * batch / 196, abs=0.005)
+    assert hard["model"]["hard"]["reinforce_weight"] == pytest.approx(0.1 * hard["data"]["batch_size"])
+    assert hard["model"]["hard"]["entropy_weight"] == pytest.approx(0.002 * hard["data"]["batch_size"])
+    assert "soft" not in hard["model"], "the regulariser trains soft attention only"

@@ -32,8 +32,8 @@ def test_a_file_wins_over_a_packaged_name_and_a_wrong_name_lists_the_packaged_on
     monkeypatch.chdir(tmp_path)
     (tmp_path / "shapes_soft.yaml").write_text("trainer: {max_epochs: 1}\n")
     assert config_file("shapes_soft.yaml") == "shapes_soft.yaml"
-    assert with_packaged_configs(["fit", "-c", "shapes_hard", "--config=coco_soft", "--model.attention", "hard"]) == [
-        "fit", "-c", config_file("shapes_hard"), "--config=" + config_file("coco_soft"), "--model.attention", "hard"]
+    assert with_packaged_configs(["fit", "-c", "shapes_hard", "--config=coco_soft", "--model.attention.kind", "hard"]) == [
+        "fit", "-c", config_file("shapes_hard"), "--config=" + config_file("coco_soft"), "--model.attention.kind", "hard"]
     assert config_file('{"trainer": {"max_epochs": 1}}') == '{"trainer": {"max_epochs": 1}}', "inline YAML/JSON"
     with pytest.raises(ConfigError, match=r"config shapes_sfot: no such file, nor a packaged config .*shapes_soft"):
         config_file("shapes_sfot")

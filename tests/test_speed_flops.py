@@ -8,14 +8,13 @@ from caption.decoder import Decoder
 from caption.decoding import beam_search, greedy
 from caption.flops import DecoderFlops
 from caption.objectives import hard_attention_loss, soft_attention_loss
+from tiny_models import tiny_decoder
 
 B, L, D, V = 3, 7, 6, 13
 
 
 def make_decoder(attention: str, **options) -> Decoder:
-    torch.manual_seed(0)
-    return Decoder(vocab_size=V, annotation_dim=D, embed_dim=5, hidden_dim=9, attention_dim=4,
-                   attention=attention, **options)
+    return tiny_decoder(attention, vocab_size=V, annotation_dim=D, embed_dim=5, attention_dim=4, **options)
 
 
 def counted(run) -> int:
@@ -26,8 +25,8 @@ def counted(run) -> int:
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
-@pytest.mark.parametrize("options", [{}, {"attention_layers": 2, "init_layers": 2},
-                                     {"attention_layers": 3, "init_layers": 3, "context_output": False}])
+@pytest.mark.parametrize("options", [{}, {"layers": 2, "init_layers": 2},
+                                     {"layers": 3, "init_layers": 3, "context_output": False}])
 def test_training_flops_match_the_counter(attention, options):
     decoder = make_decoder(attention, **options).train()
     annotations = torch.randn(B, L, D)
@@ -48,7 +47,7 @@ def test_training_flops_match_the_counter(attention, options):
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_generation_flops_match_the_counter(beam_size):
-    decoder = make_decoder("soft", attention_layers=2, init_layers=2).eval()
+    decoder = make_decoder("soft", layers=2, init_layers=2).eval()
     annotations = torch.randn(B, L, D)
     decoded = []
     if beam_size == 1:

@@ -19,7 +19,9 @@ from caption.callbacks import ModelFlopsUtilization, TokensPerSecond
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.flops import DecoderFlops
-from caption.module import CaptionModule
+from caption.checkpoints import DATA_LINKS
+from caption.renamed import dotted
+from tiny_models import TINY_GROUPS, tiny_module
 from caption.text import Vocabulary
 
 PAD = Vocabulary.PAD
@@ -118,16 +120,13 @@ def test_tokens_per_second_is_logged_once_per_window_with_one_all_reduce(
     assert logger.values("train/tokens_per_sec") == [(step - 1, value) for step, value in zip(logged_steps, expected)]
 
 
-TINY = dict(
-    encoder="small_vgg", encoder_weights="none", freeze_encoder=False, encoder_channels=(4, 8),
-    embed_dim=8, hidden_dim=16, attention_dim=8, max_caption_length=8, beam_size=2,
-)
 
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory) -> CaptionDataModule:
     source = ShapesSource(root=str(tmp_path_factory.mktemp("shapes")), num_train=10, num_val=4, num_test=4)
-    encoder = {key: TINY[key] for key in ("encoder", "encoder_weights", "freeze_encoder")}  # as the CLI links them
+    encoder = {data_key: dotted(TINY_GROUPS)[model_key] for model_key, data_key in DATA_LINKS.items()
+               if model_key in dotted(TINY_GROUPS)}  # as the CLI links them
     return CaptionDataModule(source=source, batch_size=8, eval_batch_size=4, **encoder)  # 50 captions: 7 batches
 
 
@@ -140,20 +139,21 @@ class Batches(Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_index):
         with torch.no_grad():
             locations = module.annotations(batch).shape[1]
-        samples = module.hparams.samples
+        samples = module.settings.hard.samples if module.settings.hard else 1
         counts = DecoderFlops.of(module.decoder, locations)
         rows, tokens = samples * len(batch["caption"]), samples * target_tokens(batch)  # Monte Carlo copies
         self.flops.append(counts.training(captions=rows, tokens=tokens))
 
 
-def fit_tiny(shapes: CaptionDataModule, root: Path, monitor: ModelFlopsUtilization, **model: Any) -> Recording:
+def fit_tiny(shapes: CaptionDataModule, root: Path, monitor: ModelFlopsUtilization, kind: str = "soft",
+             **groups: Any) -> Recording:
     logger, batches = Recording(), Batches()
     trainer = L.Trainer(
         accelerator="cpu", max_steps=4, log_every_n_steps=2, limit_val_batches=1, val_check_interval=2,
         num_sanity_val_steps=0, logger=logger, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, callbacks=[batches, monitor], default_root_dir=root,
     )
-    module = CaptionModule(vocabulary=shapes.vocabulary, **TINY | model)
+    module = tiny_module(shapes.vocabulary, kind, **groups)
     trainer.fit(module, datamodule=shapes)
     logger.batches, logger.module = batches, module
     return logger
@@ -172,7 +172,7 @@ def test_mfu_monitor_is_inert_on_a_cpu(shapes, tmp_path):
     assert not hasattr(logger.module, "flops_per_batch") and not logger.module.decoder._forward_pre_hooks
 
 
-@pytest.mark.parametrize("model", [dict(attention="soft"), dict(attention="hard", samples=2)])
+@pytest.mark.parametrize("model", [dict(kind="soft"), dict(kind="hard", hard={"samples": 2})])
 def test_mfu_monitor_reports_the_analytic_flops_of_each_batch(shapes, tmp_path, monkeypatch, model):
     """The GPU path, forced on a CPU: a peak of 1 TFLOP/s stands in for the GPU's."""
     monkeypatch.setattr(ModelFlopsUtilization, "measures", staticmethod(lambda trainer: True))

@@ -14,11 +14,8 @@ from caption.callbacks import PeriodicCheckpoint, TokensPerSecond
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.module import CaptionModule, NonFiniteLossError
+from tiny_models import tiny_groups, tiny_module
 
-TINY = dict(
-    encoder="small_vgg", encoder_weights="none", freeze_encoder=False, encoder_channels=(4, 8),
-    embed_dim=8, hidden_dim=16, attention_dim=8, max_caption_length=8, beam_size=2,
-)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +40,7 @@ class Recorder(Callback):
         self.batches: list[dict] = []
 
     def state(self, module: CaptionModule) -> tuple[float, float]:
-        baseline = module.objective.baseline.value.item() if module.hparams.attention == "hard" else 0.0
+        baseline = module.objective.baseline.value.item() if module.settings.attention.kind == "hard" else 0.0
         return float(sum(p.detach().double().sum() for p in module.parameters())), baseline
 
     def on_train_batch_start(self, trainer, module, batch, batch_index):
@@ -74,7 +71,7 @@ class Poisoned(CaptionModule):
 @pytest.mark.parametrize("attention", ["soft", "hard"])
 def test_bf16_mixed_trains_and_decodes(data, tmp_path, attention):
     recorder = Recorder()
-    module = CaptionModule(vocabulary=data.vocabulary, attention=attention, **TINY)
+    module = tiny_module(data.vocabulary, attention)
     run = trainer(
         tmp_path, precision="bf16-mixed", gradient_clip_val=5.0, max_steps=3, limit_val_batches=1,
         val_check_interval=3, log_every_n_steps=3, callbacks=[recorder, TokensPerSecond()],
@@ -96,15 +93,16 @@ def test_bf16_mixed_trains_and_decodes(data, tmp_path, attention):
 
 
 def test_nonfinite_loss_stops_naming_the_step_and_terms(data, tmp_path):
-    module = Poisoned(poisoned=(2,), vocabulary=data.vocabulary, attention="hard", **TINY)
+    module = Poisoned(poisoned=(2,), vocabulary=data.vocabulary, **tiny_groups("hard"))
     with pytest.raises(NonFiniteLossError, match=r"global step 2 \(epoch 0, batch 2\).*nll=nan.*reinforce=") as error:
         trainer(tmp_path, max_steps=5).fit(module, datamodule=data)
-    assert "model.on_nonfinite_loss: skip" in str(error.value)
+    assert "model.optimization.on_nonfinite_loss: skip" in str(error.value)
 
 
 def test_nonfinite_loss_skips_the_batch_and_counts(data, tmp_path):
     recorder = Recorder()
-    module = Poisoned(poisoned=(1, 3), on_nonfinite_loss="skip", vocabulary=data.vocabulary, attention="hard", **TINY)
+    module = Poisoned(poisoned=(1, 3), vocabulary=data.vocabulary,
+                      **tiny_groups("hard", optimization={"on_nonfinite_loss": "skip"}))
     run = trainer(tmp_path, max_epochs=1, callbacks=[recorder])
     with pytest.warns(UserWarning, match="skipped a batch with a non-finite loss at global step 1"):
         run.fit(module, datamodule=data)
@@ -131,9 +129,9 @@ def test_compile_constructs_and_matches_eager(data, monkeypatch):
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
     batch = next(iter(data.train_dataloader()))
     torch.manual_seed(0)
-    eager = CaptionModule(vocabulary=data.vocabulary, attention="soft", dropout=0.0, **TINY)
+    eager = tiny_module(data.vocabulary, decoder={"dropout": 0.0})
     torch.manual_seed(0)
-    compiled = CaptionModule(vocabulary=data.vocabulary, attention="soft", dropout=0.0, compile=True, **TINY)
+    compiled = tiny_module(data.vocabulary, decoder={"dropout": 0.0}, optimization={"compile": True})
     assert "step" in vars(compiled.decoder) and "step" not in vars(eager.decoder)
     assert compiled.state_dict().keys() == eager.state_dict().keys(), "checkpoints are interchangeable"
     torch._dynamo.reset()
@@ -149,7 +147,7 @@ def test_compile_constructs_and_matches_eager(data, monkeypatch):
 
 def test_periodic_checkpoint_schedule(data, tmp_path):
     saved: list[tuple[int, str]] = []
-    module = CaptionModule(vocabulary=data.vocabulary, attention="soft", **TINY)
+    module = tiny_module(data.vocabulary)
     best = ModelCheckpoint(dirpath=tmp_path / "checkpoints", monitor="val/bleu4", mode="max")
     run = trainer(
         tmp_path, max_steps=5, limit_val_batches=1, val_check_interval=3, enable_checkpointing=True,

@@ -9,10 +9,10 @@ def tiny_args(
 ) -> list[str]:
     """`caption` overrides for a tiny model on a few built-in images generated under `data`."""
     return [
-        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
-        "--model.encoder_channels", channels, "--model.encoder_kernel_sizes", kernel_sizes,
-        "--model.encoder_coordinates", "false",  # 32 steps of a 4-channel CNN do not learn to use them
-        "--model.max_caption_length", "8",
+        "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",
+        "--model.encoder.channels", channels, "--model.encoder.kernel_sizes", kernel_sizes,
+        "--model.encoder.coordinates", "false",  # 32 steps of a 4-channel CNN do not learn to use them
+        "--model.decoding.max_caption_length", "8",
         "--data.batch_size", str(batch_size), "--data.eval_batch_size", str(eval_batch_size),
         "--data.source.init_args.root", str(data),
         "--data.source.init_args.num_train", str(num_train),
@@ -23,4 +23,4 @@ def tiny_args(
 
 # configs/shapes_hard.yaml trains on the frozen encoder of a soft run (its stage 1); tests that need no stage 1
 # train the hard decoder and its encoder together from scratch instead
-HARD_FROM_SCRATCH = ["--model.encoder_weights", "none", "--model.freeze_encoder", "false"]
+HARD_FROM_SCRATCH = ["--model.encoder.weights", "none", "--model.encoder.freeze", "false"]

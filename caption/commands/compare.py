@@ -26,14 +26,15 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from caption.checkpoints import find_checkpoint, read_checkpoint
+from caption.checkpoints import find_checkpoint
 from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import object_for_word
 from caption.errors import ConfigError
-from caption.inference import Captioner, Evaluation, build_data, data_settings, evaluate, write_evaluation
+from caption.inference import Captioner, Evaluation, build_data, evaluate, write_evaluation
 from caption.inference.evaluation import METRIC_NAMES, format_score
 from caption.metrics import METRICS
+from caption.module import ModuleSettings
 from caption.outputs import save_figure, writable_folder, write_text
 from caption.visualize import Overlay, comparison_figure, to_uint8
 
@@ -58,8 +59,8 @@ class Model:
     metrics_csv: Path | None  # the run's CSVLogger log, if found
 
     @property
-    def hparams(self) -> Any:
-        return self.captioner.module.hparams
+    def settings(self) -> ModuleSettings:
+        return self.captioner.module.settings
 
     @property
     def source(self) -> dict[str, Any] | None:
@@ -83,7 +84,7 @@ def model_names(captioners: list[Captioner], names: list[str] | None) -> list[st
         if len(names) != len(captioners) or len(set(names)) != len(names):
             raise ConfigError(f"--names needs {len(captioners)} distinct names, one per model; got {names}")
         return names
-    kinds = [captioner.module.hparams.attention for captioner in captioners]
+    kinds = [captioner.module.settings.attention.kind for captioner in captioners]
     return [kind if kinds.count(kind) == 1 else f"{kind}-{kinds[:i].count(kind) + 1}" for i, kind in enumerate(kinds)]
 
 
@@ -108,7 +109,7 @@ def results_table(models: list[Model], evaluations: list[Evaluation], dataset: s
                  for name in columns]
         lines.append(f"| {model.name} (ours) | " + " | ".join(cells) + " |")
     paper = PAPER_TABLE_1.get(dataset or "", {})
-    for kind in dict.fromkeys(model.hparams.attention for model in models):
+    for kind in dict.fromkeys(model.settings.attention.kind for model in models):
         if kind in paper:
             cells = [*paper[kind], *["–"] * (len(columns) - len(PAPER_METRICS))]
             lines.append(f"| {kind} (paper, Table 1) | " + " | ".join(cells) + " |")
@@ -192,10 +193,10 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         lines += ["## Training curves", "", f"![training curves]({curves.name})", ""]
     lines += ["## Models", ""]
     for model, evaluation in zip(models, evaluations):
-        hparams = model.hparams
+        settings = model.settings
         words = "" if evaluation.localisation is None else f", {evaluation.localisation.nouns} object words"
         lines.append(
-            f"- **{model.name}**: `{model.checkpoint}` ({hparams.attention} attention, {hparams.encoder} encoder, "
+            f"- **{model.name}**: `{model.checkpoint}` ({settings.attention.kind} attention, {settings.encoder.name} encoder, "
             f"beam {evaluation.beam_size}{words}); metrics and captions in `{model.name}/`"
         )
     path = out / "report.md"
@@ -224,11 +225,13 @@ def main(argv: list[str]) -> None:
         parser.error(f"--images must be >= 0, got {args.images}")
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     paths = [find_checkpoint(path) for path in args.models]
-    captioners = [Captioner.from_checkpoint(path, device=args.device) for path in paths]
+    captioners = [Captioner.from_checkpoint(path, device=args.device, config=args.config) for path in paths]
     names = model_names(captioners, args.names)
     models = [Model(name, path, captioner, find_metrics_csv(given, path))
               for name, path, captioner, given in zip(names, paths, captioners, args.models)]
-    settings, origin = data_settings(read_checkpoint(paths[0]), paths[0], args.config)
+    if captioners[0].data is None:
+        raise ConfigError(f"checkpoint {paths[0]} does not record its data: pass the training config (--config)")
+    settings, origin = captioners[0].data
     for model in models[1:]:
         if args.config is None and model.source is not None and model.source != settings["source"]:
             warnings.warn(f"{model.name} was trained on other data than {models[0].name}; "

@@ -1,4 +1,4 @@
-"""Which settings a user gave on purpose: on the command line (`--model.attention soft`) or in a `--config` file.
+"""Which settings a user gave on purpose: on the command line (`--model.attention.kind soft`) or in a `--config` file.
 
 A checkpoint's model settings win over the parsed config in Lightning (it reloads them from the checkpoint), so a
 setting given on purpose that differs would be silently dropped; `caption.checkpoints.check_model_settings`
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from caption.renamed import dotted
 
 
 def given_on_command_line(args: list[str], key: str) -> bool:
@@ -24,7 +26,8 @@ def config_files(args: list[str]) -> list[str]:
 
 
 def section_keys(path: str, section: str) -> set[str]:
-    """The keys a config file sets in `section` (in its `init_args` if it names a class_path)."""
+    """The keys a config file sets in `section` (in its `init_args` if it names a class_path), groups' keys dotted
+    (`decoder.embed_dim`)."""
     try:
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):  # already parsed by jsonargparse, which reports its own errors
@@ -32,12 +35,13 @@ def section_keys(path: str, section: str) -> set[str]:
     part = settings.get(section) if isinstance(settings, dict) else None
     if isinstance(part, dict) and isinstance(part.get("init_args"), dict):
         part = part["init_args"]
-    return set(part) if isinstance(part, dict) else set()
+    return set(dotted(part)) if isinstance(part, dict) else set()
 
 
 def given_model_settings(args: list[str], model: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    """{key: (parsed value, where it was given)} for each `model.` setting a config file or the command line sets
-    (the command line wins over the files, a later file over an earlier one, as when parsing)."""
+    """{dotted key: (parsed value, where it was given)} for each `model.` setting a config file or the command line
+    sets (the command line wins over the files, a later file over an earlier one, as when parsing); `model`: the parsed
+    settings, dotted (`caption.checkpoints.dotted`)."""
     where: dict[str, str] = {}
     for path in config_files(args):
         where.update(dict.fromkeys(section_keys(path, "model"), f"in config file {path}"))

@@ -1,7 +1,7 @@
 """`caption fit | validate | test | predict`: Lightning's own subcommands, driven by YAML configs.
 
     caption fit --config configs/shapes_soft.yaml                  # train, then test the best checkpoint
-    caption fit --config configs/shapes_soft.yaml --model.attention hard
+    caption fit --config configs/shapes_soft.yaml --model.decoding.beam_size 5
     caption test --config configs/shapes_soft.yaml --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
     caption fit --config configs/shapes_soft.yaml --print_config    # every setting, with its default
@@ -14,7 +14,7 @@ kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the en
 `caption fit ... --ckpt_path last`. After `fit`, the best checkpoint is evaluated on the test split.
 Checkpoints are always loaded with weights_only=True (`caption.checkpoints`). Output folders are
 created and checked writable before any work (`caption.outputs`); decoding settings given on the
-command line (`--model.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
+command line (`--model.decoding.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
 `caption predict` and its writer are described in `caption.commands.prediction_writer`; it prints its own
 lines, its progress bar, and warnings of this package, not Lightning's notes (`quiet_lightning`).
 """
@@ -40,6 +40,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from caption.allocator import configure_allocator
 from caption.callbacks import LAST, PeriodicCheckpoint
 from caption.checkpoints import (
+    DATA_LINKS,
     MODEL_DEFINING,
     SafeCheckpointIO,
     check_model_settings,
@@ -48,23 +49,23 @@ from caption.checkpoints import (
     newest_first,
     read_checkpoint,
 )
-from caption.commands.given import given_model_settings, given_on_command_line
+from caption.commands.given import config_files, given_model_settings, given_on_command_line
 from caption.commands.prediction_writer import CaptionWriter
 from caption.commands.run_outputs import SaveConfig, guard_logger_writes
 from caption.data.datamodule import CaptionDataModule
+from caption.decoding import DecodingSettings
 from caption.errors import CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.outputs import writable_folder
 from caption.packaged_configs import with_packaged_configs
+from caption.renamed import dotted, old_keys
 
 PACKAGE = Path(__file__).resolve().parents[1]  # caption/
 # where Lightning logs its info lines (rank_zero_info; seed_everything)
 LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
                           "lightning.fabric.utilities.seed")
-DECODING = ("beam_size", "max_caption_length", "length_penalty")  # model settings that only change decoding
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
-PREDICT_OWN = ("_instantiator", "encoder", "encoder_weights", "freeze_encoder", "encoder_grid", "predict",
-               "vocabulary_from")
+PREDICT_OWN = ("_instantiator", *DATA_LINKS.values(), "predict", "vocabulary_from")
 
 
 def logger_folders(logger: Any) -> list[str]:
@@ -117,8 +118,8 @@ class CaptionCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
         parser.link_arguments("data.image_size", "model.image_size", apply_on="instantiate")
-        for key in ("encoder", "encoder_weights", "freeze_encoder", "encoder_grid"):  # the cache is checked against them
-            parser.link_arguments(f"model.{key}", f"data.{key}")
+        for model_key, data_key in DATA_LINKS.items():  # the feature cache is checked against them
+            parser.link_arguments(f"model.{model_key}", f"data.{data_key}")
         # LightningCLI's `lr_scheduler:` group, as its add_lr_scheduler_args makes it (any torch scheduler, or
         # Lightning's ReduceLROnPlateau with a `monitor`), handed to the model as a plain dict (it goes into the
         # checkpoint's hyperparameters); the model builds it on its optimizer (`CaptionModule.configure_optimizers`).
@@ -148,19 +149,32 @@ class CaptionCLI(LightningCLI):
         args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
         if args[:1] == ["predict"]:
             args = predict_arguments(args)
+        renamed = old_keys(args, config_files(args))
+        if renamed:
+            raise ConfigError(f"model settings were grouped in caption 0.2: {'; '.join(renamed)}. "
+                              "`caption migrate-config FILE --in-place` rewrites a config file (README, \"Settings\")")
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
         self.command_line = args
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         self.checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
-        if self.checkpoint is not None:  # Lightning then takes the checkpoint's model settings: refuse others given
-            given = given_model_settings(args, self.config[subcommand].model.as_dict())
+        if self.checkpoint is not None:  # the checkpoint's model settings are taken next: refuse others given
+            given = given_model_settings(args, dotted(self.config[subcommand].model.as_dict()))
             check_model_settings(ckpt_path, self.checkpoint, given)
-        # Lightning then overwrites the model settings with the checkpoint's: keep the decoding ones given here
+        # the checkpoint's model settings then replace the parsed ones: keep the decoding ones given here
         self.decoding_overrides = {
-            key: self.config[subcommand].model[key] for key in DECODING
-            if subcommand and given_on_command_line(args, f"model.{key}")
+            key: self.config[subcommand].model.decoding[key] for key in DecodingSettings.__dataclass_fields__
+            if subcommand and given_on_command_line(args, f"model.decoding.{key}")
         }
+
+    def _parse_ckpt_path(self) -> None:
+        """The model settings of --ckpt_path's checkpoint, as Lightning takes them, but from the one read of the file
+        (`parse_arguments`), in which the settings of older checkpoints have moved to their groups already."""
+        if self.checkpoint is None:
+            return
+        hyperparameters = {key: value for key, value in self.checkpoint["hyper_parameters"].items()
+                           if key != "_instantiator"}
+        self.config = self.parser.parse_object({self.config.subcommand: {"model": hyperparameters}}, self.config)
 
     def before_instantiate_classes(self) -> None:
         """Checkpoints go to <default_root_dir>/checkpoints, not the logger's new version folder of each
@@ -180,7 +194,7 @@ class CaptionCLI(LightningCLI):
         if config.get("ckpt_path") == "last":
             self.resolve_last(config)
         if self.subcommand != "fit" and self.checkpoint is not None and has_encoder(self.checkpoint):
-            config.model.encoder_weights = "none"  # the checkpoint has the encoder: no ImageNet download first
+            config.model.encoder.weights = "none"  # the checkpoint has the encoder: no ImageNet download first
 
     def resolve_last(self, config: Any) -> None:
         """--ckpt_path last: the checkpoint folder's last.ckpt or, if it cannot be read (cut short, corrupt), the
@@ -199,7 +213,7 @@ class CaptionCLI(LightningCLI):
         if found[0] != folder / LAST:
             rank_zero_warn(f"--ckpt_path last: using {found[0]}, the newest checkpoint in {folder} that can be read")
         config.ckpt_path, self.checkpoint = str(found[0]), found[1]
-        model = config.model.as_dict()
+        model = dotted(config.model.as_dict())
         settings = {key: (model[key], "in this run's settings") for key in MODEL_DEFINING if key in model}
         check_model_settings(found[0], found[1], settings)  # the model is built from them, then loads the checkpoint
 
@@ -227,9 +241,10 @@ class CaptionCLI(LightningCLI):
     def apply_decoding_overrides(self, config: Any) -> None:
         """Decoding settings given on the command line win over the checkpoint's, and say so."""
         for key, value in self.decoding_overrides.items():
-            if config.model[key] != value:
-                rank_zero_info(f"model.{key}: {value} from the command line, not the checkpoint's {config.model[key]}")
-                config.model[key] = value
+            if config.model.decoding[key] != value:
+                rank_zero_info(f"model.decoding.{key}: {value} from the command line, not the checkpoint's "
+                               f"{config.model.decoding[key]}")
+                config.model.decoding[key] = value
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors)."""

@@ -4,7 +4,7 @@
     caption predict --ckpt_path CKPT --data.predict test --trainer.devices 4 --trainer.strategy ddp
 
 LightningCLI's own `predict`: the model's `predict_step` decodes each batch with the checkpoint's
-decoding settings (`--model.beam_size` and friends override them), and `CaptionWriter` gathers the
+decoding settings (`--model.decoding.beam_size` and friends override them), and `CaptionWriter` gathers the
 captions of every rank and writes DIR/captions.json once: [{"image_id", "caption"}] for a split, as
 `caption evaluate` writes it, or [{"file_name", "caption"}] for image files. Without `--config` the
 data settings are the checkpoint's, and the vocabulary is always the checkpoint's

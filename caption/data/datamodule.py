@@ -217,9 +217,9 @@ class CaptionDataModule(L.LightningDataModule):
             (`caption predict` sets it to --ckpt_path, so the training data need not be there).
         encoder: linked from model.encoder by the CLI: image files get the transform of its weights, and the
             feature cache must have been built with it.
-        encoder_weights: linked from model.encoder_weights by the CLI (the feature cache is checked against it).
-        freeze_encoder: linked from model.freeze_encoder by the CLI (a feature cache needs a frozen encoder).
-        encoder_grid: linked from model.encoder_grid by the CLI (the feature cache is checked against it).
+        encoder_weights: linked from model.encoder.weights by the CLI (the feature cache is checked against it).
+        freeze_encoder: linked from model.encoder.freeze by the CLI (a feature cache needs a frozen encoder).
+        encoder_grid: linked from model.encoder.grid by the CLI (the feature cache is checked against it).
     """
 
     def __init__(
@@ -269,7 +269,7 @@ class CaptionDataModule(L.LightningDataModule):
                               "different ways: set one of them to false")
         if features is not None and not freeze_encoder:
             raise ConfigError(
-                "data.features (the feature cache) needs model.freeze_encoder: true; a trained encoder needs the "
+                "data.features (the feature cache) needs model.encoder.freeze: true; a trained encoder needs the "
                 "images: set data.features: null to fine-tune"
             )
         source.use_encoder(encoder)

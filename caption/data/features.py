@@ -62,7 +62,7 @@ def weights_identity(encoder: str, weights: str) -> dict[str, str]:
     """What identifies the encoder weights: the official file's name, or a local file's SHA-256."""
     if weights == "none":
         raise FeatureCacheError(
-            "a feature cache needs fixed encoder weights (model.encoder_weights: imagenet or a file), not 'none': "
+            "a feature cache needs fixed encoder weights (model.encoder.weights: imagenet or a file), not 'none': "
             "random weights differ from one run to the next"
         )
     if weights == "imagenet":
@@ -76,13 +76,13 @@ def cache_config(
     *, encoder: str, weights: str, freeze: bool, source: CaptionSource, records: list[ImageRecord],
     grid: int | None = None,
 ) -> dict[str, Any]:
-    """The part of the manifest that must match the config for the cache to be used (`grid`: model.encoder_grid)."""
+    """The part of the manifest that must match the config for the cache to be used (`grid`: model.encoder.grid)."""
     if encoder not in TORCHVISION_ENCODERS:
         raise FeatureCacheError(f"a feature cache needs a torchvision encoder ({', '.join(TORCHVISION_ENCODERS)}), "
                                 f"not {encoder}")
     if not freeze:
         raise FeatureCacheError(
-            "data.features needs a frozen encoder (model.freeze_encoder: true): a trained CNN changes the annotations"
+            "data.features needs a frozen encoder (model.encoder.freeze: true): a trained CNN changes the annotations"
         )
     if not isinstance(source, ImageFileSource):
         raise FeatureCacheError(f"data.features needs a source of image files, not {type(source).__name__}")

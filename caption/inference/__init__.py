@@ -5,14 +5,15 @@
 """
 
 from caption.decoding import Caption
-from caption.inference.captioner import Captioner, data_settings, load_module, pick_device
+from caption.inference.captioner import Captioner, pick_device
 from caption.inference.inputs import Captions, Failure, ImageInputError
+from caption.inference.trained import TrainedModel, load_trained
 from caption.inference.evaluation import (
     Evaluation, build_data, evaluate, training_data, write_captions, write_evaluation,
 )
 
 __all__ = [
-    "Caption", "Captioner", "Captions", "Evaluation", "Failure", "ImageInputError", "build_data", "data_settings",
-    "evaluate", "load_module", "pick_device",
+    "Caption", "Captioner", "Captions", "Evaluation", "Failure", "ImageInputError", "TrainedModel", "build_data",
+    "evaluate", "load_trained", "pick_device",
     "training_data", "write_captions", "write_evaluation",
 ]

@@ -22,17 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
-from lightning.pytorch.cli import instantiate_class
-from lightning.pytorch.core.saving import _load_state
 from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
-from caption.checkpoints import download_checkpoint, has_encoder, read_checkpoint
+from caption.checkpoints import download_checkpoint
 from caption.data.images import BadImageError, image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
-from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.errors import ConfigError
 from caption.inference.inputs import (
     Captions,
     Failure,
@@ -45,11 +42,9 @@ from caption.inference.inputs import (
     describe_input,
     kept,
 )
+from caption.inference.trained import Normalization, load_trained, source_inputs
 from caption.module import CaptionModule
 from caption.visualize import NotebookFigure, Overlay, comparison_figure, overlay_figure, to_uint8
-
-Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
-LINKED = ("encoder", "encoder_weights", "freeze_encoder", "encoder_grid")  # model settings the CLI gives the data
 
 
 def pick_device(name: str | torch.device | None) -> torch.device:
@@ -63,67 +58,6 @@ def pick_device(name: str | torch.device | None) -> torch.device:
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
         raise ConfigError(f"device {name}: this machine has {torch.cuda.device_count()} visible GPUs")
     return device
-
-
-def load_module(
-    path: str | os.PathLike, checkpoint: dict[str, Any] | None = None, map_location: Any = "cpu"
-) -> CaptionModule:
-    """The trained CaptionModule in eval mode, built from what `read_checkpoint(path)` read (the file is read once,
-    there: a truncated or corrupt one is a one-line error naming it).
-
-    `checkpoint`: what `read_checkpoint(path)` returned, if the caller has it already. The encoder's
-    weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten.
-    """
-    checkpoint = read_checkpoint(path, map_location=map_location) if checkpoint is None else checkpoint
-    overrides = {"encoder_weights": "none"} if has_encoder(checkpoint) else {}
-    try:  # what CaptionModule.load_from_checkpoint does after its own torch.load
-        module = _load_state(CaptionModule, checkpoint, strict=True, **overrides)
-    except CaptionError:
-        raise
-    except Exception as error:
-        raise CheckpointError(
-            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
-            "was it written by another version of this project?"
-        ) from error
-    return module.eval()
-
-
-def data_settings(checkpoint: dict[str, Any], path: str | Path, config: str | Path | None) -> tuple[dict[str, Any], str]:
-    """The data settings ({source: {class_path, init_args}, ...}) a model was trained with, and where they come
-    from: the `data:` section of `config` if given, else what `caption fit` stored in the checkpoint."""
-    if config is not None:
-        try:
-            settings = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as error:
-            raise ConfigError(f"cannot read config {config}: {error}") from error
-        if not isinstance(settings, dict) or not isinstance(settings.get("data"), dict):
-            raise ConfigError(f"config {config} has no `data:` section (use the config the model was trained with)")
-        # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
-        hparams = checkpoint["hyper_parameters"]
-        linked = {key: hparams[key] for key in LINKED if key in hparams}  # encoder_grid: not in older checkpoints
-        return {**settings["data"], **linked}, str(config)
-    settings = checkpoint.get("datamodule_hyper_parameters")
-    if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
-        saved = sorted(Path(path).parent.parent.rglob("config.yaml"), key=lambda file: file.stat().st_mtime)
-        raise ConfigError(
-            f"checkpoint {path} does not record its data (written before data settings were stored, or "
-            "outside `caption fit`): pass the training config (--config)"
-            + (f", e.g. {saved[-1]} (saved by that run)" if saved else "")
-        )
-    return {key: value for key, value in settings.items() if key != "_instantiator"}, str(path)
-
-
-def source_inputs(
-    settings: dict[str, Any], origin: str, *, encoder: str
-) -> tuple[Callable[[Image.Image], Tensor], Normalization]:
-    """The input transform and normalization of the data source in `settings` for `encoder` (the source is built,
-    not read: sources load their records lazily, so the dataset's files need not be on this machine)."""
-    try:
-        source = instantiate_class((), settings["source"])
-    except Exception as error:
-        raise ConfigError(f"cannot rebuild the data source from {origin}: {error}") from error
-    source.use_encoder(encoder)
-    return source.inference_transform(), source.normalization
 
 
 class Captioner:
@@ -157,18 +91,15 @@ class Captioner:
             config: a YAML with a `data:` section, for checkpoints that do not store their data settings.
         """
         path = download_checkpoint(str(path), sha256=sha256) if str(path).startswith(("https://", "http://")) else path
-        checkpoint = read_checkpoint(path)
-        device = pick_device(device)
-        module = load_module(path, checkpoint).to(device)
-        try:
-            settings, origin = data_settings(checkpoint, path, config)
-        except ConfigError:
-            if config is not None or module.hparams.encoder == "small_vgg":  # small_vgg: no preset to fall back on
-                raise
-            transform = image_transform(encoder=module.hparams.encoder)  # the weights' preset
+        trained = load_trained(path, config=config)
+        module, encoder = trained.module.to(pick_device(device)), trained.module.settings.encoder.name
+        if trained.data is None:
+            if encoder == "small_vgg":  # no preset to fall back on
+                trained.data_settings()  # the message that says what to pass
+            transform = image_transform(encoder=encoder)  # the weights' preset
             return cls(module, transform=transform, normalization=(tuple(transform.mean), tuple(transform.std)))
-        transform, normalization = source_inputs(settings, origin, encoder=module.hparams.encoder)
-        return cls(module, transform=transform, normalization=normalization, data=(settings, origin))
+        transform, normalization = source_inputs(trained.data, trained.data_origin, encoder=encoder)
+        return cls(module, transform=transform, normalization=normalization, data=(trained.data, trained.data_origin))
 
     @property
     def device(self) -> torch.device:

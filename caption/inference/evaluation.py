@@ -112,7 +112,7 @@ def evaluate(
 
     With `out`, the captions are written to out/captions.json before scoring, so they survive a failure there.
     """
-    beam_size = captioner.module.hparams.beam_size if beam_size is None else beam_size
+    beam_size = captioner.module.settings.decoding.beam_size if beam_size is None else beam_size
     data.setup("test" if split == "test" else "validate")
     loader = data.test_dataloader() if split == "test" else data.val_dataloader()
     records = {record.image_id: record for record in data.usable(split)}  # what the loader yields

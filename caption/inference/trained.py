@@ -1,0 +1,126 @@
+"""The one reader of a trained checkpoint: the model, its vocabulary and its data settings from one read.
+
+    trained = load_trained("runs/shapes_soft/checkpoints/last.ckpt")
+    trained.module          # the CaptionModule in eval mode, its settings in trained.module.settings
+    trained.vocabulary      # the words it was trained on
+    trained.data            # the data settings it was trained with ({source: {class_path, init_args}, ...})
+
+The file is read once, with `caption.checkpoints.read_checkpoint` (weights_only=True; the settings of checkpoints
+older than the grouped settings are moved into their groups there). `Captioner.from_checkpoint`, `caption evaluate`,
+`describe` and `compare` build on it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lightning.pytorch.cli import instantiate_class
+from lightning.pytorch.core.saving import _load_state
+from PIL import Image
+from torch import Tensor
+
+from caption.checkpoints import DATA_LINKS, has_encoder, read_checkpoint
+from caption.renamed import dotted
+from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.module import CaptionModule
+from caption.text import Vocabulary
+
+Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """What one read of a checkpoint written by `caption fit` gives."""
+
+    path: Path  # the checkpoint file
+    module: CaptionModule  # in eval mode, on the CPU (or `map_location`)
+    data: dict[str, Any] | None  # the data settings it was trained with; None when neither it nor a config has them
+    data_origin: str  # where `data` comes from: the checkpoint, or the config given
+    data_problem: str | None  # why `data` is None: the message to show if the data is needed
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return self.module.vocabulary
+
+    def data_settings(self) -> dict[str, Any]:
+        """The data settings; ConfigError saying what to pass when they are unknown."""
+        if self.data is None:
+            raise ConfigError(self.data_problem or f"{self.path}: no data settings")
+        return self.data
+
+
+def load_trained(
+    path: str | os.PathLike, *, config: str | os.PathLike | None = None, map_location: Any = "cpu"
+) -> TrainedModel:
+    """The model, vocabulary and data settings of checkpoint `path`, read once (`config`: a YAML whose `data:`
+    section replaces the checkpoint's data settings, for checkpoints that do not store them)."""
+    checkpoint = read_checkpoint(path, map_location=map_location)
+    module = build_module(path, checkpoint)
+    try:
+        data, origin, problem = data_settings(checkpoint, path, config), str(config or path), None
+    except ConfigError as error:
+        if config is not None:
+            raise
+        data, origin, problem = None, str(path), str(error)
+    return TrainedModel(path=Path(path), module=module, data=data, data_origin=origin, data_problem=problem)
+
+
+def build_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> CaptionModule:
+    """The trained CaptionModule in eval mode, from what `read_checkpoint(path)` read. The encoder's weights are in
+    the checkpoint, so ImageNet weights are not fetched only to be overwritten."""
+    hyperparameters = checkpoint["hyper_parameters"]
+    if has_encoder(checkpoint):
+        hyperparameters["encoder"] = {**hyperparameters.get("encoder", {}), "weights": "none"}
+    try:  # what CaptionModule.load_from_checkpoint does after its own torch.load
+        module = _load_state(CaptionModule, checkpoint, strict=True)
+    except CaptionError:
+        raise
+    except Exception as error:
+        raise CheckpointError(
+            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
+            "was it written by another version of this project?"
+        ) from error
+    return module.eval()
+
+
+def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: str | os.PathLike | None) -> dict[str, Any]:
+    """The data settings ({source: {class_path, init_args}, ...}) a model was trained with: the `data:` section of
+    `config` if given, else what `caption fit` stored in the checkpoint."""
+    if config is not None:
+        try:
+            settings = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as error:
+            raise ConfigError(f"cannot read config {config}: {error}") from error
+        if not isinstance(settings, dict) or not isinstance(settings.get("data"), dict):
+            raise ConfigError(f"config {config} has no `data:` section (use the config the model was trained with)")
+        # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
+        model = dotted(checkpoint["hyper_parameters"])
+        linked = {data_key: model[model_key] for model_key, data_key in DATA_LINKS.items() if model_key in model}
+        return {**settings["data"], **linked}
+    settings = checkpoint.get("datamodule_hyper_parameters")
+    if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
+        saved = sorted(Path(path).parent.parent.rglob("config.yaml"), key=lambda file: file.stat().st_mtime)
+        raise ConfigError(
+            f"checkpoint {path} does not record its data (written before data settings were stored, or "
+            "outside `caption fit`): pass the training config (--config)"
+            + (f", e.g. {saved[-1]} (saved by that run)" if saved else "")
+        )
+    return {key: value for key, value in settings.items() if key != "_instantiator"}
+
+
+def source_inputs(
+    settings: dict[str, Any], origin: str, *, encoder: str
+) -> tuple[Callable[[Image.Image], Tensor], Normalization]:
+    """The input transform and normalization of the data source in `settings` for `encoder` (the source is built,
+    not read: sources load their records lazily, so the dataset's files need not be on this machine)."""
+    try:
+        source = instantiate_class((), settings["source"])
+    except Exception as error:
+        raise ConfigError(f"cannot rebuild the data source from {origin}: {error}") from error
+    source.use_encoder(encoder)
+    return source.inference_transform(), source.normalization
