@@ -10,7 +10,7 @@ objects in reading order, e.g. "a purple cross in the top left and an orange rin
 names no positions. Written as PNG files and `dataset_positions.json` (Karpathy's format: images[].filename,
 split, imgid, sentences[].raw/tokens), read by `caption.data.karpathy.KarpathySource` like COCO or Flickr.
 
-Both models use the shapes configs' settings (`configs/shapes_soft.yaml`, then `configs/shapes_hard.yaml` on the soft
+Both models use the shapes configs' settings (`shapes_soft`, then `shapes_hard` on the soft
 run's frozen encoder) with the data swapped for this dataset (`DIR/data.yaml`) and room for its longer captions
 (`model.decoding.max_caption_length` 24: three objects and their places take up to 22 words); each best checkpoint
 (validation BLEU-4) then decodes the test split with beam 3 and is scored with the coco-caption metrics.
@@ -156,8 +156,8 @@ def main() -> None:
         return
     args.out.mkdir(parents=True, exist_ok=True)
     data = str(data_config(annotations.resolve(), args.out))
-    walls = {"soft": fit("soft", ["configs/shapes_soft.yaml", data], [], args.out),
-             "hard": fit("hard", ["configs/shapes_hard.yaml", data],
+    walls = {"soft": fit("soft", ["shapes_soft", data], [], args.out),
+             "hard": fit("hard", ["shapes_hard", data],
                          ["--model.encoder.weights", str(args.out / "soft")], args.out)}
     results = {name: score(args.out / name) | {"wall_seconds": round(wall)} for name, wall in walls.items()}
     (args.out / "positions.json").write_text(json.dumps(results, indent=2))

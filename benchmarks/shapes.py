@@ -6,7 +6,7 @@
 
 Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. The soft
 run comes first: it is stage 1 of the hard recipe, and every hard row but `hard_from_scratch` trains its decoder
-on soft's encoder, frozen (`model.encoder.weights: <out>/soft`, as `configs/shapes_hard.yaml` does with
+on soft's encoder, frozen (`model.encoder.weights: <out>/soft`, as `shapes_hard` does with
 `runs/shapes_soft`). Then each run's best checkpoint (validation BLEU-4) decodes the test split with beam 3 and
 is scored here:
 - BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json);
@@ -40,11 +40,11 @@ import torch
 from caption.data.records import object_for_word
 from caption.inference import Captioner, evaluate, training_data
 
-SOFT, HARD = "configs/shapes_soft.yaml", "configs/shapes_hard.yaml"
+SOFT, HARD = "shapes_soft", "shapes_hard"
 # name -> (config, overrides, what the row shows)
 RUNS: dict[str, tuple[str, list[str], str]] = {
-    "soft": (SOFT, [], "`configs/shapes_soft.yaml` as shipped (stage 1)"),
-    "hard": (HARD, [], "`configs/shapes_hard.yaml` as shipped: the paper's estimator on soft's frozen encoder"),
+    "soft": (SOFT, [], "`shapes_soft` as shipped (stage 1)"),
+    "hard": (HARD, [], "`shapes_hard` as shipped: the paper's estimator on soft's frozen encoder"),
 }
 HARD_ABLATIONS: dict[str, tuple[str, list[str], str]] = {
     "hard_from_scratch": (HARD, ["--model.encoder.weights", "none", "--model.encoder.freeze", "false"],

@@ -22,7 +22,7 @@ Sections (--only):
 
 Configurations, both with L=196 locations of D=512 and a 10,000-word vocabulary: (a) B=32,
 embedding = attention = LSTM = 512; (b) the paper's COCO model: B=64, embedding 512, LSTM 1800,
-attention 512, two-layer f_att and f_init (the original code's COCO settings, configs/coco_soft.yaml).
+attention 512, two-layer f_att and f_init (the original code's COCO settings, coco_soft).
 
 ratio = achieved FLOP/s ÷ the reference matrix product's FLOP/s, measured right before every timed
 step or run (CPU: a 2048³ fp32 `torch.matmul` on the same threads; GPU: 8192³ in bf16), median over

@@ -3,8 +3,8 @@
 `PeriodicCheckpoint` keeps `last.ckpt` no older than N optimizer steps, so a run that is killed or
 pre-empted continues with `--ckpt_path last` and loses at most the steps since that save:
 
-    caption fit --config configs/shapes_soft.yaml --periodic_checkpoint.every_n_train_steps 500
-    caption fit --config configs/shapes_soft.yaml --ckpt_path last        # after a crash or pre-emption
+    caption fit --config shapes_soft --periodic_checkpoint.every_n_train_steps 500
+    caption fit --config shapes_soft --ckpt_path last        # after a crash or pre-emption
 
 Ctrl-C (SIGINT) saves `last.ckpt` like SIGTERM before the run stops; a second Ctrl-C stops at once.
 `last.ckpt` is written next to the best checkpoints (the `checkpoint:` ModelCheckpoint's folder,

@@ -1,7 +1,7 @@
 """The `caption` command: one entry point for training, captioning, scoring and comparing.
 
     caption --help                                          # the eight commands, a line each
-    caption fit --config configs/shapes_soft.yaml           # train (Lightning), then test the best checkpoint
+    caption fit --config shapes_soft           # train (Lightning), then test the best checkpoint
     caption describe --ckpt_path runs/shapes_soft/checkpoints/last.ckpt photo.jpg --out figures
     caption evaluate --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --out eval/soft
     caption compare runs/shapes_soft runs/shapes_hard --out reports/shapes

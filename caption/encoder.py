@@ -296,7 +296,7 @@ class SmallVGG(nn.Module):
                      if key.startswith("encoder.")}
         except CheckpointError as error:
             raise EncoderWeightsError(f"model.encoder.weights: {error}. Train that run first (the hard shapes recipe: "
-                                      "caption fit --config configs/shapes_soft.yaml), or name a checkpoint") from None
+                                      "caption fit --config shapes_soft), or name a checkpoint") from None
         if not state:
             raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
         try:

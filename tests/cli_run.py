@@ -19,7 +19,7 @@ PATIENCE_S = 900
 def fit_args(root: Path, *extra: str) -> list[str]:
     """One epoch of a tiny soft-attention model on 12 built-in images, checkpoints under `root`."""
     return [
-        "--config", str(REPO / "configs" / "shapes_soft.yaml"),
+        "--config", "shapes_soft",
         "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(root), "--trainer.logger.init_args.save_dir", str(root),
         *tiny_args(root.parent / "data", channels="[4, 8, 8]", batch_size=16, num_train=12, num_val=6, num_test=6),

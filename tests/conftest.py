@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 def tiny_fit_args(kind: str, run: Path, data: Path) -> list[str]:
     """`caption fit` on 50 shapes images with tiny dims: a few dozen steps, enough for short captions."""
     return [
-        "fit", "--config", str(REPO / "configs" / f"shapes_{kind}.yaml"),
+        "fit", "--config", f"shapes_{kind}",
         "--trainer.max_epochs", "4", "--trainer.check_val_every_n_epoch", "2", "--trainer.log_every_n_steps", "4",
         "--trainer.limit_test_batches", "0",  # no test after fit: the tests evaluate these runs themselves
         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",

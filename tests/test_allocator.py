@@ -129,7 +129,7 @@ def test_freed_memory_is_reused_without_page_faults():
 @pytest.mark.parametrize("flag", [[], ["--keep_freed_memory", "true"]])
 def test_the_lightning_commands_change_malloc_only_when_asked(fresh, monkeypatch, tmp_path, flag):
     mallopt = with_mallopt(monkeypatch, FakeMallopt())
-    main(["validate", "--config", str(REPO / "configs" / "shapes_soft.yaml"), *flag, "--trainer.logger", "false",
+    main(["validate", "--config", "shapes_soft", *flag, "--trainer.logger", "false",
           "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(tmp_path / "run"),
           *tiny_args(tmp_path / "data", num_train=8, num_val=2, num_test=2)])
     assert mallopt.calls == ([MMAP, TRIM] if flag else [])

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 def tiny(root: Path) -> list[str]:
     """Hard attention (so the baseline is part of the state) at tiny sizes, no validation."""
     return [
-        "--config", "configs/shapes_hard.yaml", *HARD_FROM_SCRATCH,
+        "--config", "shapes_hard", *HARD_FROM_SCRATCH,
         "--trainer.default_root_dir", str(root),
         "--trainer.logger.init_args.save_dir", str(root),
         "--trainer.enable_progress_bar", "false",

@@ -35,7 +35,7 @@ def run_caption(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["configs/shapes_soft.yaml", "configs/shapes_hard.yaml"])
+@pytest.mark.parametrize("config", ["shapes_soft", "shapes_hard"])
 def test_fit_then_test_through_the_cli(tmp_path, config):
     stage_one = HARD_FROM_SCRATCH if "hard" in config else []  # the two-stage recipe: tests/conftest.py's tiny_runs
     fit = run_caption("fit", "--config", config, *stage_one, *tiny_overrides(tmp_path))
@@ -62,7 +62,7 @@ def test_fit_then_test_through_the_cli(tmp_path, config):
 
 
 def test_bad_config_value_names_the_key(tmp_path):
-    result = run_caption("fit", "--config", "configs/shapes_soft.yaml", "--model.attention.kind", "medium")
+    result = run_caption("fit", "--config", "shapes_soft", "--model.attention.kind", "medium")
     assert result.returncode != 0
     assert "model.attention.kind" in result.stderr and "medium" in result.stderr
     assert "Traceback" not in result.stderr
@@ -70,7 +70,7 @@ def test_bad_config_value_names_the_key(tmp_path):
 
 def test_conflicting_settings_are_rejected_early(tmp_path):
     result = run_caption(
-        "fit", "--config", "configs/shapes_soft.yaml", *tiny_overrides(tmp_path), "--model.hard.samples", "4"
+        "fit", "--config", "shapes_soft", *tiny_overrides(tmp_path), "--model.hard.samples", "4"
     )
     assert result.returncode != 0
     assert "model.hard.samples" in result.stderr
@@ -93,7 +93,7 @@ def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_run
 
 @pytest.mark.slow
 def test_hard_recipe_trains_its_decoder_on_the_soft_runs_frozen_encoder(tiny_runs, tmp_path):
-    """Stage 2 (configs/shapes_hard.yaml) starts from stage 1's best encoder and leaves it exactly as it was,
+    """Stage 2 (the named run shapes_hard) starts from stage 1's best encoder and leaves it exactly as it was,
     BatchNorm statistics included, while its own decoder trains from scratch."""
     soft_best = min((tiny_runs["soft"] / "checkpoints").glob("best-*.ckpt"), key=lambda p: p.stat().st_mtime)
     soft = torch.load(soft_best, weights_only=True)["state_dict"]
@@ -103,7 +103,7 @@ def test_hard_recipe_trains_its_decoder_on_the_soft_runs_frozen_encoder(tiny_run
     assert hard["hyper_parameters"]["freeze_encoder"] and hard["global_step"] > 0
     assert not torch.equal(hard["state_dict"]["decoder.init_h.weight"], soft["decoder.init_h.weight"])
 
-    misfit = run_caption("fit", "--config", "configs/shapes_hard.yaml", *tiny_overrides(tmp_path),
+    misfit = run_caption("fit", "--config", "shapes_hard", *tiny_overrides(tmp_path),
                          "--model.encoder.channels", "[4, 8]", "--model.encoder.weights", str(tiny_runs["soft"]))
     assert misfit.returncode != 0
     assert "does not fit this small_vgg: use its run's model.encoder.channels" in misfit.stderr

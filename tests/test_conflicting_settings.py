@@ -6,10 +6,11 @@ import sys
 
 import pytest
 from cli_run import failed
-from conftest import REPO, tiny_fit_args
+from conftest import tiny_fit_args
 from tiny import HARD_FROM_SCRATCH
 
 from caption.cli import main
+from caption.packaged_configs import packaged_configs
 
 pytestmark = pytest.mark.slow  # the tiny runs (conftest.py)
 
@@ -20,7 +21,7 @@ def command_line(monkeypatch):
 
 
 def lightning(command: str, kind: str, tmp_path, *extra: str) -> list[str]:
-    """`caption COMMAND` with the tiny runs' settings and `configs/shapes_KIND.yaml`, writing under tmp_path (hard:
+    """`caption COMMAND` with the tiny runs' settings and the named run shapes_KIND, writing under tmp_path (hard:
     without its stage 1, which no test here needs)."""
     stage_one = HARD_FROM_SCRATCH if kind == "hard" else []
     return [command, *tiny_fit_args(kind, tmp_path / "run", tmp_path / "data")[1:], *stage_one, *extra]
@@ -29,7 +30,7 @@ def lightning(command: str, kind: str, tmp_path, *extra: str) -> list[str]:
 def test_a_config_of_the_other_attention_kind_is_refused_naming_both(tiny_runs, tmp_path):
     hard = tiny_runs["hard"] / "checkpoints" / "last.ckpt"
     line = failed(lightning("test", "soft", tmp_path, "--ckpt_path", str(hard)))
-    config = REPO / "configs" / "shapes_soft.yaml"
+    config = packaged_configs()["soft"]  # the fragment of shapes_soft that sets it
     assert f"model.attention.kind is 'soft' in config file {config} but {hard} was trained with 'hard'" in line
 
 

@@ -32,7 +32,7 @@ SINGLE = ["--trainer.devices", "1", "--trainer.accelerator", "cpu"]
 def tiny(root: Path) -> list[str]:
     """Hard attention (it has the baseline) at tiny sizes; 7 val/test images, so a 2-rank sampler pads."""
     return [
-        "--config", "configs/shapes_hard.yaml", *HARD_FROM_SCRATCH,
+        "--config", "shapes_hard", *HARD_FROM_SCRATCH,
         "--config", str(root / "scaleout.yaml"),
         "--trainer.default_root_dir", str(root),
         "--trainer.enable_progress_bar", "false",

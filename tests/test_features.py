@@ -260,7 +260,7 @@ DATASET_CONFIGS = ["coco_soft", "coco_hard", "flickr8k_soft", "flickr8k_hard", "
 @pytest.mark.parametrize("name", DATASET_CONFIGS)
 def test_dataset_configs_parse(name, capsys):
     with pytest.raises(SystemExit) as done:
-        main(["fit", "--config", str(REPO / "configs" / f"{name}.yaml"), "--print_config"])
+        main(["fit", "--config", name, "--print_config"])
     assert not done.value.code
     config = yaml.safe_load(capsys.readouterr().out)
     dataset, kind = name.split("_")
@@ -278,7 +278,7 @@ def test_dataset_configs_parse(name, capsys):
 @pytest.mark.slow
 def test_the_coco_config_builds_a_cache_of_the_fixture(dataset, tmp_path):
     root, annotations, weights = dataset
-    main(["features", "--config", str(REPO / "configs" / "coco_hard.yaml"),
+    main(["features", "--config", "coco_hard",
           "--data.source.init_args.annotations", str(annotations),
           "--data.source.init_args.images", str(root / "images"),
           "--data.source.init_args.crop_size", "32", "--data.source.init_args.resize_size", "36",

@@ -206,7 +206,7 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
     annotations, (train, test), uncaptioned = dataset_with_truncated_images_and_an_uncaptioned_one(tmp_path)
     run = tmp_path / "run"
     args = [
-        "fit", "--config", str(REPO / "configs" / "shapes_soft.yaml"), "--trainer.max_epochs", "1",
+        "fit", "--config", "shapes_soft", "--trainer.max_epochs", "1",
         "--trainer.enable_progress_bar", "false",
         "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
         "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",

@@ -142,10 +142,20 @@ def test_soft_penalty_is_capgens_normalisation():
 @pytest.mark.parametrize("dataset", ["coco", "flickr8k", "flickr30k"])
 def test_configs_state_the_original_effective_weights(dataset):
     """The COCO/Flickr configs reproduce capgen's objective at their batch size and grid (L = 14·14)."""
-    soft = yaml.safe_load((CONFIGS / f"{dataset}_soft.yaml").read_text())
-    hard = yaml.safe_load((CONFIGS / f"{dataset}_hard.yaml").read_text())
+    soft, hard = composed("paper", dataset, "soft"), composed("paper", dataset, "hard")
     batch = soft["data"]["batch_size"]
     assert soft["model"]["soft"]["alpha_c"] == pytest.approx(1.0 * batch / 196, abs=0.005)
     assert hard["model"]["hard"]["reinforce_weight"] == pytest.approx(0.1 * hard["data"]["batch_size"])
     assert hard["model"]["hard"]["entropy_weight"] == pytest.approx(0.002 * hard["data"]["batch_size"])
     assert "soft" not in hard["model"], "the regulariser trains soft attention only"
+
+
+def composed(*fragments: str) -> dict[str, dict]:
+    """The `model:` and `data:` settings of configs/<fragment>.yaml, later fragments winning (as --config does)."""
+    sections: dict[str, dict] = {"model": {}, "data": {}}
+    for fragment in fragments:
+        settings = yaml.safe_load((CONFIGS / f"{fragment}.yaml").read_text())
+        for name, section in sections.items():
+            for key, value in settings.get(name, {}).items():  # a model group merges key by key, as --config does
+                section[key] = section.get(key, {}) | value if isinstance(value, dict) else value
+    return sections

@@ -13,7 +13,14 @@ import torch
 
 from caption.cli import main
 from caption.errors import ConfigError
-from caption.packaged_configs import config_file, packaged_configs, with_packaged_configs
+from caption.packaged_configs import (
+    NAMED_RUNS,
+    config_file,
+    named_run,
+    named_run_configs,
+    packaged_configs,
+    with_packaged_configs,
+)
 from tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,18 +29,39 @@ REPO = Path(__file__).resolve().parents[1]
 def test_every_shipped_config_is_packaged_and_found_by_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # an empty folder
     shipped = sorted(file.stem for file in (REPO / "configs").glob("*.yaml"))
-    assert sorted(packaged_configs()) == shipped and "shapes_soft" in shipped
+    assert sorted(packaged_configs()) == shipped and "shapes" in shipped
     for name in shipped:
         assert Path(config_file(name)).read_text() == (REPO / "configs" / f"{name}.yaml").read_text()
         assert config_file(f"{name}.yaml") == config_file(name)
+
+
+def test_a_named_run_stands_for_its_fragments_and_its_folder(tmp_path, monkeypatch):
+    """`--config coco_soft` (or its path from before the configs were composed) is its fragments, then its run
+    folder; every fragment it names is shipped; in a command that reads one file it is a one-line error."""
+    monkeypatch.chdir(tmp_path)
+    for name, fragments in NAMED_RUNS.items():
+        *files, own = named_run_configs(name)
+        assert files == [config_file(fragment) for fragment in fragments]
+        assert json.loads(own)["trainer"]["default_root_dir"] == f"runs/{name}"
+        for spelling in (name, f"{name}.yaml", f"configs/{name}.yaml", str(REPO / "configs" / f"{name}.yaml")):
+            assert with_packaged_configs(["--config", spelling]) == [
+                item for config in named_run_configs(name) for item in ("--config", config)]
+    assert json.loads(named_run_configs("coco_resnet101_hard_finetune")[-1])["model"] == {
+        "init_from": "runs/coco_resnet101_hard/checkpoints/best.ckpt"}
+    with pytest.raises(ConfigError, match=r"config coco_soft: a composed run \(paper \+ coco \+ soft\)"):
+        config_file("coco_soft")
+    assert named_run("elsewhere/coco_soft.yaml") is None, "only the configs folder's old paths are named runs"
 
 
 def test_a_file_wins_over_a_packaged_name_and_a_wrong_name_lists_the_packaged_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "shapes_soft.yaml").write_text("trainer: {max_epochs: 1}\n")
     assert config_file("shapes_soft.yaml") == "shapes_soft.yaml"
-    assert with_packaged_configs(["fit", "-c", "shapes_hard", "--config=coco_soft", "--model.attention.kind", "hard"]) == [
-        "fit", "-c", config_file("shapes_hard"), "--config=" + config_file("coco_soft"), "--model.attention.kind", "hard"]
+    assert with_packaged_configs(["--config", "shapes_soft.yaml"]) == ["--config", "shapes_soft.yaml"]
+    assert with_packaged_configs(["fit", "-c", "shapes", "--config=hard", "-c", "shapes_hard", "--model.decoding.beam_size",
+                                  "2"]) == ["fit", "-c", config_file("shapes"), "--config=" + config_file("hard"),
+                                            *(item for config in named_run_configs("shapes_hard") for item in
+                                              ("-c", config)), "--model.decoding.beam_size", "2"]
     assert config_file('{"trainer": {"max_epochs": 1}}') == '{"trainer": {"max_epochs": 1}}', "inline YAML/JSON"
     with pytest.raises(ConfigError, match=r"config shapes_sfot: no such file, nor a packaged config .*shapes_soft"):
         config_file("shapes_sfot")
@@ -55,10 +83,11 @@ def test_the_wheel_carries_the_configs_and_finds_them_installed(tmp_path):
     zipfile.ZipFile(wheel).extractall(installed)
     assert sorted(file.stem for file in (installed / "caption" / "configs").glob("*.yaml")) == sorted(
         file.stem for file in (REPO / "configs").glob("*.yaml"))
-    program = "from caption.packaged_configs import config_file; print(config_file('shapes_soft'))"
+    program = "from caption.packaged_configs import named_run_configs; print(*named_run_configs('shapes_soft'))"
     out = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env={"PYTHONPATH": str(installed)},
                          capture_output=True, text=True, check=True).stdout
-    assert Path(out.strip()) == installed / "caption" / "configs" / "shapes_soft.yaml"
+    assert out.split()[:3] == [str(installed / "caption" / "configs" / f"{name}.yaml")
+                               for name in ("shapes", "soft", "shapes_stage1")]
 
 
 @pytest.mark.slow

@@ -21,6 +21,6 @@ def tiny_args(
     ]
 
 
-# configs/shapes_hard.yaml trains on the frozen encoder of a soft run (its stage 1); tests that need no stage 1
+# The named run shapes_hard trains on the frozen encoder of a soft run (its stage 1); tests that need no stage 1
 # train the hard decoder and its encoder together from scratch instead
 HARD_FROM_SCRATCH = ["--model.encoder.weights", "none", "--model.encoder.freeze", "false"]

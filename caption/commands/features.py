@@ -1,7 +1,7 @@
 """`caption features`: run the frozen CNN once over a config's images, into its feature cache.
 
-    caption features --config configs/coco_soft.yaml
-    caption features --config configs/coco_soft.yaml --data.features data/features/coco_vgg16 --trainer.accelerator gpu
+    caption features --config coco_soft
+    caption features --config coco_soft --data.features data/features/coco_vgg16 --trainer.accelerator gpu
 
 The config is parsed exactly as `caption fit` parses it (any of its options overrides the config);
 the encoder is the model's, run on the trainer's device over every split, `data.eval_batch_size`

@@ -1,10 +1,10 @@
 """`caption fit | validate | test | predict`: Lightning's own subcommands, driven by YAML configs.
 
-    caption fit --config configs/shapes_soft.yaml                  # train, then test the best checkpoint
-    caption fit --config configs/shapes_soft.yaml --model.decoding.beam_size 5
-    caption test --config configs/shapes_soft.yaml --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
+    caption fit --config shapes_soft                  # train, then test the best checkpoint
+    caption fit --config shapes_soft --model.decoding.beam_size 5
+    caption test --config shapes_soft --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
-    caption fit --config configs/shapes_soft.yaml --print_config    # every setting, with its default
+    caption fit --config shapes_soft --print_config    # every setting, with its default
     caption fit --config shapes_soft                               # a packaged config, by name, from any folder
     caption fit --config shapes_soft --keep_freed_memory true      # CPU runs: glibc keeps freed memory (faster)
 

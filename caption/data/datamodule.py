@@ -215,7 +215,7 @@ class CaptionDataModule(L.LightningDataModule):
             images (write a folder named like a split as ./test).
         vocabulary_from: a checkpoint whose vocabulary to use instead of building one from the training captions
             (`caption predict` sets it to --ckpt_path, so the training data need not be there).
-        encoder: linked from model.encoder by the CLI: image files get the transform of its weights, and the
+        encoder: linked from model.encoder.name by the CLI: image files get the transform of its weights, and the
             feature cache must have been built with it.
         encoder_weights: linked from model.encoder.weights by the CLI (the feature cache is checked against it).
         freeze_encoder: linked from model.encoder.freeze by the CLI (a feature cache needs a frozen encoder).

@@ -181,7 +181,7 @@ class ImageFileSource(CaptionSource):
         self._records: list[ImageRecord] | None = None
 
     def use_encoder(self, encoder: str) -> None:
-        """Transform images with the preset of `encoder`'s weights (the data module passes model.encoder)."""
+        """Transform images with the preset of `encoder`'s weights (the data module passes model.encoder.name)."""
         self.transform = image_transform(resize_size=self.resize_size, crop_size=self.crop_size, encoder=encoder)
 
     @abstractmethod

@@ -123,7 +123,7 @@ class CaptionSource(ABC):
         """(H, W) of every tensor `image` returns."""
 
     def use_encoder(self, encoder: str) -> None:
-        """Prepare images for the encoder named `encoder` (model.encoder; the data module passes it). Sources of
+        """Prepare images for the encoder named `encoder` (model.encoder.name; the data module passes it). Sources of
         image files take the transform of its weights; sources with their own normalisation do nothing."""
 
     def inference_transform(self) -> Callable[[Image.Image], Tensor]:
