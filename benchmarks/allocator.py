@@ -29,8 +29,8 @@ if case == "caption library":
     from caption import Captioner
     from caption.module import CaptionModule
     vocabulary = ["<pad>", "<start>", "<end>", "<unk>", "a", "circle"]
-    module = CaptionModule(vocabulary=vocabulary, encoder="small_vgg", encoder_weights="none", freeze_encoder=False, embed_dim=8,
-                           hidden_dim=16, attention_dim=8, encoder_channels=(4, 8))
+    module = CaptionModule(vocabulary=vocabulary, encoder={"name": "small_vgg", "weights": "none", "freeze": False,
+                           "channels": (4, 8)}, decoder={"embed_dim": 8, "hidden_dim": 16}, attention={"dim": 8})
     captioner = Captioner(module, transform=lambda image: torch.zeros(3, 32, 32),
                           normalization=((0,) * 3, (1,) * 3))
     captioner([torch.rand(3, 32, 32) for _ in range(4)])

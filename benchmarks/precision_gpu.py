@@ -59,13 +59,12 @@ class Timer(L.Callback):
 
 
 def measure(attention: str, precision: str, args: argparse.Namespace) -> tuple[float, float]:
-    sizes = dict(embed_dim=8, hidden_dim=16, attention_dim=8) if args.tiny else dict(
-        embed_dim=512, hidden_dim=1800, attention_dim=512
-    )
+    decoder, dim = (dict(embed_dim=8, hidden_dim=16), 8) if args.tiny else (dict(embed_dim=512, hidden_dim=1800), 512)
     words, locations = (50, 9) if args.tiny else (10_000, 196)
     vocabulary = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(words - len(Vocabulary.SPECIALS))]
     module = CaptionModule(
-        vocabulary=vocabulary, attention=attention, encoder="vgg16", encoder_weights="none", **sizes,
+        vocabulary=vocabulary, encoder={"name": "vgg16", "weights": "none"}, decoder=decoder,
+        attention={"kind": attention, "dim": dim},
     )
     steps = args.warmup + args.steps
     data = SyntheticCaptions(batches=steps, batch_size=args.batch_size, locations=locations,

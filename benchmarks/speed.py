@@ -62,8 +62,8 @@ from coco_lengths import coco_like_words
 LOCATIONS, ANNOTATION_DIM, VOCABULARY = 196, 512, 10_000
 COCO_CAPTIONS = 566_435  # Karpathy train + restval: 113,287 images × ~5 captions
 CONFIGS = {
-    "a": dict(batch_size=32, embed_dim=512, hidden_dim=512, attention_dim=512, attention_layers=1, init_layers=1),
-    "b": dict(batch_size=64, embed_dim=512, hidden_dim=1800, attention_dim=512, attention_layers=2, init_layers=2),
+    "a": dict(batch_size=32, decoder=dict(embed_dim=512, hidden_dim=512, init_layers=1), attention=dict(dim=512, layers=1)),
+    "b": dict(batch_size=64, decoder=dict(embed_dim=512, hidden_dim=1800, init_layers=2), attention=dict(dim=512, layers=2)),
 }
 DECODE_IMAGES, MAX_WORDS = 64, 20
 MATRIX_PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv"}
@@ -154,9 +154,10 @@ def build_module(config: str, attention: str, device: torch.device, compile: boo
     """CaptionModule at a configuration; VGG16 with random weights (never run: the annotations are 'cached')."""
     torch.manual_seed(0)
     words = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(VOCABULARY - len(Vocabulary.SPECIALS))]
-    dims = {key: value for key, value in CONFIGS[config].items() if key != "batch_size"}
-    module = CaptionModule(vocabulary=words, attention=attention, encoder="vgg16", encoder_weights="none",
-                           max_caption_length=MAX_WORDS, compile=compile, **dims)
+    sizes = CONFIGS[config]
+    module = CaptionModule(vocabulary=words, encoder={"name": "vgg16", "weights": "none"}, decoder=sizes["decoder"],
+                           attention={"kind": attention, **sizes["attention"]}, decoding={"max_caption_length": MAX_WORDS},
+                           optimization={"compile": compile})
     return module.to(device)
 
 
@@ -236,7 +237,7 @@ def bench_train(args, clock: Clock, config: str, attention: str, precision: str)
                     {"tokens": tokens, "captions": batch_size * len(seconds)}, memory.gib(),
                     f"COCO epoch {epoch / 3600:,.2f} h; first step {first:.1f} s")
     if args.profile:
-        print_profile(lambda: train_step(module, optimizer, warm, precision), device, CONFIGS[config]["attention_dim"])
+        print_profile(lambda: train_step(module, optimizer, warm, precision), device, CONFIGS[config]["attention"]["dim"])
     return result
 
 
@@ -265,7 +266,7 @@ def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, d
         results[beam] = report(name, list(seconds), flops, list(rates), {"images": DECODE_IMAGES * len(seconds)},
                                memory.gib(), f"{DECODE_IMAGES} images, {steps} words")
         if args.profile and beam == 3:
-            print_profile(work, device, CONFIGS[config]["attention_dim"])
+            print_profile(work, device, CONFIGS[config]["attention"]["dim"])
     return results
 
 
