@@ -73,7 +73,7 @@ def test_conflicting_settings_are_rejected_early(tmp_path):
         "fit", "--config", "shapes_soft", *tiny_overrides(tmp_path), "--model.hard.samples", "4"
     )
     assert result.returncode != 0
-    assert "model.hard.samples" in result.stderr
+    assert "model.hard only applies to model.attention.kind: hard" in result.stderr
 
 
 def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_runs):
@@ -100,7 +100,7 @@ def test_hard_recipe_trains_its_decoder_on_the_soft_runs_frozen_encoder(tiny_run
     hard = torch.load(tiny_runs["hard"] / "checkpoints" / "last.ckpt", weights_only=True)
     encoder = {key: value for key, value in hard["state_dict"].items() if key.startswith("encoder.")}
     assert encoder and all(torch.equal(value, soft[key]) for key, value in encoder.items())
-    assert hard["hyper_parameters"]["freeze_encoder"] and hard["global_step"] > 0
+    assert hard["hyper_parameters"]["encoder"]["freeze"] and hard["global_step"] > 0
     assert not torch.equal(hard["state_dict"]["decoder.init_h.weight"], soft["decoder.init_h.weight"])
 
     misfit = run_caption("fit", "--config", "shapes_hard", *tiny_overrides(tmp_path),

@@ -36,7 +36,7 @@ def test_a_config_of_the_other_attention_kind_is_refused_naming_both(tiny_runs, 
 
 @pytest.mark.parametrize("command", ["test", "validate", "predict"])
 @pytest.mark.parametrize("key, value, trained", [
-    ("attention", "soft", "'hard'"), ("encoder", "resnet50", "'small_vgg'"), ("hidden_dim", "32", "16"),
+    ("attention.kind", "soft", "'hard'"), ("encoder.name", "resnet50", "'small_vgg'"), ("decoder.hidden_dim", "32", "16"),
 ])
 def test_an_explicit_model_setting_that_differs_from_the_checkpoint_is_refused(
         tiny_runs, tmp_path, command, key, value, trained):
@@ -46,7 +46,7 @@ def test_an_explicit_model_setting_that_differs_from_the_checkpoint_is_refused(
     else:
         args = lightning(command, "hard", tmp_path, "--ckpt_path", str(hard))
     line = failed([*args, f"--model.{key}", value])
-    shown = value if key == "hidden_dim" else repr(value)
+    shown = value if key == "decoder.hidden_dim" else repr(value)
     assert f"model.{key} is {shown} on the command line but {hard} was trained with {trained}" in line
 
 
