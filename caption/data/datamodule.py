@@ -129,8 +129,10 @@ class Images(Dataset):
         references = [" ".join(tokenize(reference)) for reference in record.references]
         item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)
         item = {**item, "image_id": record.image_id, "references": references}
-        # boxes, for attention accuracy; plain dicts, as Lightning moves batches through its collections
-        return item | ({"objects": [obj.to_dict() for obj in record.objects]} if record.objects else {})
+        # boxes in the encoder input's frame, for attention accuracy; plain dicts, as Lightning moves batches through
+        # its collections
+        boxes = self.source.input_boxes(record)
+        return item | ({"objects": [box.to_dict() for box in boxes]} if boxes else {})
 
 
 class ImageFiles(Dataset):
