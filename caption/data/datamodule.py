@@ -181,8 +181,8 @@ def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[s
         batch["caption"] = torch.nn.utils.rnn.pad_sequence(captions, batch_first=True, padding_value=Vocabulary.PAD)
     if "references" in items[0]:
         batch["references"] = [item["references"] for item in items]
-    if "objects" in items[0]:
-        batch["objects"] = [item["objects"] for item in items]
+    if any("objects" in item for item in items):  # boxes: on some images only (COCO has unannotated ones)
+        batch["objects"] = [item.get("objects", []) for item in items]
     if "file" in items[0]:
         batch["file"] = [item["file"] for item in items]
     return batch

@@ -72,6 +72,8 @@ class Evaluation:
             for name, value in self.localisation.scores().items():
                 words = f" ({self.localisation.nouns} object words)" if name == "attention_accuracy" else ""
                 rows.append((METRIC_NAMES[name], format_score(value) + words))
+            if self.localisation.by_label:
+                rows.append(("attention accuracy per label", ""))
             for label, found in self.localisation.by_label.items():
                 chance = format_score(found.chance_location)
                 rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
