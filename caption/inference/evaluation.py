@@ -4,7 +4,8 @@ Captions are decoded in batches from the data module's loader (images, or annota
 cache) and scored by pycocoevalcap's own scorers after its PTB tokenizer (`caption.metrics`), with the mean
 entropy of α per step. On data with object boxes (the built-in data, COCO with its instances files) the
 localisation report is added: where each object noun's attention peak lies, beside the scores of a random location
-and of a random object, and the accuracy per label (category). `caption evaluate` and `caption compare` are this plus files.
+and of a random object, and the accuracy per label (category); images without boxes are not scored.
+`caption evaluate` and `caption compare` are this plus files.
 """
 
 from __future__ import annotations
