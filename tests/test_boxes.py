@@ -75,7 +75,7 @@ def test_coco_words_name_categories_in_plural_and_by_synonym():
 
 
 def test_named_labels_reads_two_word_names_at_their_last_word():
-    words = "a teddy bear and a hot dog near a dog and two teddy".split()
+    words = ["a", "teddy", "bear", "and", "a", "hot", "dog", "near", "a", "dog", "and", "two", "teddy"]
     assert named_labels(words, COCO_WORD_LABELS) == [
         None, None, "teddy bear", None, None, None, "hot dog", None, None, "dog", None, None, "teddy bear"]
     assert named_labels(["circle", "square"], {"circle": "circle"}) == ["circle", None]
@@ -89,7 +89,7 @@ def test_localisation_with_several_boxes_of_a_label_and_per_label():
     alpha[2, 60] = 1  # "dog": peak (36, 60) -> on the named object
     alpha[3, 0] = 1  # "puppy": peak (4, 4) in a person's box -> another object
     alpha[4, 27] = 1  # "person": peak (28, 28) -> background
-    found = localisation([("men and dog puppy person".split(), alpha, boxes)], image_size=(64, 64),
+    found = localisation([(["men", "and", "dog", "puppy", "person"], alpha, boxes)], image_size=(64, 64),
                          word_labels=COCO_WORD_LABELS)
     assert found.nouns == 4 and (found.accuracy, found.other_object, found.background) == (2 / 4, 1 / 4, 1 / 4)
     assert found.chance_object == pytest.approx((2 / 3 + 1 / 3 + 1 / 3 + 2 / 3) / 4)  # 2 of 3 boxes are people
