@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from caption.data.records import object_for_word
+from caption.data.shapes import object_for_word
 from caption.inference import Captioner, evaluate, training_data
 
 SOFT, HARD = "shapes_soft", "shapes_hard"

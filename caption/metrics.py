@@ -11,12 +11,13 @@ with the tokens and recorded in every metrics.json (how far its scores are from 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
 
-`localisation` scores where the model looked, on data with object boxes (the built-in data): for every
-generated word that names an object kind of the data, whether its attention peak falls inside the named
-object's box (the *attention accuracy*), inside another object's, on the background, or whether the image
-holds no such object at all (a miss), beside two chance levels: a uniformly random location, and a peak on a
-uniformly chosen object of the image (0.5 on two-object scenes: what a model that looks at *an* object, not
-the named one, scores). `mean_entropy` of α says how sharp it is, on any data.
+`localisation` scores where the model looked, on data with object boxes (the built-in data's shapes, COCO's
+instances): for every generated word that names a label of the data's boxes (the source's word -> label map:
+"dogs" -> dog, "man" -> person, "circle" -> circle), whether its attention peak falls inside a box of the named
+label (the *attention accuracy*), inside another object's box, on the background, or whether the image holds no
+such object at all (a miss), beside two chance levels: a uniformly random location, and a peak on a uniformly
+chosen object of the image (0.5 on two-object scenes: what a model that looks at *an* object, not the named one,
+scores); and the accuracy per label. `mean_entropy` of α says how sharp it is, on any data.
 """
 
 import contextlib
@@ -26,8 +27,8 @@ import shutil
 import subprocess
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 
 import torch
 from pycocoevalcap.bleu.bleu import Bleu
@@ -36,7 +37,7 @@ from pycocoevalcap.meteor.meteor import Meteor
 from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 
-from caption.data.records import ShapeObject, object_for_word
+from caption.data.records import Box, ObjectBox
 
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
 
@@ -199,24 +200,35 @@ def location_center(location: int, grid: tuple[int, int], image_size: tuple[int,
     return (column + 0.5) * width / columns, (row + 0.5) * height / rows
 
 
-Captions = Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ShapeObject]]]  # per image: words, α (T, L), objects
+Captions = Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ObjectBox]]]  # per image: words, α (T, L), boxes
+
+
+@dataclass(frozen=True)
+class LabelAccuracy:
+    """The attention accuracy of the generated words naming one label."""
+
+    nouns: int  # generated words naming the label, in the image or not
+    accuracy: float  # the share whose peak lies inside a box of the label
+    chance_location: float  # the accuracy of a uniformly random location on the same words
 
 
 @dataclass(frozen=True)
 class Localisation:
     """Where the attention peak of each generated object noun lies, as shares of those nouns (they sum to 1)."""
 
-    nouns: int  # generated words naming an object kind of the data, in the image or not
-    accuracy: float  # the peak lies inside the named object's box
+    nouns: int  # generated words naming a label of the data, in the image or not
+    accuracy: float  # the peak lies inside a box of the named label
     other_object: float  # inside another object's box
     background: float  # inside no object's box
-    absent: float  # the image holds no object of that kind: a miss
+    absent: float  # the image holds no object of that label: a miss
     chance_location: float  # the accuracy of a uniformly random location on the same nouns
     chance_object: float  # the accuracy of a peak on a uniformly chosen object of the image
+    by_label: dict[str, LabelAccuracy] = field(default_factory=dict)  # label -> its words' accuracy
 
     def scores(self) -> dict[str, float]:
         """The shares under their logged names (attention_accuracy, attention_other_object, ...)."""
-        return {f"attention_{name}": float(value) for name, value in asdict(self).items() if name != "nouns"}
+        return {f"attention_{item.name}": float(getattr(self, item.name)) for item in fields(self)
+                if item.name not in ("nouns", "by_label")}
 
 
 def cell_centres(locations: int, image_size: tuple[int, int]) -> list[tuple[float, float]]:
@@ -225,43 +237,64 @@ def cell_centres(locations: int, image_size: tuple[int, int]) -> list[tuple[floa
     return [location_center(location, grid, image_size) for location in range(locations)]
 
 
-def inside(box: tuple[int, int, int, int], point: tuple[float, float]) -> bool:
+def inside(box: Box, point: tuple[float, float]) -> bool:
     x0, y0, x1, y1 = box
     return x0 <= point[0] < x1 and y0 <= point[1] < y1  # x1/y1 exclusive
 
 
-def localisation(captions: Captions, *, image_size: tuple[int, int], object_words: Iterable[str]) -> Localisation:
-    """Where each generated word naming one of `object_words` (the data's object kinds) looked.
+def named_labels(words: Sequence[str], word_labels: Mapping[str, str]) -> list[str | None]:
+    """The label each word names, or None: a two-word phrase of `word_labels` ("hot dog", "teddy bear") is named
+    at its last word, before that word alone ("dog", "bear"); its first word names nothing on its own."""
+    named: list[str | None] = []
+    for index, word in enumerate(words):
+        phrase = f"{words[index - 1]} {word}" if index else None
+        starts = index + 1 < len(words) and f"{word} {words[index + 1]}" in word_labels
+        named.append(word_labels[phrase] if phrase in word_labels else None if starts else word_labels.get(word))
+    return named
 
-    `captions` holds, per image, the generated words, their attention α (T, L) and the image's objects;
-    `image_size` is the (H, W) of the encoder input, in which the boxes are given. The shares are NaN when no
-    generated word names an object.
+
+def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels: Mapping[str, str]) -> Localisation:
+    """Where each generated word naming a label of the images' boxes looked.
+
+    `captions` holds, per image, the generated words, their attention α (T, L) and the image's boxes in the frame
+    of the encoder input, whose (H, W) is `image_size` (`CaptionSource.input_boxes`); `word_labels` maps caption
+    words (and two-word phrases, `named_labels`) to the labels the data has boxes for (`CaptionSource.word_labels`):
+    a word of the map whose label the image has no box of is a miss (absent). The shares are NaN when no generated
+    word names a label.
     """
-    object_words = set(object_words)
     counts = {"accuracy": 0, "other_object": 0, "background": 0, "absent": 0}
     chance_location = chance_object = 0.0
-    for words, alpha, objects in captions:
+    per_label: dict[str, list[float]] = {}  # label -> [nouns, hits, chance_location]
+    for words, alpha, boxes in captions:
         centres = cell_centres(alpha.shape[-1], image_size)
-        for word, weights in zip(words, alpha):
-            if word not in object_words:
+        for label, weights in zip(named_labels(words, word_labels), alpha):
+            if label is None:
                 continue
-            named = object_for_word(objects, word)
-            if named is None:
+            tally = per_label.setdefault(label, [0, 0, 0.0])
+            tally[0] += 1
+            named = [box.box for box in boxes if box.label == label]
+            if not named:
                 counts["absent"] += 1
                 continue
             peak = centres[int(weights.argmax())]
-            if inside(named.box, peak):
+            hit = any(inside(box, peak) for box in named)
+            if hit:
                 counts["accuracy"] += 1
-            elif any(inside(other.box, peak) for other in objects if other is not named):
+            elif any(inside(other.box, peak) for other in boxes if other.label != label):
                 counts["other_object"] += 1
             else:
                 counts["background"] += 1
-            chance_location += sum(inside(named.box, centre) for centre in centres) / len(centres)
-            chance_object += 1 / len(objects)
+            location = sum(any(inside(box, centre) for box in named) for centre in centres) / len(centres)
+            chance_location += location
+            chance_object += len(named) / len(boxes)
+            tally[1] += hit
+            tally[2] += location
     nouns = sum(counts.values())
     share = (lambda count: count / nouns) if nouns else (lambda count: float("nan"))
+    by_label = {label: LabelAccuracy(int(count), hits / count, location / count)
+                for label, (count, hits, location) in sorted(per_label.items())}
     return Localisation(nouns=nouns, **{name: share(count) for name, count in counts.items()},
-                        chance_location=share(chance_location), chance_object=share(chance_object))
+                        chance_location=share(chance_location), chance_object=share(chance_object), by_label=by_label)
 
 
 def step_entropy(alpha: torch.Tensor) -> torch.Tensor:

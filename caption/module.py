@@ -19,7 +19,7 @@ from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero
 from torch import Tensor
 
 from caption.attention import AttentionSettings
-from caption.data.records import ShapeObject
+from caption.data.records import ObjectBox
 from caption.decoder import Decoder, DecoderSettings
 from caption.decoding import Caption, Decoded, DecodingSettings, beam_search, check_decoding, greedy
 from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
@@ -44,7 +44,7 @@ class Generated(NamedTuple):
     words: list[str]
     references: list[str]
     alpha: Tensor | None  # (T, L), only on data with object boxes (for attention accuracy)
-    objects: tuple[ShapeObject, ...]
+    objects: tuple[ObjectBox, ...]  # in the encoder input's frame
     entropy: Tensor  # H(α_t) of each generated step (T,)
 
 
@@ -334,12 +334,12 @@ class CaptionModule(L.LightningModule):
     # ------------------------------------------------------------------------ evaluation
     def _decode_batch(self, batch: dict[str, Any], beam_size: int) -> None:
         captions = self.generate(self.annotations(batch), beam_size=beam_size).captions(self.vocabulary)
-        objects = batch.get("objects") or [[]] * len(batch["references"])  # per image: ShapeObject.to_dict()s
+        objects = batch.get("objects") or [[]] * len(batch["references"])  # per image: ObjectBox.to_dict()s
         for caption, image_id, references, boxes in zip(captions, batch["image_id"].tolist(), batch["references"],
                                                         objects):
             alpha = caption.alpha if boxes else None  # (T, L), kept only where attention accuracy is scored
-            shapes = tuple(ShapeObject.from_dict(box) for box in boxes)
-            self._generated.append(Generated(image_id, caption.words, references, alpha, shapes,
+            self._generated.append(Generated(image_id, caption.words, references, alpha,
+                                             tuple(ObjectBox.from_dict(box) for box in boxes),
                                              step_entropy(caption.alpha)))
 
     def _gathered_captions(self) -> dict[int, "Generated"]:
@@ -360,9 +360,10 @@ class CaptionModule(L.LightningModule):
         scores = self._corpus_scores(candidates, references, metrics)
         scores["alpha_entropy"] = mean_entropy(caption.entropy for caption in generated.values())
         boxed = [(c.words, c.alpha, c.objects) for c in generated.values() if c.objects]
-        if boxed and self.hparams.image_size is not None:
-            object_words = {obj.kind for caption in generated.values() for obj in caption.objects}
-            scores |= localisation(boxed, image_size=tuple(self.hparams.image_size), object_words=object_words).scores()
+        data = self.trainer.datamodule  # boxes come from its source, which says which words name their labels
+        if boxed and self.hparams.image_size is not None and data is not None:
+            found = localisation(boxed, image_size=tuple(self.hparams.image_size), word_labels=data.source.word_labels)
+            scores |= found.scores()
         return scores
 
     def _corpus_scores(

@@ -139,3 +139,32 @@ def vgg16_weights(path: Path, *, full: bool = False, seed: int = 0) -> Path:
             state[f"classifier.{index}.bias"] = torch.zeros(1).expand(outputs)
     torch.save(state, path)
     return path
+
+
+def coco_instances(root: Path, karpathy: Path, *, size: tuple[int, int] = (48, 40)) -> list[Path]:
+    """COCO's instances_train2014.json / instances_val2014.json for the images of a `karpathy_dataset` (each
+    `size` = (width, height)): every image holds a person (its left half, [0, 0, w/2, h]) and a dog (a box in its
+    bottom-right quarter); the last val2014 image is listed with no annotation, as some COCO images are."""
+    data = json.loads(karpathy.read_text(encoding="utf-8"))
+    width, height = size
+    categories = [{"id": 1, "name": "person", "supercategory": "person"},
+                  {"id": 18, "name": "dog", "supercategory": "animal"}]
+    paths = []
+    for folder in ("train2014", "val2014"):
+        entries = [entry for entry in data["images"] if entry["filepath"] == folder]
+        annotated = entries[:-1] if folder == "val2014" else entries
+        boxes = [(1, [0, 0, width / 2, height]), (18, [width * 3 / 4, height * 3 / 4, width / 8, height / 8])]
+        content = {
+            "info": {}, "licenses": [], "categories": categories,
+            "images": [{"id": e["cocoid"], "file_name": e["filename"], "width": width, "height": height} for e in entries],
+            "annotations": [
+                {"id": 10 * e["cocoid"] + k, "image_id": e["cocoid"], "category_id": category, "bbox": bbox,
+                 "iscrowd": 0, "area": bbox[2] * bbox[3], "segmentation": []}
+                for e in annotated for k, (category, bbox) in enumerate(boxes)
+            ],
+        }
+        path = root / "annotations" / f"instances_{folder}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(content), encoding="utf-8")
+        paths.append(path)
+    return paths

@@ -20,7 +20,7 @@ from pycocotools.coco import COCO
 from caption import metrics
 from caption.cli import main
 from caption.commands.compare import dataset_name, results_table
-from caption.data.records import ShapeObject
+from caption.data.records import ObjectBox
 from caption.data.shapes import KINDS, ShapesSource
 from caption.decoding import Caption
 from caption.inference import Evaluation, write_evaluation
@@ -122,8 +122,8 @@ def test_attention_grid_and_cell_centres():
 
 
 def test_localisation_against_hand_made_attention_and_boxes():
-    circle = ShapeObject("circle", "red", "large", (0, 0, 16, 16))  # holds the centres of cells 0, 1, 8, 9
-    square = ShapeObject("square", "blue", "small", (40, 40, 60, 60))  # cells 45, 46, 53, 54 (centres 44, 52)
+    circle = ObjectBox("circle", (0, 0, 16, 16))  # holds the centres of cells 0, 1, 8, 9
+    square = ObjectBox("square", (40, 40, 60, 60))  # cells 45, 46, 53, 54 (centres 44, 52)
     alpha = torch.zeros(7, 64)
     alpha[:, 63] = 0.5  # the peak decides, not the rest
     alpha[1, 9] = 0.9  # "circle": peak at (12, 12), inside the circle's box -> on the named object
@@ -132,8 +132,8 @@ def test_localisation_against_hand_made_attention_and_boxes():
     alpha[5, 9] = 0.9  # "triangle": the image holds none -> absent, a miss
     # row 6, "circle": peak at cell 63, (60, 60), outside both boxes -> background
     words = ["red", "circle", "left", "square", "square", "triangle", "circle"]
-    kinds = {"circle", "square", "triangle"}
-    found = localisation([(words, alpha, (circle, square))], image_size=(64, 64), object_words=kinds)
+    kinds = {kind: kind for kind in ("circle", "square", "triangle")}  # each names itself
+    found = localisation([(words, alpha, (circle, square))], image_size=(64, 64), word_labels=kinds)
     assert found.nouns == 5 and found.accuracy == 2 / 5
     assert (found.other_object, found.background, found.absent) == (1 / 5, 1 / 5, 1 / 5)
     # a uniformly random location: each box holds 4 of the 64 cell centres; the absent noun scores 0
@@ -142,12 +142,12 @@ def test_localisation_against_hand_made_attention_and_boxes():
     assert set(found.scores()) == {"attention_accuracy", "attention_other_object", "attention_background",
                                    "attention_absent", "attention_chance_location", "attention_chance_object"}
     # box edges: x1/y1 are exclusive, so a centre on x1 is outside
-    edge = ShapeObject("circle", "red", "large", (0, 0, 12, 12))
-    assert localisation([(["circle"], alpha[1:2], (edge,))], image_size=(64, 64), object_words=kinds).accuracy == 0
-    nothing = localisation([(["a", "shape"], alpha[:2], (circle,))], image_size=(64, 64), object_words=kinds)
+    edge = ObjectBox("circle", (0, 0, 12, 12))
+    assert localisation([(["circle"], alpha[1:2], (edge,))], image_size=(64, 64), word_labels=kinds).accuracy == 0
+    nothing = localisation([(["a", "shape"], alpha[:2], (circle,))], image_size=(64, 64), word_labels=kinds)
     assert nothing.nouns == 0 and all(math.isnan(value) for value in nothing.scores().values())
-    wide = ShapeObject("square", "blue", "large", (0, 0, 64, 32))  # the top half: 32 of 64 centres
-    found = localisation([(["circle", "square"], alpha[:2], (circle, wide))], image_size=(64, 64), object_words=kinds)
+    wide = ObjectBox("square", (0, 0, 64, 32))  # the top half: 32 of 64 centres
+    found = localisation([(["circle", "square"], alpha[:2], (circle, wide))], image_size=(64, 64), word_labels=kinds)
     assert found.chance_location == (4 / 64 + 32 / 64) / 2
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from caption.data import shapes
-from caption.data.records import ImageRecord, ShapeObject
-from caption.data.shapes import BACKGROUND, COLORS, generate_shapes, load_shapes, object_for_word
+from caption.data.records import ImageRecord, ObjectBox
+from caption.data.shapes import BACKGROUND, COLORS, ShapeObject, generate_shapes, load_shapes, object_for_word
 
 RELATIONS = ("left of", "right of", "above", "below")
 
@@ -156,8 +156,8 @@ def test_other_image_size():
 
 
 def test_object_for_word():
-    circle = ShapeObject("circle", "red", "small", (0, 0, 10, 10))
-    square = ShapeObject("square", "blue", "large", (20, 0, 40, 20))
+    circle = ShapeObject(label="circle", box=(0, 0, 10, 10), color="red", size="small")
+    square = ShapeObject(label="square", box=(20, 0, 40, 20), color="blue", size="large")
     assert object_for_word((circle, square), "square") is square
     assert object_for_word((circle, square), "triangle") is None
     assert object_for_word((circle, square), "red") is None
@@ -165,9 +165,12 @@ def test_object_for_word():
 
 def test_record_dict_round_trip(data):
     _, records = data
-    assert [ImageRecord.from_dict(r.to_dict()) for r in records] == records
+    assert [ImageRecord.from_dict(r.to_dict(), read_object=ShapeObject.from_dict) for r in records] == records
     plain = ImageRecord(5, "val", ("a caption",), file="img/5.jpg")
     assert ImageRecord.from_dict(plain.to_dict()) == plain
+    boxed = ImageRecord(6, "test", ("a dog",), file="img/6.jpg", objects=(ObjectBox("dog", (1.5, 2, 30, 40)),),
+                        frame=(640, 480))
+    assert ImageRecord.from_dict(boxed.to_dict()) == boxed
 
 
 def _small(root):

@@ -29,11 +29,10 @@ from matplotlib.figure import Figure
 from caption.checkpoints import find_checkpoint
 from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
 from caption.data.datamodule import CaptionDataModule
-from caption.data.records import object_for_word
 from caption.errors import ConfigError
 from caption.inference import Captioner, Evaluation, build_data, evaluate, write_evaluation
 from caption.inference.evaluation import METRIC_NAMES, format_score
-from caption.metrics import METRICS
+from caption.metrics import METRICS, named_labels
 from caption.module import ModuleSettings
 from caption.outputs import save_figure, writable_folder, write_text
 from caption.visualize import Overlay, comparison_figure, to_uint8
@@ -152,13 +151,14 @@ def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: Ca
     paths = []
     for record in records:
         pixels = to_uint8(data.source.image(record), *data.source.normalization)
+        boxes = data.source.input_boxes(record)  # in the frame of `pixels`
         overlays = []
         for model, evaluation in zip(models, evaluations):
             caption = evaluation.captions[record.image_id]
-            named = [object_for_word(record.objects, word) for word in caption.words]
+            labels = named_labels(caption.words, data.source.word_labels)
+            named = [next((box.box for box in boxes if box.label == label), None) for label in labels]
             overlays.append(Overlay(pixels, caption.words, caption.alpha, caption.beta, caption.locations,
-                                    title=f"{model.name}: {caption.text}", label=model.name,
-                                    boxes=[None if obj is None else obj.box for obj in named]))
+                                    title=f"{model.name}: {caption.text}", label=model.name, boxes=named))
         figure = comparison_figure(overlays)
         figure.suptitle(f"image {record.image_id} ({split})")
         paths.append(out / f"overlays-{record.image_id}.png")

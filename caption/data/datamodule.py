@@ -129,8 +129,10 @@ class Images(Dataset):
         references = [" ".join(tokenize(reference)) for reference in record.references]
         item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)
         item = {**item, "image_id": record.image_id, "references": references}
-        # boxes, for attention accuracy; plain dicts, as Lightning moves batches through its collections
-        return item | ({"objects": [obj.to_dict() for obj in record.objects]} if record.objects else {})
+        # boxes in the encoder input's frame, for attention accuracy; plain dicts, as Lightning moves batches through
+        # its collections
+        boxes = self.source.input_boxes(record)
+        return item | ({"objects": [box.to_dict() for box in boxes]} if boxes else {})
 
 
 class ImageFiles(Dataset):
@@ -179,8 +181,8 @@ def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[s
         batch["caption"] = torch.nn.utils.rnn.pad_sequence(captions, batch_first=True, padding_value=Vocabulary.PAD)
     if "references" in items[0]:
         batch["references"] = [item["references"] for item in items]
-    if "objects" in items[0]:
-        batch["objects"] = [item["objects"] for item in items]
+    if any("objects" in item for item in items):  # boxes: on some images only (COCO has unannotated ones)
+        batch["objects"] = [item.get("objects", []) for item in items]
     if "file" in items[0]:
         batch["file"] = [item["file"] for item in items]
     return batch

@@ -29,7 +29,7 @@ from torch import Tensor
 from torchvision import models
 from torchvision.transforms._presets import ImageClassification
 
-from caption.data.records import BadImage, CaptionSource, ImageRecord
+from caption.data.records import BadImage, CaptionSource, ImageRecord, ObjectBox
 from caption.encoder import TORCHVISION_ENCODERS, imagenet_weights
 from caption.errors import CaptionError, ConfigError
 
@@ -145,6 +145,35 @@ def describe_transform(transform: ImageClassification) -> dict[str, Any]:
     }
 
 
+def crop_offset(size: int, crop: int) -> int:
+    """Where torchvision's `center_crop` starts along one side of `size` pixels: round((size - crop) / 2), or,
+    when the crop is larger, minus the padding it adds before (`(crop - size) // 2`)."""
+    return round((size - crop) / 2) if size >= crop else -((crop - size) // 2)
+
+
+def boxes_in_input(
+    boxes: tuple[ObjectBox, ...], *, frame: tuple[int, int], transform: ImageClassification
+) -> tuple[ObjectBox, ...]:
+    """`boxes`, given in the pixels of a (width, height) `frame` image, in the frame of the encoder input that
+    `transform` makes of it: the short side resized to `resize_size` (the long side to int(resize · long / short),
+    as torchvision computes it), then centre-cropped to `crop_size`. A box is cut to the crop; one wholly cropped
+    away is left out (its object is not in the input)."""
+    (resize,), (crop,) = transform.resize_size, transform.crop_size
+    width, height = frame
+    long = int(resize * max(width, height) / min(width, height))
+    new_width, new_height = (resize, long) if width <= height else (long, resize)
+    left, top = crop_offset(new_width, crop), crop_offset(new_height, crop)
+    scale_x, scale_y = new_width / width, new_height / height
+    mapped = []
+    for box in boxes:
+        x0, y0, x1, y1 = box.box
+        x0, x1 = (min(max(x * scale_x - left, 0.0), crop) for x in (x0, x1))
+        y0, y1 = (min(max(y * scale_y - top, 0.0), crop) for y in (y0, y1))
+        if x1 > x0 and y1 > y0:
+            mapped.append(ObjectBox(label=box.label, box=(x0, y0, x1, y1)))
+    return tuple(mapped)
+
+
 def list_bad_images(bad: list[BadImage], *, shown: int = 10) -> str:
     """The first `shown` bad images, each with its file, record and reason, in one line."""
     more = f"; and {len(bad) - shown} more" if len(bad) > shown else ""
@@ -227,6 +256,13 @@ class ImageFileSource(CaptionSource):
             for record, problem in zip(records, problems)
             if problem is not None
         ]
+
+    def input_boxes(self, record: ImageRecord) -> tuple[ObjectBox, ...]:
+        """The boxes of `record`, given in the pixels of its image file (`record.frame`), resized and cropped as
+        the image is (`boxes_in_input`)."""
+        if record.frame is None:
+            return super().input_boxes(record)
+        return boxes_in_input(record.objects, frame=record.frame, transform=self.transform)
 
     def describe_transform(self) -> dict[str, Any]:
         """The transform's settings (see `describe_transform`)."""

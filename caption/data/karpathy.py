@@ -14,6 +14,10 @@ re-tokenised from `raw` with `caption.text.tokenize`, like every other source, s
 references and generated text are split into words the same way. COCO image ids are the `cocoid`s
 (the ids of the official annotations); other datasets use `imgid`.
 
+Both sources take COCO's official object annotations too, optionally (`instances`: instances_train2014.json,
+instances_val2014.json): each record then carries the boxes of its image's objects, and attention accuracy is scored
+on COCO's 80 categories (`caption.data.coco_instances`, `caption.data.coco_categories`).
+
 `CocoSource` reads the official caption files (`captions_train2014.json`, `captions_val2014.json`:
 `images[].id/file_name`, `annotations[].image_id/caption`) and takes the split of each image from a
 split file: Karpathy's `dataset_coco.json` (its `cocoid` and `split`) or `{"train": [ids], ...}`.
@@ -21,42 +25,18 @@ split file: Karpathy's `dataset_coco.json` (its `cocoid` and `split`) or `{"trai
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 from typing import Any, Literal
 
+from caption.data.annotation_files import DatasetFormatError, field, read_json
+from caption.data.coco_categories import COCO_WORD_LABELS
+from caption.data.coco_instances import read_instances, with_boxes
 from caption.data.images import ImageFileSource
 from caption.data.records import ImageRecord
-from caption.errors import CaptionError
 
 KARPATHY_SPLITS = ("train", "restval", "val", "test")
 Restval = Literal["train", "drop"]
-
-
-class DatasetFormatError(CaptionError, ValueError):
-    """An annotation or split file that is not in the expected format; the message names the file and field."""
-
-
-def read_json(path: str) -> Any:
-    """Parse a JSON file; a missing or malformed file raises `DatasetFormatError` naming it."""
-    if not os.path.isfile(path):
-        raise DatasetFormatError(f"{path} does not exist (see data/README.md for where dataset files go)")
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DatasetFormatError(f"{path} is not valid UTF-8 JSON: {error}") from None
-
-
-def field(entry: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    """`entry[name]`, which must exist and have type `kind`; `where` locates the entry in error messages."""
-    if not isinstance(entry, dict) or name not in entry:
-        raise DatasetFormatError(f"{where} has no {name!r} field")
-    value = entry[name]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise DatasetFormatError(f"{where}.{name} is {value!r}; expected {getattr(kind, '__name__', kind)}")
-    return value
 
 
 def map_split(split: str, restval: Restval, where: str) -> str | None:
@@ -78,7 +58,27 @@ def unique_ids(records: list[ImageRecord], path: str) -> list[ImageRecord]:
     return records
 
 
-class KarpathySource(ImageFileSource):
+class InstancesSource(ImageFileSource):
+    """An image-file source whose records can take their boxes from COCO instances files (None: no boxes)."""
+
+    def __init__(self, *, instances: list[str] | None, resize_size: int | None, crop_size: int | None,
+                 min_side: int):
+        super().__init__(resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        self.instances = instances
+
+    @property
+    def word_labels(self) -> dict[str, str]:
+        """COCO's caption words -> category map (`caption.data.coco_categories`) when there are instances."""
+        return {} if self.instances is None else COCO_WORD_LABELS
+
+    def boxed(self, records: list[ImageRecord], annotations: str) -> list[ImageRecord]:
+        """`records` with the boxes of the instances files, if any (`annotations`: where the records come from)."""
+        if self.instances is None:
+            return records
+        return with_boxes(records, read_instances(self.instances), paths=self.instances, annotations=annotations)
+
+
+class KarpathySource(InstancesSource):
     """A dataset in Karpathy's JSON format (COCO, Flickr8k, Flickr30k, or your own).
 
     Args:
@@ -88,9 +88,11 @@ class KarpathySource(ImageFileSource):
         resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
         crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
         min_side: images whose short side is smaller are bad (ours: 32).
+        instances: COCO's object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes of
+            the 80 categories for attention accuracy (None: no boxes).
     """
 
-    path_arguments = ("annotations", "images")
+    path_arguments = ("annotations", "images", "instances")
 
     def __init__(
         self,
@@ -101,8 +103,9 @@ class KarpathySource(ImageFileSource):
         resize_size: int | None = None,
         crop_size: int | None = None,
         min_side: int = 32,
+        instances: list[str] | None = None,
     ):
-        super().__init__(resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        super().__init__(instances=instances, resize_size=resize_size, crop_size=crop_size, min_side=min_side)
         self.annotations = annotations
         self.images = images
         self.restval = restval
@@ -121,7 +124,7 @@ class KarpathySource(ImageFileSource):
             if split is not None:
                 file = os.path.join(self.images, entry.get("filepath", ""), filename)
                 records.append(ImageRecord(image_id, split, references, file=file))
-        return unique_ids(records, self.annotations)
+        return self.boxed(unique_ids(records, self.annotations), self.annotations)
 
     @staticmethod
     def _raw(sentence: Any, where: str) -> str:
@@ -131,7 +134,7 @@ class KarpathySource(ImageFileSource):
         return field(sentence, "raw", str, where)
 
 
-class CocoSource(ImageFileSource):
+class CocoSource(InstancesSource):
     """The official COCO caption annotations on a split given by a separate file.
 
     Args:
@@ -143,9 +146,11 @@ class CocoSource(ImageFileSource):
         resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
         crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
         min_side: images whose short side is smaller are bad (ours: 32).
+        instances: COCO's object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes of
+            the 80 categories for attention accuracy (None: no boxes).
     """
 
-    path_arguments = ("annotations", "images", "splits")
+    path_arguments = ("annotations", "images", "splits", "instances")
 
     def __init__(
         self,
@@ -157,8 +162,9 @@ class CocoSource(ImageFileSource):
         resize_size: int | None = None,
         crop_size: int | None = None,
         min_side: int = 32,
+        instances: list[str] | None = None,
     ):
-        super().__init__(resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        super().__init__(instances=instances, resize_size=resize_size, crop_size=crop_size, min_side=min_side)
         if len(annotations) != len(images):
             raise ValueError(
                 f"source.annotations and source.images must pair up (one image folder per annotation file); "
@@ -215,8 +221,9 @@ class CocoSource(ImageFileSource):
         if uncaptioned:
             raise DatasetFormatError(f"{len(uncaptioned)} images have no caption in {self.annotations} "
                                      f"(e.g. ids {uncaptioned[:5]})")
-        return [
+        records = [
             ImageRecord(image_id, splits[image_id], tuple(captions[image_id]), file=files[image_id])
             for image_id in sorted(files)
             if image_id in splits
         ]
+        return self.boxed(records, ", ".join(self.annotations))

@@ -1,46 +1,43 @@
-"""The generic per-image record shared by every dataset of the package, and the source interface."""
+"""The generic per-image record shared by every dataset of the package, its object boxes, and the source interface."""
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
 from torch import Tensor
 
+Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels, x0/y0 inclusive, x1/y1 exclusive
+
 
 @dataclass(frozen=True)
-class ShapeObject:
-    """One ground-truth object of a synthetic scene."""
+class ObjectBox:
+    """What a caption word can name, and where it is: a label (e.g. "dog", "circle") and its box.
 
-    kind: str  # "circle" | "square" | "triangle"
-    color: str  # colour name, e.g. "red"
-    size: str  # "small" | "large"
-    box: tuple[int, int, int, int]  # (x0, y0, x1, y1) in pixels, x0/y0 inclusive, x1/y1 exclusive
+    Labels are the data's own names (COCO's category names, the built-in data's shape kinds); which caption
+    words name which label is the source's `CaptionSource.word_labels`.
+    """
 
-    @property
-    def center(self) -> tuple[float, float]:
-        """The (x, y) centre of the box in pixel coordinates."""
-        x0, y0, x1, y1 = self.box
-        return (x0 + x1) / 2, (y0 + y1) / 2
+    label: str
+    box: Box
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
-        return {"kind": self.kind, "color": self.color, "size": self.size, "box": list(self.box)}
+        return {"label": self.label, "box": list(self.box)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ShapeObject:
+    def from_dict(cls, data: dict[str, Any]) -> ObjectBox:
         """Inverse of :meth:`to_dict`."""
-        x0, y0, x1, y1 = (int(v) for v in data["box"])
-        return cls(kind=str(data["kind"]), color=str(data["color"]), size=str(data["size"]), box=(x0, y0, x1, y1))
+        x0, y0, x1, y1 = data["box"]
+        return cls(label=str(data["label"]), box=(x0, y0, x1, y1))
 
-
-def object_for_word(objects: Sequence[ShapeObject], word: str) -> ShapeObject | None:
-    """The object whose kind is ``word`` (kinds are unique within an image), or None."""
-    return next((obj for obj in objects if obj.kind == word), None)
+    def plain(self) -> ObjectBox:
+        """The label and box alone (of a subclass that describes more, e.g. the built-in data's shapes)."""
+        return ObjectBox(label=self.label, box=self.box)
 
 
 @dataclass(frozen=True)
@@ -51,7 +48,9 @@ class ImageRecord:
     split: str  # "train" | "val" | "test"
     references: tuple[str, ...]  # raw (untokenised) reference captions
     file: str | None = None  # image path for on-disk datasets; None for in-memory images
-    objects: tuple[ShapeObject, ...] = ()  # ground-truth objects (built-in synthetic data only)
+    objects: tuple[ObjectBox, ...] = ()  # what the captions can name, with boxes; () when the data has none
+    frame: tuple[int, int] | None = None  # (width, height) of the pixels the boxes are in (the image file's);
+    # None: the boxes are in the encoder input's frame already (the built-in data). `CaptionSource.input_boxes`.
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
@@ -61,17 +60,22 @@ class ImageRecord:
             "references": list(self.references),
             "file": self.file,
             "objects": [obj.to_dict() for obj in self.objects],
-        }
+        } | ({} if self.frame is None else {"frame": list(self.frame)})
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ImageRecord:
-        """Inverse of :meth:`to_dict`; ``file`` and ``objects`` may be absent."""
+    def from_dict(
+        cls, data: dict[str, Any], *, read_object: Callable[[dict[str, Any]], ObjectBox] = ObjectBox.from_dict
+    ) -> ImageRecord:
+        """Inverse of :meth:`to_dict` (`read_object`: of each object's `to_dict`); ``file``, ``objects`` and
+        ``frame`` may be absent."""
+        frame = data.get("frame")
         return cls(
             image_id=int(data["image_id"]),
             split=str(data["split"]),
             references=tuple(str(ref) for ref in data["references"]),
             file=data.get("file"),
-            objects=tuple(ShapeObject.from_dict(obj) for obj in data.get("objects", ())),
+            objects=tuple(read_object(obj) for obj in data.get("objects", ())),
+            frame=None if frame is None else (int(frame[0]), int(frame[1])),
         )
 
 
@@ -121,6 +125,21 @@ class CaptionSource(ABC):
     @abstractmethod
     def image_size(self) -> tuple[int, int]:
         """(H, W) of every tensor `image` returns."""
+
+    @property
+    def word_labels(self) -> dict[str, str]:
+        """Caption word (or two-word phrase) -> the label of the boxes it names (`ImageRecord.objects`), for
+        attention accuracy; empty for data without boxes."""
+        return {}
+
+    def input_boxes(self, record: ImageRecord) -> tuple[ObjectBox, ...]:
+        """The boxes of `record` in the frame of the encoder input that `image` gives (H, W = `image_size`).
+
+        Here: boxes given in that frame already (`record.frame` None). Sources of image files map boxes given in
+        the file's pixels through their resize and crop."""
+        if record.frame is not None:
+            raise NotImplementedError(f"{type(self).__name__} cannot map boxes from the pixels of an image file")
+        return tuple(obj.plain() for obj in record.objects)
 
     def use_encoder(self, encoder: str) -> None:
         """Prepare images for the encoder named `encoder` (model.encoder.name; the data module passes it). Sources of

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from caption.errors import ConfigError
-from caption.data.records import CaptionSource, ImageRecord, ShapeObject, object_for_word
+from caption.data.records import CaptionSource, ImageRecord, ObjectBox
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,41 @@ GAP = 2  # minimum empty pixels between two boxes, and between a box and the bor
 NUM_REFERENCES = 5
 MAX_PLACEMENT_TRIES = 1000
 CACHE_VERSION = 1  # bump whenever generation changes, to invalidate old caches
+
+
+@dataclass(frozen=True)
+class ShapeObject(ObjectBox):
+    """One ground-truth object of a synthetic scene: its kind is its label (each kind names itself in the
+    captions), its box is in the pixels of the canvas, the encoder's input."""
+
+    color: str  # colour name, e.g. "red"
+    size: str  # "small" | "large"
+
+    @property
+    def kind(self) -> str:
+        """"circle" | "square" | "triangle": the label."""
+        return self.label
+
+    @property
+    def center(self) -> tuple[float, float]:
+        """The (x, y) centre of the box in pixel coordinates."""
+        x0, y0, x1, y1 = self.box
+        return (x0 + x1) / 2, (y0 + y1) / 2
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (the cache's format)."""
+        return {"kind": self.kind, "color": self.color, "size": self.size, "box": list(self.box)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ShapeObject:
+        """Inverse of :meth:`to_dict`."""
+        x0, y0, x1, y1 = (int(v) for v in data["box"])
+        return cls(label=str(data["kind"]), box=(x0, y0, x1, y1), color=str(data["color"]), size=str(data["size"]))
+
+
+def object_for_word(objects: Sequence[ObjectBox], word: str) -> ObjectBox | None:
+    """The object whose kind is ``word`` (kinds are unique within an image), or None."""
+    return next((obj for obj in objects if obj.label == word), None)
 
 # Templates are str.format strings over two objects `a` (left/top) and `b`, with
 # `rel` in {"left of", "above"}, `inv` its inverse and `rel_long` a wordier form.
@@ -135,7 +171,7 @@ def _sample_objects(rng: np.random.Generator, image_size: int, num_objects: tupl
         objects = []
         for kind, color, size, side in zip(kinds, colors, sizes, sides):
             x0, y0 = (int(v) for v in rng.integers(gap, image_size - side - gap + 1, size=2))
-            objects.append(ShapeObject(kind, color, size, (x0, y0, x0 + side, y0 + side)))
+            objects.append(ShapeObject(label=kind, box=(x0, y0, x0 + side, y0 + side), color=color, size=size))
         pairs = [(p, q) for i, p in enumerate(objects) for q in objects[i + 1 :]]
         if all(_boxes_apart(p.box, q.box, gap) and relation(p, q, margin) is not None for p, q in pairs):
             return objects
@@ -219,7 +255,7 @@ def _read_cache(directory: Path, params: dict[str, Any]) -> tuple[np.ndarray, li
     data = json.loads((directory / "records.json").read_text(encoding="utf-8"))
     if data["params"] != params:
         raise ValueError("cache parameters do not match")
-    records = [ImageRecord.from_dict(r) for r in data["records"]]
+    records = [ImageRecord.from_dict(r, read_object=ShapeObject.from_dict) for r in data["records"]]
     images = np.load(directory / "images.npy", allow_pickle=False)
     size = params["image_size"]
     if images.dtype != np.uint8 or images.shape != (len(records), size, size, 3):
@@ -319,6 +355,11 @@ class ShapesSource(CaptionSource):
     @property
     def image_size(self) -> tuple[int, int]:
         return self.params["image_size"], self.params["image_size"]
+
+    @property
+    def word_labels(self) -> dict[str, str]:
+        """Each kind names itself (the boxes are already in the encoder input's frame)."""
+        return {kind: kind for kind in KINDS}
 
     def records(self) -> list[ImageRecord]:
         self._load()

@@ -2,15 +2,17 @@
 
 Captions are decoded in batches from the data module's loader (images, or annotations from a feature
 cache) and scored by pycocoevalcap's own scorers after its PTB tokenizer (`caption.metrics`), with the mean
-entropy of α per step. On data with object boxes (the built-in data) the localisation report is added: where
-each object noun's attention peak lies, beside the scores of a random location and of a random object. `caption evaluate` and `caption compare` are this plus files.
+entropy of α per step. On data with object boxes (the built-in data, COCO with its instances files) the
+localisation report is added: where each object noun's attention peak lies, beside the scores of a random location
+and of a random object, and the accuracy per label (category); images without boxes are not scored.
+`caption evaluate` and `caption compare` are this plus files.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,8 @@ class Evaluation:
             "tokenizer": self.tokenizer,
             "object_words": 0 if self.localisation is None else self.localisation.nouns,
             "metrics": {name: None if math.isnan(value) else value for name, value in scores.items()},
+            "attention_by_label": {} if self.localisation is None else {
+                label: asdict(found) for label, found in self.localisation.by_label.items()},
         }
 
     def table(self) -> str:
@@ -69,6 +73,11 @@ class Evaluation:
             for name, value in self.localisation.scores().items():
                 words = f" ({self.localisation.nouns} object words)" if name == "attention_accuracy" else ""
                 rows.append((METRIC_NAMES[name], format_score(value) + words))
+            if self.localisation.by_label:
+                rows.append(("attention accuracy per label", ""))
+            for label, found in self.localisation.by_label.items():
+                chance = format_score(found.chance_location)
+                rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
         rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
         official = "" if self.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"
         header = (f"{self.split} split, {len(self.captions)} images, beam {self.beam_size}, "
@@ -132,10 +141,10 @@ def evaluate(
         meteor_timeout=meteor_timeout,
     )
     found = None
-    if all(record.objects for record in records.values()):
-        boxed = [(caption.words, caption.alpha, records[image_id].objects) for image_id, caption in captions.items()]
-        object_words = {obj.kind for record in records.values() for obj in record.objects}
-        found = localisation(boxed, image_size=tuple(data.source.image_size), object_words=object_words)
+    boxes = {image_id: data.source.input_boxes(records[image_id]) for image_id in captions}  # input frame
+    boxed = [(caption.words, caption.alpha, boxes[image_id]) for image_id, caption in captions.items() if boxes[image_id]]
+    if boxed:
+        found = localisation(boxed, image_size=tuple(data.source.image_size), word_labels=data.source.word_labels)
     entropy = mean_entropy(step_entropy(caption.alpha) for caption in captions.values())
     return Evaluation(split, beam_size, scores, captions, found, entropy, tokenizer)
 

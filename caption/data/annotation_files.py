@@ -1,0 +1,34 @@
+"""Reading the JSON annotation files of datasets: one-line errors that name the file and the field."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from caption.errors import CaptionError
+
+
+class DatasetFormatError(CaptionError, ValueError):
+    """An annotation or split file that is not in the expected format; the message names the file and field."""
+
+
+def read_json(path: str) -> Any:
+    """Parse a JSON file; a missing or malformed file raises `DatasetFormatError` naming it."""
+    if not os.path.isfile(path):
+        raise DatasetFormatError(f"{path} does not exist (see data/README.md for where dataset files go)")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise DatasetFormatError(f"{path} is not valid UTF-8 JSON: {error}") from None
+
+
+def field(entry: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """`entry[name]`, which must exist and have type `kind`; `where` locates the entry in error messages."""
+    if not isinstance(entry, dict) or name not in entry:
+        raise DatasetFormatError(f"{where} has no {name!r} field")
+    value = entry[name]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DatasetFormatError(f"{where}.{name} is {value!r}; expected {getattr(kind, '__name__', kind)}")
+    return value

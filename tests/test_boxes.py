@@ -1,0 +1,206 @@
+"""Boxes for any dataset: boxes of image files mapped into the encoder input as torchvision resizes and crops the
+image, COCO's caption words -> category map, the instances reader, attention accuracy with several boxes per label
+and per label, and `caption evaluate` on a tiny COCO-format dataset with instances."""
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from image_data import coco_instances, coco_official, karpathy_dataset
+from PIL import Image
+
+from caption.cli import main
+from caption.data.annotation_files import DatasetFormatError
+from caption.data.coco_categories import COCO_CATEGORIES, COCO_WORD_LABELS, plural
+from caption.data.images import boxes_in_input, crop_offset, image_transform
+from caption.data.karpathy import CocoSource, KarpathySource
+from caption.data.records import ObjectBox
+from caption.data.shapes import ShapesSource
+from caption.metrics import localisation, named_labels
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_boxes_follow_the_resize_and_centre_crop_by_hand():
+    transform = image_transform(resize_size=64, crop_size=64)  # 200x100 -> 128x64 -> columns 32..95 kept
+    boxes = (ObjectBox("dog", (50, 10, 150, 90)),  # x: 32..96 -> 0..64; y: 6.4..57.6
+             ObjectBox("cat", (0, 0, 100, 50)),  # partly cropped away: x 0..64 -> -32..32, cut to 0..32
+             ObjectBox("cow", (0, 0, 40, 50)))  # x 0..25.6 lies wholly left of the crop: left out
+    mapped = boxes_in_input(boxes, frame=(200, 100), transform=transform)
+    assert [box.label for box in mapped] == ["dog", "cat"]
+    assert mapped[0].box == pytest.approx((0, 6.4, 64, 57.6))
+    assert mapped[1].box == pytest.approx((0, 0, 32, 32))
+    # a tall image: 100x300 -> 50x150 (int(50 * 300 / 100)), crop 40 from (5, 55)
+    tall = boxes_in_input((ObjectBox("person", (20, 120, 60, 180)),), frame=(100, 300),
+                          transform=image_transform(resize_size=50, crop_size=40))
+    assert tall[0].box == pytest.approx((10 - 5, 60 - 55, 30 - 5, 90 - 55))
+    assert (crop_offset(66, 64), crop_offset(65, 64), crop_offset(67, 64)) == (1, 0, 2)  # Python's round, as torchvision
+    assert crop_offset(30, 34) == -2  # a crop larger than the image: padded, 2 columns before
+
+
+@pytest.mark.parametrize(("frame", "box"), [((300, 200), (40, 50, 200, 190)), ((137, 251), (0, 30, 90, 240))])
+def test_boxes_match_the_pixels_torchvision_makes(frame, box):
+    """A white box on black, through the real transform: inside the mapped box white, around it black."""
+    pixels = np.zeros((frame[1], frame[0], 3), dtype=np.uint8)
+    pixels[box[1]:box[3], box[0]:box[2]] = 255
+    transform = image_transform(resize_size=40, crop_size=32)
+    red = transform(Image.fromarray(pixels))[0] > 0  # normalised: white > 0 > black
+    ((x0, y0, x1, y1),) = (found.box for found in boxes_in_input((ObjectBox("x", box),), frame=frame,
+                                                                  transform=transform))
+    inner = red[int(y0) + 1:int(np.ceil(y1)) - 1, int(x0) + 1:int(np.ceil(x1)) - 1]
+    assert inner.numel() and inner.all()
+    outer = torch.ones_like(red)
+    outer[max(int(y0) - 1, 0):int(np.ceil(y1)) + 1, max(int(x0) - 1, 0):int(np.ceil(x1)) + 1] = False
+    assert not red[outer].any()
+
+
+def test_coco_words_name_categories_in_plural_and_by_synonym():
+    assert len(COCO_CATEGORIES) == len(set(COCO_CATEGORIES)) == 80
+    assert all(COCO_WORD_LABELS[category] == category for category in COCO_CATEGORIES if category != "orange")
+    for words, category in [
+        (("man", "men", "woman", "women", "boy", "girls", "people", "person", "child", "children", "kids"), "person"),
+        (("bike", "bikes", "bicycle", "bicycles"), "bicycle"), (("plane", "planes", "airplane", "jet"), "airplane"),
+        (("tv", "television", "televisions"), "tv"), (("hot dog", "hot dogs", "hotdog"), "hot dog"),
+        (("bus", "buses"), "bus"), (("knife", "knives"), "knife"), (("sheep",), "sheep"), (("mice",), "mouse"),
+        (("puppy", "puppies", "dogs"), "dog"), (("oranges",), "orange"), (("ski", "skis"), "skis"),
+    ]:
+        assert {COCO_WORD_LABELS[word] for word in words} == {category}, words
+    assert not {"orange", "light", "sign", "glass", "a", "the", "on"} & set(COCO_WORD_LABELS)
+    assert [plural(word) for word in ("box", "lady", "toy", "teddy bear", "child")] == [
+        "boxes", "ladies", "toys", "teddy bears", "children"]
+
+
+def test_named_labels_reads_two_word_names_at_their_last_word():
+    words = ["a", "teddy", "bear", "and", "a", "hot", "dog", "near", "a", "dog", "and", "two", "teddy"]
+    assert named_labels(words, COCO_WORD_LABELS) == [
+        None, None, "teddy bear", None, None, None, "hot dog", None, None, "dog", None, None, "teddy bear"]
+    assert named_labels(["circle", "square"], {"circle": "circle"}) == ["circle", None]
+
+
+def test_localisation_with_several_boxes_of_a_label_and_per_label():
+    people = (ObjectBox("person", (0, 0, 16, 64)), ObjectBox("person", (48, 0, 64, 64)))  # left, right strips
+    boxes = (*people, ObjectBox("dog", (24, 56, 40, 64)))  # centres of cells 59, 60 (x 28, 36 on the last row)
+    alpha = torch.zeros(5, 64)
+    alpha[0, 7] = 1  # "men": peak (60, 4) in the right person's box -> on the named label
+    alpha[2, 60] = 1  # "dog": peak (36, 60) -> on the named object
+    alpha[3, 0] = 1  # "puppy": peak (4, 4) in a person's box -> another object
+    alpha[4, 27] = 1  # "person": peak (28, 28) -> background
+    found = localisation([(["men", "and", "dog", "puppy", "person"], alpha, boxes)], image_size=(64, 64),
+                         word_labels=COCO_WORD_LABELS)
+    assert found.nouns == 4 and (found.accuracy, found.other_object, found.background) == (2 / 4, 1 / 4, 1 / 4)
+    assert found.chance_object == pytest.approx((2 / 3 + 1 / 3 + 1 / 3 + 2 / 3) / 4)  # 2 of 3 boxes are people
+    assert found.chance_location == pytest.approx((32 / 64 + 2 / 64 + 2 / 64 + 32 / 64) / 4)  # 2 strips: 32 centres
+    assert set(found.by_label) == {"person", "dog"}
+    assert (found.by_label["person"].nouns, found.by_label["person"].accuracy) == (2, 0.5)
+    assert found.by_label["dog"].chance_location == pytest.approx(2 / 64)
+    missing = localisation([(["cat"], alpha[:1], boxes)], image_size=(64, 64), word_labels=COCO_WORD_LABELS)
+    assert missing.absent == 1 and missing.by_label["cat"].nouns == 1 and missing.by_label["cat"].accuracy == 0
+
+
+@pytest.fixture
+def coco(tmp_path):
+    karpathy = karpathy_dataset(tmp_path)
+    return tmp_path, karpathy, coco_instances(tmp_path, karpathy)
+
+
+def test_instances_give_records_their_boxes_in_both_coco_sources(coco):
+    root, karpathy, instances = coco
+    source = KarpathySource(annotations=str(karpathy), images=str(root / "images"), resize_size=36, crop_size=32,
+                            instances=[str(path) for path in instances])
+    records = source.records()
+    unannotated = records[-1]  # the last val2014 image, listed without annotations
+    assert unannotated.objects == () and unannotated.frame == (48, 40)
+    for record in records[:-1]:
+        assert record.frame == (48, 40)
+        assert record.objects == (ObjectBox("person", (0, 0, 24, 40)), ObjectBox("dog", (36, 30, 42, 35)))
+        # 48x40 -> 43x36 (int(36 * 48 / 40)), crop 32 from (round(5.5) = 6, 2)
+        mapped = source.input_boxes(record)
+        assert mapped[0].box == pytest.approx((0, 0, 24 * 43 / 48 - 6, 32))
+        assert mapped[1].box == pytest.approx((36 * 43 / 48 - 6, 30 * 0.9 - 2, 42 * 43 / 48 - 6, 35 * 0.9 - 2))
+    assert source.word_labels["men"] == "person"
+    plain = KarpathySource(annotations=str(karpathy), images=str(root / "images"))
+    assert plain.word_labels == {} and all(not record.objects for record in plain.records())
+    assert ShapesSource().word_labels == {"circle": "circle", "square": "square", "triangle": "triangle"}
+
+    captions, folders = coco_official(root, karpathy)
+    official = CocoSource(annotations=[str(a) for a in captions], images=[str(f) for f in folders],
+                          splits=str(karpathy), instances=[str(path) for path in instances])
+    assert {r.image_id: r.objects for r in official.records()} == {r.image_id: r.objects for r in records}
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (lambda data: data["annotations"][0].update(bbox=[1, 2, 3]), "annotations[0].bbox is [1, 2, 3]"),
+    (lambda data: data["annotations"][0].update(bbox=[1, 2, -3, 4]), "annotations[0].bbox"),
+    (lambda data: data["annotations"][1].update(category_id=99), "annotations[1].category_id is 99"),
+    (lambda data: data["annotations"][0].update(image_id=5), "annotations[0].image_id is 5"),
+    (lambda data: data["images"][0].pop("width"), "images[0] has no 'width' field"),
+    (lambda data: data["images"][0].update(height=0), "images[0] is 48x0 pixels"),
+    (lambda data: data["categories"][0].update(name=None), "categories[0].name is None"),
+    (lambda data: data.pop("categories"), "has no 'categories' field"),
+    (lambda data: [entry.update(id=entry["id"] + 10**6) for entry in data["images"] + data["annotations"]]
+     and [entry.update(image_id=entry["image_id"] + 10**6) for entry in data["annotations"]], "describe none"),
+])
+def test_a_malformed_instances_file_is_named_in_one_line(coco, change, says):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    change(data)
+    instances[0].write_text(json.dumps(data))
+    source = KarpathySource(annotations=str(karpathy), images=str(root / "images"), instances=[str(instances[0])])
+    with pytest.raises(DatasetFormatError) as error:
+        source.records()
+    message = str(error.value)
+    assert str(instances[0]) in message and says in message and "\n" not in message
+
+
+def test_instances_that_are_not_json_are_named(coco):
+    root, karpathy, instances = coco
+    instances[1].write_text("{ not json")
+    source = KarpathySource(annotations=str(karpathy), images=str(root / "images"), instances=[str(instances[1])])
+    with pytest.raises(DatasetFormatError, match=f"{instances[1]} is not valid UTF-8 JSON"):
+        source.records()
+
+
+@pytest.mark.slow
+def test_evaluate_on_coco_with_instances_reports_attention_per_category(coco, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+    root, karpathy, instances = coco
+    data = json.loads(karpathy.read_text())
+    for entry in data["images"]:  # one caption everywhere: a few steps teach a tiny model to say it
+        entry["sentences"] = [{"raw": "A man with a dog.", "tokens": ["a", "man", "with", "a", "dog"]}] * 5
+    karpathy.write_text(json.dumps(data))
+    run = root / "run"
+    main([
+        "fit", "--config", str(REPO / "configs" / "shapes_soft.yaml"), "--trainer.max_epochs", "30", "--lr_scheduler.init_args.gamma", "1.0",
+        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+        "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
+        "--trainer.limit_test_batches", "0",
+        "--model.embed_dim", "8", "--model.hidden_dim", "16", "--model.attention_dim", "8",
+        "--model.encoder_channels", "[4, 8]", "--model.encoder_kernel_sizes", "null", "--model.max_caption_length", "8",
+        "--model.learning_rate", "0.01", "--model.encoder_coordinates", "false",
+        "--data.source", "caption.data.karpathy.KarpathySource", "--data.source.init_args.annotations", str(karpathy),
+        "--data.source.init_args.images", str(root / "images"), "--data.source.init_args.resize_size", "36",
+        "--data.source.init_args.crop_size", "32",
+        "--data.source.init_args.instances", json.dumps([str(path) for path in instances]),
+        "--data.batch_size", "5", "--data.min_count", "1",
+    ])
+    logged = list(csv.DictReader((run / "logs" / "version_0" / "metrics.csv").open()))
+    assert any(row.get("val/attention_accuracy") for row in logged), "validation scores where the model looks"
+    capsys.readouterr()
+    main(["evaluate", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--out", str(root / "eval")])
+    printed = capsys.readouterr().out
+    report = json.loads((root / "eval" / "metrics.json").read_text())
+    captions = {entry["image_id"]: entry["caption"] for entry in json.loads((root / "eval" / "captions.json").read_text())}
+    unannotated = data["images"][-1]["cocoid"]  # its words name nothing it has boxes for: not scored
+    named = [label for image_id, caption in captions.items() if image_id != unannotated
+             for label in named_labels(caption.split(), COCO_WORD_LABELS) if label is not None]
+    assert report["object_words"] == len(named) > 0, captions
+    assert {label: found["nouns"] for label, found in report["attention_by_label"].items()} == {
+        label: named.count(label) for label in set(named)}
+    for found in report["attention_by_label"].values():
+        assert set(found) == {"nouns", "accuracy", "chance_location"} and 0 <= found["accuracy"] <= 1
+    assert 0 <= report["metrics"]["attention_accuracy"] <= 1 and "attention accuracy" in printed
+    assert all(f"  {label} " in printed for label in report["attention_by_label"])
