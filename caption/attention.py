@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from caption.errors import ConfigError
+from caption.errors import check_range
 
 AttentionKind = Literal["soft", "hard"]
 HardEvalContext = Literal["expected", "argmax", "sample"]
@@ -53,6 +53,11 @@ class AttentionSettings:
     gate: bool = True
     inverse_temperature: float = 1.0
 
+    def __post_init__(self) -> None:
+        check_range("attention.dim", self.dim, low=1)
+        check_range("attention.layers", self.layers, low=1)
+        check_range("attention.inverse_temperature", self.inverse_temperature, low=0)  # 0: uniform α
+
 
 class AdditiveScorer(nn.Module):
     """f_att of eq. 4: e_ti = w · tanh(W_a a_i + W_h h_{t-1}) + c.
@@ -63,10 +68,8 @@ class AdditiveScorer(nn.Module):
         p_1 = W_a a_i + b_a,  p_k = tanh(W_k p_{k-1} + b_k) for k = 2..layers.
     """
 
-    def __init__(self, *, annotation_dim: int, attention_dim: int, layers: int = 1):
+    def __init__(self, *, annotation_dim: int, attention_dim: int, layers: int):
         super().__init__()
-        if layers < 1:
-            raise ConfigError(f"model.attention.layers must be >= 1, got {layers}")
         self.annotation_projection = nn.ModuleList(
             [nn.Linear(annotation_dim, attention_dim)]
             + [nn.Linear(attention_dim, attention_dim) for _ in range(layers - 1)]
@@ -125,7 +128,7 @@ class HardAttention(nn.Module):
     (the original code's choice), the argmax location, or a sample.
     """
 
-    def __init__(self, *, eval_context: HardEvalContext = "expected"):
+    def __init__(self, *, eval_context: HardEvalContext):
         super().__init__()
         self.eval_context = eval_context
 

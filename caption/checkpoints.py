@@ -32,8 +32,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.errors import CheckpointError
-from caption.renamed import dotted, grouped
 from caption.outputs import write_atomically
+from caption.renamed import dotted, grouped
 
 
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:

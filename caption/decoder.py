@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from caption.attention import ATTENTIONS, AdditiveScorer, AttentionSettings, HardAttention, HardEvalContext
-from caption.errors import ConfigError
+from caption.errors import ConfigError, check_range
 
 
 @dataclass
@@ -84,6 +84,10 @@ class DecoderSettings:
     context_output: bool = True
     dropout: float = 0.5
 
+    def __post_init__(self) -> None:
+        check_range("decoder.init_layers", self.init_layers, low=1)
+        check_range("decoder.dropout", self.dropout, low=0, high=1)
+
 
 class Decoder(nn.Module):
     """LSTM decoder that attends over annotations at every word.
@@ -104,18 +108,14 @@ class Decoder(nn.Module):
         *,
         vocab_size: int,
         annotation_dim: int,
-        settings: DecoderSettings = DecoderSettings(),
-        attention: AttentionSettings = AttentionSettings(),
+        settings: DecoderSettings,
+        attention: AttentionSettings,
+        eval_context: HardEvalContext,
         semi_sampling: float = 0.0,
-        eval_context: HardEvalContext = "expected",
     ):
         super().__init__()
         if attention.kind not in ATTENTIONS:
             raise ConfigError(f"model.attention.kind must be one of {sorted(ATTENTIONS)}, got {attention.kind!r}")
-        if not 0.0 <= semi_sampling <= 1.0:
-            raise ConfigError(f"model.hard.semi_sampling is a probability, got {semi_sampling}")
-        if settings.init_layers < 1:
-            raise ConfigError(f"model.decoder.init_layers must be >= 1, got {settings.init_layers}")
         embed_dim, hidden_dim, dropout = settings.embed_dim, settings.hidden_dim, settings.dropout
         self.hidden_dim = hidden_dim
         self.attention_dim = attention.dim

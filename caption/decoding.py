@@ -17,7 +17,7 @@ from torch import Tensor
 
 from caption.attention import HardEvalContext
 from caption.decoder import Decoder, DecoderState
-from caption.errors import ConfigError
+from caption.errors import ConfigError, check_range
 from caption.text import Vocabulary
 
 
@@ -41,16 +41,14 @@ class DecodingSettings:
 
     def __post_init__(self) -> None:
         check_decoding(beam_size=self.beam_size, max_caption_length=self.max_caption_length)
-        if not self.length_penalty >= 0:
-            raise ConfigError(f"model.decoding.length_penalty must be >= 0, got {self.length_penalty}")
+        check_range("decoding.length_penalty", self.length_penalty, low=0)
 
 
 def check_decoding(*, beam_size: int, max_caption_length: int, num_captions: int = 1) -> None:
     """ConfigError naming the decoding setting that cannot work: the one check of beam sizes and lengths, for
     configs, `Captioner` calls and the commands' flags alike."""
-    for key, value in {"beam_size": beam_size, "max_caption_length": max_caption_length}.items():
-        if value < 1:
-            raise ConfigError(f"model.decoding.{key} must be >= 1, got {value}")
+    check_range("decoding.beam_size", beam_size, low=1)
+    check_range("decoding.max_caption_length", max_caption_length, low=1)
     if not 1 <= num_captions <= beam_size:
         raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
 

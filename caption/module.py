@@ -23,7 +23,7 @@ from caption.data.records import ObjectBox
 from caption.decoder import Decoder, DecoderSettings
 from caption.decoding import Caption, Decoded, DecodingSettings, beam_search, check_decoding, greedy
 from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
-from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
 from caption.finetuning import EncoderFinetuning, check_finetuning, load_weights
 from caption.metrics import METRICS, localisation, mean_entropy, score_captions, step_entropy
 from caption.objectives import (
@@ -83,6 +83,9 @@ class OptimizationSettings:
     init_from: str | None = None
     compile: bool = False
 
+    def __post_init__(self) -> None:
+        check_range("optimization.learning_rate", self.learning_rate, low=0, strict=True)
+
 
 @dataclass(frozen=True)
 class ModuleSettings:
@@ -105,31 +108,6 @@ def typed(kind: type[Settings], value: Settings | dict[str, Any] | None, key: st
     if unknown:
         raise ConfigError(f"model.{key} has no setting {', '.join(sorted(unknown))}: see `caption fit --help`")
     return kind(**value)
-
-
-def check_settings(settings: ModuleSettings) -> None:
-    """ConfigError naming the `model.` key whose value cannot work, or that conflicts with another, before any
-    training or decoding (decoding settings check themselves: `DecodingSettings`)."""
-    probabilities = {"decoder.dropout": settings.decoder.dropout}
-    weights = {"attention.inverse_temperature": settings.attention.inverse_temperature}  # 0: uniform α
-    if settings.soft is not None:
-        weights["soft.alpha_c"] = settings.soft.alpha_c
-    if settings.hard is not None:
-        hard = settings.hard
-        probabilities |= {"hard.semi_sampling": hard.semi_sampling, "hard.baseline_decay": hard.baseline_decay,
-                          "hard.semi_sampling_final": 0.0 if hard.semi_sampling_final is None else hard.semi_sampling_final}
-        weights |= {"hard.reinforce_weight": hard.reinforce_weight, "hard.entropy_weight": hard.entropy_weight}
-        if hard.samples < 1:
-            raise ConfigError(f"model.hard.samples must be >= 1, got {hard.samples}")
-    for key, value in probabilities.items():
-        if not 0 <= value <= 1:
-            raise ConfigError(f"model.{key} is a probability: it must be in [0, 1], got {value}")
-    for key, value in weights.items():
-        if not value >= 0:
-            raise ConfigError(f"model.{key} must be >= 0, got {value}")
-    if not settings.optimization.learning_rate > 0:
-        raise ConfigError(f"model.optimization.learning_rate must be > 0, got {settings.optimization.learning_rate}")
-    check_finetuning(settings.encoder)
 
 
 class CaptionModule(L.LightningModule):
@@ -182,7 +160,7 @@ class CaptionModule(L.LightningModule):
             decoding=typed(DecodingSettings, decoding, "decoding"),
             optimization=typed(OptimizationSettings, optimization, "optimization"),
         )
-        check_settings(self.settings)
+        check_finetuning(self.settings.encoder)  # each group checks its own values when made (`__post_init__`)
         # plain dicts in the checkpoint, which loads with weights_only=True; `typed` reads them back
         self.save_hyperparameters({"vocabulary": vocabulary, **{key: None if value is None else asdict(value)
                                    for key, value in vars(self.settings).items()},

@@ -57,7 +57,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from caption.decoder import DecoderOutput
-from caption.errors import ConfigError
+from caption.errors import ConfigError, check_range
 
 Reward = Literal["mean", "sum"]
 Credit = Literal["caption", "step"]
@@ -112,7 +112,7 @@ class MovingAverageBaseline(nn.Module):
     by the share of the reward that step is credited with (1 for the paper's credit).
     """
 
-    def __init__(self, decay: float = 0.9):
+    def __init__(self, decay: float):
         super().__init__()
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"baseline decay must be in [0, 1), got {decay}")
@@ -251,6 +251,9 @@ class SoftObjectiveSettings:
 
     alpha_c: float = 1.0
 
+    def __post_init__(self) -> None:
+        check_range("soft.alpha_c", self.alpha_c, low=0)
+
 
 @dataclass(frozen=True)
 class HardObjectiveSettings:
@@ -279,6 +282,16 @@ class HardObjectiveSettings:
     credit: Credit = "caption"
     semi_sampling: float = 0.5
     semi_sampling_final: float | None = None
+
+    def __post_init__(self) -> None:
+        check_range("hard.samples", self.samples, low=1)
+        for key in ("reinforce_weight", "entropy_weight"):
+            check_range(f"hard.{key}", getattr(self, key), low=0)
+        for key in ("baseline_decay", "semi_sampling", "semi_sampling_final"):
+            check_range(f"hard.{key}", getattr(self, key), low=0, high=1)
+        if self.baseline == "leave_one_out" and self.samples < 2:
+            raise ConfigError("model.hard.baseline leave_one_out needs model.hard.samples >= 2: the other samples of a "
+                              "caption are each sample's baseline")
 
 
 class SoftAttentionObjective(nn.Module):
@@ -309,9 +322,6 @@ class HardAttentionObjective(nn.Module):
         self.entropy_weight = settings.entropy_weight
         self.reward = settings.reward
         self.credit = settings.credit
-        if settings.baseline == "leave_one_out" and settings.samples < 2:
-            raise ConfigError("model.hard.baseline leave_one_out needs model.hard.samples >= 2: the other samples of a "
-                              "caption are each sample's baseline")
         if settings.baseline == "learned" and hidden_dim < 1:
             raise ConfigError("model.hard.baseline learned needs the LSTM's size (hidden_dim) to build b(h_{t-1})")
         builders = {"moving_average": lambda: MovingAverageBaseline(settings.baseline_decay),

@@ -69,7 +69,7 @@ def test_attention_shapes_and_projection_once():
     assert soft.context.shape == (B, D) and soft.alpha.shape == (B, L)
     torch.testing.assert_close(soft.alpha.sum(-1), torch.ones(B))
     torch.testing.assert_close(soft.context, (soft.alpha[..., None] * annotations).sum(1))
-    hard = HardAttention().train()(annotations, logits)
+    hard = HardAttention(eval_context="expected").train()(annotations, logits)
     assert hard.location.shape == (B,) and hard.log_alpha_location.shape == (B,) and hard.entropy.shape == (B,)
     torch.testing.assert_close(hard.context, annotations[torch.arange(B), hard.location])
 
@@ -78,7 +78,7 @@ def test_hard_attention_semi_sampling_and_eval_modes():
     annotations, logits = torch.randn(B, L, D), torch.randn(B, L)
     expected = SoftAttention()(annotations, logits).context
     semi = torch.tensor([True, False, True])
-    out = HardAttention().train()(annotations, logits, semi)
+    out = HardAttention(eval_context="expected").train()(annotations, logits, semi)
     torch.testing.assert_close(out.context[semi], expected[semi])
     torch.testing.assert_close(out.context[1], annotations[1, out.location[1]])
     torch.testing.assert_close(HardAttention(eval_context="expected").eval()(annotations, logits).context, expected)

@@ -6,11 +6,16 @@
 
 from caption.decoding import Caption
 from caption.inference.captioner import Captioner, pick_device
+from caption.inference.evaluation import (
+    Evaluation,
+    build_data,
+    evaluate,
+    training_data,
+    write_captions,
+    write_evaluation,
+)
 from caption.inference.inputs import Captions, Failure, ImageInputError
 from caption.inference.trained import TrainedModel, load_trained
-from caption.inference.evaluation import (
-    Evaluation, build_data, evaluate, training_data, write_captions, write_evaluation,
-)
 
 __all__ = [
     "Caption", "Captioner", "Captions", "Evaluation", "Failure", "ImageInputError", "TrainedModel", "build_data",

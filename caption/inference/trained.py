@@ -25,9 +25,9 @@ from PIL import Image
 from torch import Tensor
 
 from caption.checkpoints import DATA_LINKS, has_encoder, read_checkpoint
-from caption.renamed import dotted
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
+from caption.renamed import dotted
 from caption.text import Vocabulary
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
