@@ -6,10 +6,9 @@
 
 from caption.decoding import Caption
 from caption.inference.captioner import Captioner, data_settings, load_module, pick_device
+from caption.inference.evaluation import build_data, evaluate, training_data, write_captions, write_evaluation
 from caption.inference.inputs import Captions, Failure, ImageInputError
-from caption.inference.evaluation import (
-    Evaluation, build_data, evaluate, training_data, write_captions, write_evaluation,
-)
+from caption.report import Evaluation
 
 __all__ = [
     "Caption", "Captioner", "Captions", "Evaluation", "Failure", "ImageInputError", "build_data", "data_settings",
