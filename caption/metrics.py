@@ -169,19 +169,52 @@ def score_captions(
     return {name: scores[name] for name in METRICS if name in metrics}
 
 
+class PTBCache:
+    """coco-caption's PTB tokenisation of captions, each text tokenised once: a caption's tokens depend on it alone
+    (one line each), so the references of a split go through Java on the first scoring only and later scorings
+    (every validation epoch) send only the candidates not seen yet. Once Java failed, the stand-in is used for good."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, str] = {}
+        self.tokenizer: str | None = None  # PTB_JAVA or PTB_PYTHON, once something was tokenised
+
+    def tokenize(self, texts: Iterable[str]) -> dict[str, str]:
+        """{text: its PTB tokens joined by spaces} for `texts`, with one tokenizer call at most (none when all were
+        seen before)."""
+        texts = set(texts)
+        missing = sorted(texts - self.tokens.keys())
+        if missing:
+            lines = dict(enumerate(missing))
+            if self.tokenizer == PTB_PYTHON:
+                tokenized, tokenizer = python_ptb_tokenize({key: [text] for key, text in lines.items()}), PTB_PYTHON
+            else:
+                tokenized, tokenizer = ptb_tokenize({key: [text] for key, text in lines.items()})
+            if self.tokenizer is not None and tokenizer != self.tokenizer:  # Java went away: all with the stand-in
+                self.tokens = {}
+            self.tokenizer = tokenizer
+            self.tokens.update((text, tokenized[key][0]) for key, text in lines.items())
+            if not texts <= self.tokens.keys():
+                return self.tokenize(texts)
+        return {text: self.tokens[text] for text in texts}
+
+
 def coco_scores(
     candidates: dict[int, str],
     references: dict[int, list[str]],
     *,
     metrics: Iterable[str] = METRICS,
     meteor_timeout: float = 120.0,
+    cache: PTBCache | None = None,
 ) -> tuple[dict[str, float], str]:
-    """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer, then
-    scored. Returns (scores, the tokenizer used: PTB_JAVA or PTB_PYTHON)."""
-    tokenized, tokenizer = ptb_tokenize({key: [caption] for key, caption in candidates.items()})
-    hypotheses = {key: captions[0] for key, captions in tokenized.items()}
-    references, _ = ptb_tokenize(references)
-    return score_captions(hypotheses, references, metrics=metrics, meteor_timeout=meteor_timeout), tokenizer
+    """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer (`cache`: one
+    that keeps the tokens of earlier calls), then scored. Returns (scores, the tokenizer used: PTB_JAVA or
+    PTB_PYTHON)."""
+    cache = PTBCache() if cache is None else cache
+    tokens = cache.tokenize([*candidates.values(), *(text for texts in references.values() for text in texts)])
+    hypotheses = {key: tokens[caption] for key, caption in candidates.items()}
+    references = {key: [tokens[text] for text in texts] for key, texts in references.items()}
+    scores = score_captions(hypotheses, references, metrics=metrics, meteor_timeout=meteor_timeout)
+    return scores, str(cache.tokenizer)
 
 
 def attention_grid(locations: int, image_size: tuple[int, int]) -> tuple[int, int]:

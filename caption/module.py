@@ -10,7 +10,7 @@ inference (checkpoints of the flat settings before issue 17 are read too):
 """
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, TypeVar
 
 import lightning as L
 import torch
@@ -19,13 +19,13 @@ from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero
 from torch import Tensor
 
 from caption.attention import AttentionSettings
-from caption.data.records import ObjectBox
 from caption.decoder import Decoder, DecoderSettings
 from caption.decoding import Caption, Decoded, DecodingSettings, beam_search, check_decoding, greedy
 from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
+from caption.evaluation import EpochCaptions
 from caption.finetuning import EncoderFinetuning, check_finetuning, load_weights
-from caption.metrics import METRICS, localisation, mean_entropy, score_captions, step_entropy
+from caption.metrics import METRICS
 from caption.objectives import (
     HardAttentionObjective,
     HardObjectiveSettings,
@@ -34,18 +34,8 @@ from caption.objectives import (
     SoftObjectiveSettings,
 )
 from caption.renamed import dotted
+from caption.report import Evaluation
 from caption.text import Vocabulary, check_vocabulary
-
-
-class Generated(NamedTuple):
-    """One validation/test caption, kept until the epoch's scores are computed."""
-
-    image_id: int
-    words: list[str]
-    references: list[str]
-    alpha: Tensor | None  # (T, L), only on data with object boxes (for attention accuracy)
-    objects: tuple[ObjectBox, ...]  # in the encoder input's frame
-    entropy: Tensor  # H(α_t) of each generated step (T,)
 
 
 def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
@@ -177,7 +167,7 @@ class CaptionModule(L.LightningModule):
             self.objective = HardAttentionObjective(settings.hard, hidden_dim=settings.decoder.hidden_dim)
         else:  # eq. 14
             self.objective = SoftAttentionObjective(settings.soft)
-        self._generated: list[Generated] = []
+        self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
         if settings.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
@@ -311,68 +301,34 @@ class CaptionModule(L.LightningModule):
 
     # ------------------------------------------------------------------------ evaluation
     def _decode_batch(self, batch: dict[str, Any], beam_size: int) -> None:
-        captions = self.generate(self.annotations(batch), beam_size=beam_size).captions(self.vocabulary)
-        objects = batch.get("objects") or [[]] * len(batch["references"])  # per image: ObjectBox.to_dict()s
-        for caption, image_id, references, boxes in zip(captions, batch["image_id"].tolist(), batch["references"],
-                                                        objects):
-            alpha = caption.alpha if boxes else None  # (T, L), kept only where attention accuracy is scored
-            self._generated.append(Generated(image_id, caption.words, references, alpha,
-                                             tuple(ObjectBox.from_dict(box) for box in boxes),
-                                             step_entropy(caption.alpha)))
+        self._epoch_captions.add(batch, self.generate(self.annotations(batch), beam_size=beam_size).captions(
+            self.vocabulary))
 
-    def _gathered_captions(self) -> dict[int, "Generated"]:
-        """Captions from every rank, de-duplicated by image id (distributed samplers pad with repeats)."""
-        generated = self._generated
-        if self.trainer.world_size > 1:
-            everything: list[Any] = [None] * self.trainer.world_size
-            torch.distributed.all_gather_object(everything, generated)
-            generated = [item for part in everything for item in part]
-        self._generated = []
-        return {caption.image_id: caption for caption in generated}
-
-    def _epoch_scores(self, generated: dict[int, "Generated"], metrics: tuple[str, ...]) -> dict[str, float]:
-        """Corpus metrics of the gathered captions, the mean entropy of α per step and, on data with object
-        boxes, where each object noun looked (`caption.metrics.localisation`)."""
-        candidates = {image_id: " ".join(caption.words) for image_id, caption in generated.items()}
-        references = {image_id: caption.references for image_id, caption in generated.items()}
-        scores = self._corpus_scores(candidates, references, metrics)
-        scores["alpha_entropy"] = mean_entropy(caption.entropy for caption in generated.values())
-        boxed = [(c.words, c.alpha, c.objects) for c in generated.values() if c.objects]
-        data = self.trainer.datamodule  # boxes come from its source, which says which words name their labels
-        if boxed and self.hparams.image_size is not None and data is not None:
-            found = localisation(boxed, image_size=tuple(self.hparams.image_size), word_labels=data.source.word_labels)
-            scores |= found.scores()
-        return scores
-
-    def _corpus_scores(
-        self, candidates: dict[int, str], references: dict[int, list[str]], metrics: tuple[str, ...]
-    ) -> dict[str, float]:
-        """Scored once, on rank 0 (METEOR runs Java), and broadcast: every rank logs the same values, so
-        checkpointing and early stopping take the same decision everywhere."""
-        scores = score_captions(candidates, references, metrics=metrics) if self.trainer.is_global_zero else None
-        return self.trainer.strategy.broadcast(scores)
+    def _log_epoch(self, split: str, *, beam_size: int, metrics: tuple[str, ...], prog_bar: bool) -> Evaluation:
+        """Score the epoch's captions (`caption.evaluation`) and log every score as split/name."""
+        data = self.trainer.datamodule  # its source says which words name which boxes
+        evaluation = self._epoch_captions.score(
+            self.trainer, split=split, beam_size=beam_size, metrics=metrics, image_size=self.hparams.image_size,
+            word_labels=data.source.word_labels if data is not None else {},
+        )
+        # equal on every rank already: sync_dist with "max" keeps them exact (and Lightning quiet)
+        self.log_dict({f"{split}/{name}": value for name, value in evaluation.logged().items()}, prog_bar=prog_bar,
+                      sync_dist=True, reduce_fx="max")
+        return evaluation
 
     def validation_step(self, batch: dict[str, Any], batch_index: int) -> None:
         self._decode_batch(batch, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        scores = self._epoch_scores(self._gathered_captions(), metrics=("bleu4", "cider"))
-        # equal on every rank already: sync_dist with "max" keeps them exact (and Lightning quiet)
-        logged = {f"val/{name}": value for name, value in scores.items()}
-        self.log_dict(logged, prog_bar=True, sync_dist=True, reduce_fx="max")
+        self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
         self._decode_batch(batch, beam_size=self.settings.decoding.beam_size)
 
     def on_test_epoch_end(self) -> None:
-        generated = self._gathered_captions()
-        scores = self._epoch_scores(generated, metrics=METRICS)
-        self.log_dict({f"test/{name}": value for name, value in scores.items()}, sync_dist=True, reduce_fx="max")
-        examples = "\n".join(
-            f"  [{image_id}] {' '.join(generated[image_id].words)!r}\n      refs: {generated[image_id].references[:2]}"
-            for image_id in sorted(generated)[:5]
-        )
-        rank_zero_info(f"Example test captions (beam {self.settings.decoding.beam_size}):\n{examples}")
+        beam_size = self.settings.decoding.beam_size
+        evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
+        rank_zero_info(f"Example test captions (beam {beam_size}):\n{evaluation.examples()}")
 
     def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[tuple[int | str, Caption]]:
         """`caption predict`: (image id, or file name for a folder of images, caption) for each image."""

@@ -19,7 +19,7 @@ from pycocotools.coco import COCO
 
 from caption import metrics
 from caption.cli import main
-from caption.commands.compare import dataset_name, results_table
+from caption.comparison.table import dataset_name, results_table
 from caption.data.records import ObjectBox
 from caption.data.shapes import KINDS, ShapesSource
 from caption.decoding import Caption

@@ -21,16 +21,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_run import PATIENCE_S, caption, failed, fit_args
 from image_data import karpathy_dataset
+from probes import read_probe
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-from caption.inference import Captioner, evaluation as evaluation_module
+from caption import evaluation as evaluation_module
 from caption.cli import main
 from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
+from caption.inference import Captioner
 from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.outputs import OutputError
-from cli_run import PATIENCE_S, caption, failed, fit_args
-from probes import read_probe
 
 REPO = Path(__file__).resolve().parents[1]
 HAS_JAVA = subprocess.run(["which", "java"], capture_output=True).returncode == 0

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
 
 from caption.decoding import Caption
+from caption.evaluation import gather_by_image
 from caption.outputs import writable_folder, write_text
 
 
@@ -49,11 +49,7 @@ class CaptionWriter(BasePredictionWriter):
         self._captions.update((key, caption.text) for key, caption in prediction)
 
     def on_predict_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        captions = self._captions
-        if trainer.world_size > 1:  # every rank captioned a share (distributed samplers may repeat a few)
-            everything: list[Any] = [None] * trainer.world_size
-            torch.distributed.all_gather_object(everything, captions)
-            captions = {key: text for part in everything for key, text in part.items()}
+        captions = gather_by_image(self._captions, world_size=trainer.world_size)  # every rank captioned a share
         self._captions = {}
         if trainer.is_global_zero:
             path = self.out / "captions.json"

@@ -110,7 +110,7 @@ class CaptionPairs(Dataset):
 
 
 class Images(Dataset):
-    """One item per image, with all its references tokenised and re-joined (for scoring)."""
+    """One item per image, with all its raw references (scored after coco-caption's PTB tokenizer)."""
 
     def __init__(
         self, source: CaptionSource, records: list[ImageRecord], features: FeatureCache | None = None,
@@ -126,9 +126,8 @@ class Images(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         record = self.records[index]
-        references = [" ".join(tokenize(reference)) for reference in record.references]
         item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)
-        item = {**item, "image_id": record.image_id, "references": references}
+        item = {**item, "image_id": record.image_id, "references": list(record.references)}
         # boxes in the encoder input's frame, for attention accuracy; plain dicts, as Lightning moves batches through
         # its collections
         boxes = self.source.input_boxes(record)

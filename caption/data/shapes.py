@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from caption.errors import ConfigError
 from caption.data.records import CaptionSource, ImageRecord, ObjectBox
+from caption.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
