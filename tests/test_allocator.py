@@ -13,7 +13,7 @@ import pytest
 from caption import allocator
 from caption.allocator import configure_allocator
 from caption.cli import main
-from tiny import tiny_args
+from kit.tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ import yaml
 from PIL import Image
 
 from caption.cli import main
-from tiny import tiny_args
+from kit.tiny import tiny_args
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402

@@ -14,7 +14,7 @@ import torch
 from caption.cli import main
 from caption.errors import ConfigError
 from caption.packaged_configs import config_file, packaged_configs, with_packaged_configs
-from tiny import tiny_args
+from kit.tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,8 @@ import sys
 import threading
 
 import pytest
-from cli_run import REPO, caption, fit_args
+from kit.cli import REPO, caption
+from kit.tiny import fit_args
 
 from caption import metrics
 from caption.cli import INTERRUPTED, TERMINATED, main
@@ -24,10 +25,9 @@ def command_line(monkeypatch):
 
 
 def test_sigterm_during_the_sanity_check_claims_no_save(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
     run = tmp_path / "run"
-    args = fit_args(run, "--data.eval_batch_size", "2", "--trainer.callbacks+=probes.SigtermInSanityCheck")
-    result = caption("fit", *args, env=env)  # 3 validation batches: stopped after the first
+    args = fit_args(run, "--data.eval_batch_size", "2", "--trainer.callbacks+=kit.probes.SigtermInSanityCheck")
+    result = caption("fit", *args)  # 3 validation batches: stopped after the first
     output = result.stdout + result.stderr
     assert result.returncode == TERMINATED, output[-3000:]
     assert "SIGTERM: nothing saved (stopped before the first training step)" in output
