@@ -2,7 +2,6 @@
 Ctrl-C is one line in every command, and scoring without Java leaves no traceback behind."""
 
 import math
-import os
 import subprocess
 import sys
 import threading
@@ -61,9 +60,8 @@ def test_ctrl_c_in_a_lightning_command_ends_without_a_traceback(tiny_runs, tmp_p
 
 
 def test_evaluate_without_java_ends_without_a_meteor_traceback(tiny_runs, tmp_path):
-    no_java = {**os.environ, "PATH": str(tmp_path / "no-bin")}
     result = caption("evaluate", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"),
-                     "--out", str(tmp_path / "out"), env=no_java)
+                     "--out", str(tmp_path / "out"), env={"PATH": str(tmp_path / "no-bin")})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "METEOR is missing" in result.stderr
     assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -20,21 +20,22 @@ TESTS = REPO / "tests"
 PATIENCE_S = 900
 
 
-def environment(probe: Path | None = None) -> dict[str, str]:
-    """This process's environment with tests/ importable (for `kit.probes` callbacks) and, with `probe`, the folder
-    the probes write to (created)."""
+def environment(probe: Path | None = None, changes: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with tests/ importable (for `kit.probes` callbacks), `changes` made and, with
+    `probe`, the folder the probes write to (created)."""
     path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path}
+    env = {**os.environ, "PYTHONPATH": path, **(changes or {})}
     if probe is not None:
         probe.mkdir(parents=True, exist_ok=True)
         env["CAPTION_PROBE_DIR"] = str(probe)
     return env
 
 
-def caption(*args: str, probe: Path | None = None, cwd: Path = REPO,
+def caption(*args: str, probe: Path | None = None, env: dict[str, str] | None = None, cwd: Path = REPO,
             timeout: float = PATIENCE_S) -> subprocess.CompletedProcess:
-    """`caption ARGS` in a subprocess run to its end: (exit status, stdout, stderr)."""
-    return subprocess.run([sys.executable, "-m", "caption.cli", *args], cwd=cwd, env=environment(probe),
+    """`caption ARGS` in a subprocess run to its end, with the variables in `env` changed: (exit status, stdout,
+    stderr)."""
+    return subprocess.run([sys.executable, "-m", "caption.cli", *args], cwd=cwd, env=environment(probe, env),
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
