@@ -99,14 +99,20 @@ class PeriodicCheckpoint(Callback):
         return path
 
 
-def logs_this_step(trainer: L.Trainer, pl_module: L.LightningModule) -> bool:
-    """Whether Lightning writes this training batch's step metrics to the loggers: the batch ends an optimizer step
-    (not one whose gradients are still being accumulated) and `trainer.log_every_n_steps` falls on that step, or
-    training is about to stop. The same test as Lightning's own (`update_train_step_metrics`), so a value logged
-    here is written at once, never overwritten by a later batch before it reaches the loggers."""
-    if trainer.fit_loop._should_accumulate() and pl_module.automatic_optimization:
+def logs_this_step(trainer: L.Trainer, *, stepped: bool) -> bool:
+    """Whether Lightning writes this training batch's step metrics to the loggers, asked at the batch's end: the
+    batch `stepped` the optimizer (it did not only accumulate gradients) and `trainer.log_every_n_steps` falls on
+    that step (`trainer.global_step`, already counting it), or training is about to stop. The same test as
+    Lightning's own (`update_train_step_metrics`) for one optimizer stepped once per batch, as `CaptionModule`'s,
+    read from public attributes only; so a value logged here is written at once, never overwritten by a later batch
+    before it reaches the loggers."""
+    if not stepped:
         return False
-    return trainer._logger_connector.should_update_logs or bool(trainer.fast_dev_run)
+    if trainer.fast_dev_run:
+        return True
+    if trainer.log_every_n_steps == 0:
+        return False
+    return trainer.global_step % trainer.log_every_n_steps == 0 or trainer.should_stop
 
 
 class TokensPerSecond(Callback):
@@ -125,8 +131,10 @@ class TokensPerSecond(Callback):
         self._tokens: torch.Tensor | int = 0  # this rank's target tokens in the window
         self._seconds = 0.0  # training time of the window before the running stretch
         self._since: float | None = None  # when the running stretch started (None: the clock is stopped)
+        self._step_before = 0  # the optimizer steps before this batch: the batch stepped if it grew
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
+        self._step_before = trainer.global_step
         if self._since is None:
             self._since = time.perf_counter()
 
@@ -134,7 +142,7 @@ class TokensPerSecond(Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *_: Any
     ) -> None:
         self._tokens = self._tokens + (batch["caption"][:, 1:] != Vocabulary.PAD).sum()
-        if not logs_this_step(trainer, pl_module):
+        if not logs_this_step(trainer, stepped=trainer.global_step > self._step_before):
             return
         self._stop_clock(pl_module)
         tokens = trainer.strategy.reduce(self._tokens, reduce_op="sum")  # every rank logs on the same steps

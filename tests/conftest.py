@@ -11,24 +11,9 @@ from unittest.mock import patch
 
 import psutil
 import pytest
+from kit.tiny import encoder_from, tiny_run_args
 
 from caption.cli import main
-from tiny import tiny_args
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def tiny_fit_args(kind: str, run: Path, data: Path) -> list[str]:
-    """`caption fit` on 50 shapes images with tiny dims: a few dozen steps, enough for short captions."""
-    return [
-        "fit", "--config", f"shapes_{kind}",
-        "--trainer.max_epochs", "4", "--trainer.check_val_every_n_epoch", "2", "--trainer.log_every_n_steps", "4",
-        "--trainer.limit_test_batches", "0",  # no test after fit: the tests evaluate these runs themselves
-        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-        "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
-        "--model.optimization.learning_rate", "0.01",
-        *tiny_args(data, channels="[4, 8, 8]", batch_size=32, num_train=50),
-    ]
 
 
 @pytest.fixture(scope="session")
@@ -39,8 +24,8 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with patch.object(sys, "argv", ["caption"]):  # not pytest's arguments
         for kind in ("soft", "hard"):  # the two-stage recipe: hard attention on the soft run's frozen encoder
             runs[kind] = root / kind
-            stage_one = ["--model.encoder.weights", str(runs["soft"])] if kind == "hard" else []
-            main([*tiny_fit_args(kind, runs[kind], root / "data"), *stage_one])
+            stage_one = encoder_from(runs["soft"]) if kind == "hard" else []
+            main(["fit", *tiny_run_args(kind, runs[kind], root / "data"), *stage_one])
     return runs
 
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit.tiny import tiny_args
 
 from caption import allocator
 from caption.allocator import configure_allocator
 from caption.cli import main
-from tiny import tiny_args
 
 REPO = Path(__file__).resolve().parents[1]
 

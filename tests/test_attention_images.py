@@ -5,15 +5,14 @@ without the vocabulary."""
 import csv
 import io
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from kit.tiny import tiny_args
 from PIL import Image
 
 from caption.cli import main
-from tiny import tiny_args
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402

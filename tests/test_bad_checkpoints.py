@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_run import failed
-from conftest import tiny_fit_args
+from kit.cli import failed
+from kit.tiny import tiny_run_args
 
 from caption.errors import CheckpointError
 from caption.inference import Captioner
@@ -44,7 +44,7 @@ def test_a_checkpoint_cut_anywhere_is_named_by_the_python_api(tiny_runs, tmp_pat
                                      "init_from", "vocabulary_from"])
 def test_every_command_names_a_truncated_checkpoint_in_one_line(truncated, tmp_path, command):
     run = truncated.parent.parent
-    lightning = tiny_fit_args("soft", run, tmp_path / "data")[1:]
+    lightning = tiny_run_args("soft", run, tmp_path / "data")
     args = {
         "evaluate": ["evaluate", "--ckpt_path", str(truncated), "--out", str(tmp_path / "out")],
         "describe": ["describe", "--ckpt_path", str(truncated), str(tmp_path), "--out", str(tmp_path / "out")],

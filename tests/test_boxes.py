@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from image_data import coco_instances, coco_official, karpathy_dataset
+from kit.data import coco_instances, coco_official, karpathy_dataset
 from PIL import Image
 
 from caption.cli import main

@@ -1,81 +1,36 @@
 """Checkpoints: resuming a killed run, saving on SIGTERM, and refusing unsafe or foreign files.
 
 The fault tests run `caption fit` in a subprocess, kill it, and resume it with `--ckpt_path last`;
-`probes.Probe` (tests/probes.py) records what the resumed run starts from.
+`kit.probes.Probe` records what the resumed run starts from.
 """
 
 import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
 import pytest
 import torch
+from kit.cli import PATIENCE_S, caption, start, wait_for
+from kit.models import tiny_module
+from kit.probes import checksum, optimizer_summary, read_probe, steps_done
+from kit.tiny import HARD_FROM_SCRATCH, config, run_args, tiny_args
 
 from caption.checkpoints import SafeCheckpointIO, read_checkpoint
-from caption.inference import load_trained
-from tiny_models import tiny_module
 from caption.cli import TERMINATED
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.errors import CheckpointError
-from cli_run import PATIENCE_S
-from probes import optimizer_summary, read_probe
-from tiny import HARD_FROM_SCRATCH, tiny_args
-
-REPO = Path(__file__).resolve().parents[1]
+from caption.inference import load_trained
 
 
 def tiny(root: Path) -> list[str]:
     """Hard attention (so the baseline is part of the state) at tiny sizes, no validation."""
     return [
-        "--config", "shapes_hard", *HARD_FROM_SCRATCH,
-        "--trainer.default_root_dir", str(root),
-        "--trainer.logger.init_args.save_dir", str(root),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.limit_val_batches", "0",
-        "--trainer.callbacks+=probes.Probe",
+        *config("shapes_hard"), *HARD_FROM_SCRATCH, *run_args(root),
+        "--trainer.limit_val_batches", "0", "--trainer.callbacks+=kit.probes.Probe",
         *tiny_args(root / "data"),
     ]
-
-
-def environment(probe: Path) -> dict[str, str]:
-    probe.mkdir(parents=True, exist_ok=True)
-    path = os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "CAPTION_PROBE_DIR": str(probe)}
-
-
-def start(*args: str, probe: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=environment(probe),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-
-
-def run(*args: str, probe: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=environment(probe),
-        capture_output=True, text=True, timeout=PATIENCE_S,
-    )
-
-
-def wait_for(condition: Callable[[], bool], process: subprocess.Popen, timeout: float = PATIENCE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None:
-            raise AssertionError(f"caption fit ended early ({process.returncode}):\n{process.stdout.read()[-4000:]}")
-        if time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError("timed out")
-        time.sleep(0.05)
-
-
-def steps_done(probe: Path) -> list[int]:
-    return [record["global_step"] for record in read_probe(probe, 0) if record["event"] == "batch_end"]
 
 
 @pytest.mark.slow
@@ -89,9 +44,9 @@ def test_killed_run_resumes_from_the_last_periodic_checkpoint(tmp_path):
     saved = torch.load(last, weights_only=True)
     step = saved["global_step"]
     assert step >= 3 and step % 3 == 0 and max(steps_done(tmp_path / "probe1")) >= step
-    parameters = float(sum(p.detach().double().sum() for p in load_trained(last).module.parameters()))
+    parameters = checksum(load_trained(last).module.parameters())
 
-    resumed = run("fit", *args, "--trainer.max_steps", str(step + 4), "--ckpt_path", "last", probe=tmp_path / "probe2")
+    resumed = caption("fit", *args, "--trainer.max_steps", str(step + 4), "--ckpt_path", "last", probe=tmp_path / "probe2")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     records = read_probe(tmp_path / "probe2", 0)
     begin = next(record for record in records if record["event"] == "train_start")
@@ -198,7 +153,7 @@ def test_foreign_corrupt_and_missing_files_get_clear_messages(tmp_path):
 @pytest.mark.slow
 def test_cli_refuses_a_malicious_checkpoint_with_a_clear_message(checkpoint, tmp_path):
     path, marker = malicious(checkpoint, tmp_path)
-    result = run("test", *tiny(tmp_path), "--ckpt_path", str(path), probe=tmp_path / "probe")
+    result = caption("test", *tiny(tmp_path), "--ckpt_path", str(path), probe=tmp_path / "probe")
     assert result.returncode != 0
     assert f"caption: error: {path}: refused to load" in result.stderr
     assert "Traceback" not in result.stderr

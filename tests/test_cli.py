@@ -2,76 +2,52 @@
 
 import csv
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from kit.cli import caption
+from kit.tiny import HARD_FROM_SCRATCH, config, encoder_from, fit_args, tiny_model_args
 
 from caption.module import CaptionModule
-from cli_run import PATIENCE_S
-from tiny import HARD_FROM_SCRATCH, tiny_args
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def tiny_overrides(root: Path) -> list[str]:
-    """A few steps of a tiny model on a few images: the whole pipeline in seconds."""
-    return [
-        "--trainer.max_epochs", "1",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.default_root_dir", str(root),
-        "--trainer.logger.init_args.save_dir", str(root),
-        *tiny_args(root / "data", channels="[4, 8, 8]", batch_size=16, num_train=12, num_val=6, num_test=6),
-    ]
-
-
-def run_caption(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=PATIENCE_S
-    )
-    return result
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["shapes_soft", "shapes_hard"])
-def test_fit_then_test_through_the_cli(tmp_path, config):
-    stage_one = HARD_FROM_SCRATCH if "hard" in config else []  # the two-stage recipe: tests/conftest.py's tiny_runs
-    fit = run_caption("fit", "--config", config, *stage_one, *tiny_overrides(tmp_path))
+@pytest.mark.parametrize("kind", ["soft", "hard"])
+def test_fit_then_test_through_the_cli(tmp_path, kind):
+    stage_one = HARD_FROM_SCRATCH if kind == "hard" else []  # the two-stage recipe: tests/conftest.py's tiny_runs
+    run = tmp_path / "run"
+    fit = caption("fit", *fit_args(run, *stage_one, kind=kind))
     assert fit.returncode == 0, fit.stderr[-3000:]
     output = fit.stdout + fit.stderr
     assert "test/bleu4" in output and "test/meteor" in output, "fit ends by testing the best checkpoint"
     assert "Example test captions" in output
 
-    checkpoints = sorted((tmp_path / "checkpoints").glob("*.ckpt"))  # <default_root_dir>/checkpoints
+    checkpoints = sorted((run / "checkpoints").glob("*.ckpt"))  # <default_root_dir>/checkpoints
     names = {path.name for path in checkpoints}
     assert "last.ckpt" in names and any(name.startswith("best-") for name in names)
     last = next(path for path in checkpoints if path.name == "last.ckpt")
 
     module = CaptionModule.load_from_checkpoint(last, weights_only=True, map_location="cpu")
-    assert module.settings.attention.kind == ("hard" if "hard" in config else "soft")
+    assert module.settings.attention.kind == kind
     assert module.vocabulary.itos[:4] == ["<pad>", "<start>", "<end>", "<unk>"] and len(module.vocabulary) > 10
     if module.settings.attention.kind == "hard":
         state = torch.load(last, weights_only=True, map_location="cpu")["state_dict"]
         assert state["objective.baseline.value"] != 0, "the baseline moved during training and is saved"
 
-    test = run_caption("test", "--config", config, *tiny_overrides(tmp_path), "--ckpt_path", str(last))
+    test = caption("test", *fit_args(run, "--ckpt_path", str(last), kind=kind))
     assert test.returncode == 0, test.stderr[-3000:]
     assert "test/cider" in test.stdout + test.stderr
 
 
 def test_bad_config_value_names_the_key(tmp_path):
-    result = run_caption("fit", "--config", "shapes_soft", "--model.attention.kind", "medium")
+    result = caption("fit", *config("shapes_soft"), "--model.attention.kind", "medium")
     assert result.returncode != 0
     assert "model.attention.kind" in result.stderr and "medium" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_conflicting_settings_are_rejected_early(tmp_path):
-    result = run_caption(
-        "fit", "--config", "shapes_soft", *tiny_overrides(tmp_path), "--model.hard.samples", "4"
-    )
+    result = caption("fit", *fit_args(tmp_path / "run", "--model.hard.samples", "4"))
     assert result.returncode != 0
     assert "model.hard only applies to model.attention.kind: hard" in result.stderr
 
@@ -103,8 +79,8 @@ def test_hard_recipe_trains_its_decoder_on_the_soft_runs_frozen_encoder(tiny_run
     assert hard["hyper_parameters"]["encoder"]["freeze"] and hard["global_step"] > 0
     assert not torch.equal(hard["state_dict"]["decoder.init_h.weight"], soft["decoder.init_h.weight"])
 
-    misfit = run_caption("fit", "--config", "shapes_hard", *tiny_overrides(tmp_path),
-                         "--model.encoder.channels", "[4, 8]", "--model.encoder.weights", str(tiny_runs["soft"]))
+    misfit = caption("fit", *fit_args(tmp_path / "run", *tiny_model_args(channels="[4, 8]"),
+                                      *encoder_from(tiny_runs["soft"]), kind="hard"))
     assert misfit.returncode != 0
     assert "does not fit this small_vgg: use its run's model.encoder.channels" in misfit.stderr
     assert "Traceback" not in misfit.stderr

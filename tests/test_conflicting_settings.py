@@ -5,9 +5,8 @@ import logging
 import sys
 
 import pytest
-from cli_run import failed
-from conftest import tiny_fit_args
-from tiny import HARD_FROM_SCRATCH
+from kit.cli import failed
+from kit.tiny import HARD_FROM_SCRATCH, tiny_run_args
 
 from caption.cli import main
 from caption.packaged_configs import packaged_configs
@@ -24,7 +23,7 @@ def lightning(command: str, kind: str, tmp_path, *extra: str) -> list[str]:
     """`caption COMMAND` with the tiny runs' settings and the named run shapes_KIND, writing under tmp_path (hard:
     without its stage 1, which no test here needs)."""
     stage_one = HARD_FROM_SCRATCH if kind == "hard" else []
-    return [command, *tiny_fit_args(kind, tmp_path / "run", tmp_path / "data")[1:], *stage_one, *extra]
+    return [command, *tiny_run_args(kind, tmp_path / "run", tmp_path / "data"), *stage_one, *extra]
 
 
 def test_a_config_of_the_other_attention_kind_is_refused_naming_both(tiny_runs, tmp_path):
@@ -52,7 +51,7 @@ def test_an_explicit_model_setting_that_differs_from_the_checkpoint_is_refused(
 
 def test_resuming_with_other_model_settings_is_refused(tiny_runs, tmp_path):
     run = tiny_runs["soft"]
-    args = ["fit", *tiny_fit_args("hard", run, tmp_path / "data")[1:], "--ckpt_path", "last"]
+    args = ["fit", *tiny_run_args("hard", run, tmp_path / "data"), "--ckpt_path", "last"]
     line = failed(args)
     assert f"model.attention.kind is 'hard' in this run's settings but {run / 'checkpoints' / 'last.ckpt'}" in line
     assert "was trained with 'soft'" in line

@@ -1,28 +1,23 @@
 """DDP correctness, on CPU with 2 processes (gloo), through the real CLI in a subprocess.
 
 Lightning's `ddp` strategy starts the other rank by re-running the command line, so these tests
-run `python -m caption.cli` (never pytest itself). `probes.Probe` (tests/probes.py) records, on
+run `python -m caption.cli` (never pytest itself). `kit.probes.Probe` records, on
 every rank, the baseline, a parameter checksum and the metrics after every step / evaluation.
 """
 
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from kit.cli import caption
+from kit.probes import read_probe
+from kit.tiny import HARD_FROM_SCRATCH, config, run_args, tiny_args
 
-from caption.inference import load_trained
 from caption.cli import main
+from caption.inference import load_trained
 from caption.metrics import METRICS
-from cli_run import PATIENCE_S
-from probes import read_probe
-from tiny import HARD_FROM_SCRATCH, tiny_args
 
-REPO = Path(__file__).resolve().parents[1]
 LOCALISATION = ("attention_accuracy", "attention_other_object", "attention_background", "attention_absent",
                 "attention_chance_location", "attention_chance_object")
 DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
@@ -32,10 +27,8 @@ SINGLE = ["--trainer.devices", "1", "--trainer.accelerator", "cpu"]
 def tiny(root: Path) -> list[str]:
     """Hard attention (it has the baseline) at tiny sizes; 7 val/test images, so a 2-rank sampler pads."""
     return [
-        "--config", "shapes_hard", *HARD_FROM_SCRATCH,
-        "--config", str(root / "scaleout.yaml"),
-        "--trainer.default_root_dir", str(root),
-        "--trainer.enable_progress_bar", "false",
+        *config("shapes_hard"), *HARD_FROM_SCRATCH, "--config", str(root / "scaleout.yaml"),
+        *run_args(root, logs=False),  # scaleout.yaml's loggers write under root
         *tiny_args(root / "data", eval_batch_size=3, num_val=7, num_test=7),
     ]
 
@@ -54,21 +47,9 @@ trainer:
   callbacks:
     - class_path: lightning.pytorch.callbacks.LearningRateMonitor
     - class_path: caption.callbacks.TokensPerSecond
-    - class_path: probes.Probe
+    - class_path: kit.probes.Probe
 """
     )
-
-
-def caption(*args: str, probe: Path) -> tuple[subprocess.CompletedProcess, float]:
-    probe.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-           "CAPTION_PROBE_DIR": str(probe)}
-    start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=PATIENCE_S,
-    )
-    return result, time.perf_counter() - start
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +57,10 @@ def ddp_fit(tmp_path_factory):
     """8 steps of hard attention on 2 ranks, validating every 4 steps, then the test of the best checkpoint."""
     root = tmp_path_factory.mktemp("ddp")
     write_extra_config(root)
-    result, seconds = caption(
+    result = caption(
         "fit", *tiny(root), *DDP, "--trainer.max_steps", "8", "--trainer.val_check_interval", "4",
         probe=root / "probe",
     )
-    print(f"2-process DDP fit + test: {seconds:.1f} s")
     assert result.returncode == 0, result.stderr[-4000:]
     return root
 
@@ -126,9 +106,8 @@ def test_two_process_evaluation_equals_one_process(ddp_fit, monkeypatch):
     """`caption test` of the best checkpoint on 2 ranks (7 images: the sampler pads rank 1 with a repeat) and on
     1 process (in this process) give the same metrics, and so does the test that ended the 2-rank fit."""
     [best] = [str(path) for path in (ddp_fit / "checkpoints").iterdir() if path.name.startswith("best-")]
-    two, seconds = caption("test", *tiny(ddp_fit), *DDP, "--ckpt_path", best, probe=ddp_fit / "probe_test2")
+    two = caption("test", *tiny(ddp_fit), *DDP, "--ckpt_path", best, probe=ddp_fit / "probe_test2")
     assert two.returncode == 0, two.stderr[-4000:]
-    print(f"2-process caption test: {seconds:.1f} s")
     monkeypatch.setenv("CAPTION_PROBE_DIR", str(ddp_fit / "probe_test1"))
     (ddp_fit / "probe_test1").mkdir()
     main(["test", *tiny(ddp_fit), *SINGLE, "--ckpt_path", best])
@@ -149,9 +128,9 @@ def test_two_process_predict_writes_what_one_process_writes(ddp_fit, tmp_path):
     checkpoint = ddp_fit / "checkpoints" / "last.ckpt"
     written = {}
     for name, devices in (("one", SINGLE), ("two", DDP)):
-        result, _ = caption("predict", "--ckpt_path", str(checkpoint), "--data.predict", "test", "--predictions.out",
-                            str(tmp_path / name), "--trainer.enable_progress_bar", "false", *devices,
-                            probe=tmp_path / "probe")
+        result = caption("predict", "--ckpt_path", str(checkpoint), "--data.predict", "test", "--predictions.out",
+                         str(tmp_path / name), "--trainer.enable_progress_bar", "false", *devices,
+                         probe=tmp_path / "probe")
         assert result.returncode == 0, result.stderr[-4000:]
         written[name] = json.loads((tmp_path / name / "captions.json").read_text())
     assert len(written["one"]) == 7 and len({entry["image_id"] for entry in written["one"]}) == 7

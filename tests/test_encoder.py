@@ -6,13 +6,18 @@ import urllib.error
 
 import pytest
 import torch
-from image_data import vgg16_weights
-from resnet_weights import resnet_weights
+from kit.data import resnet_weights, vgg16_weights
 from torchvision import models
 
 from caption.data.images import describe_transform, image_transform
 from caption.encoder import (
-    TORCHVISION_RESNET, EncoderSettings, EncoderWeightsError, SmallVGG, TorchvisionResNet, TorchvisionVGG, build_encoder,
+    TORCHVISION_RESNET,
+    EncoderSettings,
+    EncoderWeightsError,
+    SmallVGG,
+    TorchvisionResNet,
+    TorchvisionVGG,
+    build_encoder,
 )
 from caption.errors import ConfigError
 

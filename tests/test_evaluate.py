@@ -25,7 +25,13 @@ from caption.data.shapes import KINDS, ShapesSource
 from caption.decoding import Caption
 from caption.inference import Evaluation, write_evaluation
 from caption.metrics import (
-    Localisation, attention_grid, coco_scores, localisation, location_center, mean_entropy, step_entropy,
+    Localisation,
+    attention_grid,
+    coco_scores,
+    localisation,
+    location_center,
+    mean_entropy,
+    step_entropy,
 )
 
 CANDIDATES = {

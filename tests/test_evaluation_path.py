@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from image_data import write_image
+from kit.data import write_image
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from caption import metrics

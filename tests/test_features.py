@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from image_data import karpathy_dataset, vgg16_weights, write_bad_files
+from kit.data import karpathy_dataset, vgg16_weights, write_bad_files
 
 from caption.cli import main
 from caption.data.datamodule import CaptionDataModule

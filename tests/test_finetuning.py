@@ -4,21 +4,17 @@ decoder from the feature cache, stage 2 starts from its weights, keeps the encod
 layer4 at its own learning rate, is killed after a periodic checkpoint and resumes with `--ckpt_path last`."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import matplotlib.cbook
 import pytest
 import torch
 import yaml
-from cli_run import PATIENCE_S
-from finetune_probe import checksum, read_records
-from image_data import karpathy_dataset
-from resnet_weights import resnet_weights
+from kit.cli import finish, start, wait_for
+from kit.data import karpathy_dataset, resnet_weights
+from kit.probes import checksum, read_records
 
 from caption import Captioner
 from caption.cli import main
@@ -29,7 +25,6 @@ from caption.encoder import EncoderSettings, build_encoder
 from caption.errors import ConfigError
 from caption.finetuning import check_finetuning, stage_parameters
 
-REPO = Path(__file__).resolve().parents[1]
 SIZES = {"resize_size": 64, "crop_size": 64}  # ResNet-50 on 64x64 crops: layer4 is 2x2, fast on a CPU
 GRID = 2
 GRACE_HOPPER = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
@@ -153,29 +148,9 @@ def write_configs(tmp_path: Path, root: Path, annotations: Path, weights: Path) 
     return paths
 
 
-def caption(*args: str, probe: Path) -> subprocess.Popen:
-    probe.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-           "CAPTION_PROBE_DIR": str(probe)}
-    return subprocess.Popen([sys.executable, "-m", "caption.cli", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def finish(process: subprocess.Popen) -> str:
-    output, _ = process.communicate(timeout=PATIENCE_S)
-    assert process.returncode == 0, output[-4000:]
-    return output
-
-
-def kill_after_step(process: subprocess.Popen, probe: Path, step: int, timeout: float = PATIENCE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not any(r["global_step"] >= step for r in read_records(probe) if r["event"] == "batch_end"):
-        if process.poll() is not None:
-            raise AssertionError(f"stage 2 ended early ({process.returncode}):\n{process.stdout.read()[-4000:]}")
-        if time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError("stage 2 timed out")
-        time.sleep(0.05)
+def kill_after_step(process: subprocess.Popen, probe: Path, step: int) -> None:
+    wait_for(lambda: any(r["global_step"] >= step for r in read_records(probe, "encoder") if r["event"] == "batch_end"),
+             process)
     process.send_signal(signal.SIGKILL)  # no chance to save anything more
     process.wait()
 
@@ -184,22 +159,22 @@ def kill_after_step(process: subprocess.Popen, probe: Path, step: int, timeout: 
 def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(dataset, tmp_path):
     root, annotations, weights = dataset
     stage1, stage2 = (str(path) for path in write_configs(tmp_path, root, annotations, weights))
-    finish(caption("features", "--config", stage1, probe=tmp_path / "probe0"))
-    finish(caption("fit", "--config", stage1, probe=tmp_path / "probe0"))
+    finish(start("features", "--config", stage1, probe=tmp_path / "probe0"))
+    finish(start("fit", "--config", stage1, probe=tmp_path / "probe0"))
     best = torch.load(tmp_path / "stage1" / "checkpoints" / "best.ckpt", weights_only=True)["state_dict"]
 
     # Stage 2: epoch 0 (steps 1-7) frozen, layer4 fine-tuned from epoch 1; killed after the save at step 8 or later
-    probe = ["--trainer.callbacks+=finetune_probe.EncoderProbe"]
-    first = caption("fit", "--config", stage1, "--config", stage2, *probe, probe=tmp_path / "probe1")
+    probe = ["--trainer.callbacks+=kit.probes.EncoderProbe"]
+    first = start("fit", "--config", stage1, "--config", stage2, *probe, probe=tmp_path / "probe1")
     kill_after_step(first, tmp_path / "probe1", 9)
     last = tmp_path / "stage2" / "checkpoints" / "last.ckpt"
     saved = torch.load(last, weights_only=True)
     step = saved["global_step"]
     assert step >= 8 and step % 2 == 0 and saved["epoch"] == 1, (step, saved["epoch"])
 
-    records = read_records(tmp_path / "probe1")
-    start = next(r for r in records if r["event"] == "train_start")
-    assert start["decoder"] == pytest.approx(checksum(encoder_tensors(best, "decoder.")), rel=1e-12), "init_from"
+    records = read_records(tmp_path / "probe1", "encoder")
+    started = next(r for r in records if r["event"] == "train_start")
+    assert started["decoder"] == pytest.approx(checksum(encoder_tensors(best, "decoder.")), rel=1e-12), "init_from"
     frozen = [r for r in records if r["event"] == "batch_end" and r["epoch"] == 0]
     tuned = [r for r in records if r["event"] == "batch_end" and r["epoch"] == 1]
     stage1_layer4 = checksum(encoder_tensors(best, "encoder.layer4."))
@@ -211,10 +186,10 @@ def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(datase
 
     groups = saved["optimizer_states"][0]["param_groups"]
     assert [(group.get("name"), group["lr"], len(group["params"])) for group in groups][1] == ("encoder", 0.0001, 10)
-    resumed = caption("fit", "--config", stage1, "--config", stage2, *probe, "--ckpt_path", "last",
+    resumed = start("fit", "--config", stage1, "--config", stage2, *probe, "--ckpt_path", "last",
                       "--trainer.max_steps", str(step + 3), probe=tmp_path / "probe2")
     finish(resumed)
-    records = read_records(tmp_path / "probe2")
+    records = read_records(tmp_path / "probe2", "encoder")
     begin = next(r for r in records if r["event"] == "train_start")
     assert begin["global_step"] == step and begin["epoch"] == 1
     assert begin["groups"][1] == {"name": "encoder", "lr": 0.0001, "size": 10}, "restored with its learning rate"

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_run import failed, fit_args
-from conftest import tiny_fit_args
+from kit.cli import failed
+from kit.tiny import fit_args, tiny_run_args
 from lightning.pytorch.loggers import CSVLogger
 
 from caption import outputs
@@ -128,7 +128,7 @@ def test_compare_and_ckpt_path_last_skip_unreadable_checkpoints(tiny_runs, tmp_p
     truncate(folder / "last.ckpt")
     cut.unlink()
     recwarn.clear()
-    args = tiny_fit_args("soft", run, tmp_path / "data")[1:]
+    args = tiny_run_args("soft", run, tmp_path / "data")
     main(["test", *args, "--ckpt_path", "last"])
     warned = "\n".join(str(warning.message) for warning in recwarn)
     assert f"skipping an unreadable checkpoint: {folder / 'last.ckpt'}" in warned

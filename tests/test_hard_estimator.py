@@ -23,10 +23,15 @@ import itertools
 
 import pytest
 import torch
+from kit.models import tiny_decoder
 
 from caption.decoder import Decoder
-from caption.objectives import HardAttentionObjective, HardObjectiveSettings, caption_log_likelihood, hard_attention_loss
-from tiny_models import tiny_decoder
+from caption.objectives import (
+    HardAttentionObjective,
+    HardObjectiveSettings,
+    caption_log_likelihood,
+    hard_attention_loss,
+)
 
 L, D, V = 3, 4, 6
 SAMPLES = 50_000

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from image_data import gradient, write_bad_files, write_image
+from kit.data import gradient, write_bad_files, write_image
 from PIL import Image
 from torchvision import models
 

@@ -6,13 +6,12 @@ import hashlib
 import http.server
 import json
 import shutil
-import subprocess
-import sys
 import threading
 
 import matplotlib.cbook
 import pytest
 import torch
+from kit.cli import caption
 from PIL import Image
 from torchvision.transforms.functional import pil_to_tensor
 
@@ -181,9 +180,8 @@ def test_predict_a_split_in_the_coco_results_format(tiny_runs, tmp_path):
 def test_predict_says_what_it_wrote_and_nothing_of_lightning(tiny_runs, tmp_path):
     """No device lines, seed, tips or warnings about the checkpoint's training-only state: only its own line."""
     checkpoint = tiny_runs["soft"] / "checkpoints" / "last.ckpt"
-    done = subprocess.run([sys.executable, "-m", "caption.cli", "predict", "--ckpt_path", str(checkpoint),
-                           "--data.predict", "test", "--trainer.enable_progress_bar", "false"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = caption("predict", "--ckpt_path", str(checkpoint), "--data.predict", "test",
+                   "--trainer.enable_progress_bar", "false", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (done.stdout + done.stderr).splitlines() == ["wrote 8 captions to runs/predict/captions.json"]
 

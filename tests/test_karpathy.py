@@ -6,7 +6,7 @@ import logging
 from collections import Counter
 
 import pytest
-from image_data import SPLIT_OF, coco_official, karpathy_dataset
+from kit.data import SPLIT_OF, coco_official, karpathy_dataset
 
 from caption.data.datamodule import CaptionDataModule
 from caption.data.karpathy import CocoSource, DatasetFormatError, KarpathySource

@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
+from kit import models
 
 from caption.attention import AdditiveScorer, HardAttention, SoftAttention
-import tiny_models
 from caption.decoder import Decoder
 from caption.encoder import EncoderSettings, SmallVGG, TorchvisionVGG, build_encoder
 from caption.objectives import (
@@ -16,9 +16,9 @@ from caption.objectives import (
     MovingAverageBaseline,
     caption_log_likelihood,
     credited_rewards,
-    remaining_share,
     doubly_stochastic_penalty,
     hard_attention_loss,
+    remaining_share,
     soft_attention_loss,
 )
 from caption.text import Vocabulary
@@ -27,7 +27,7 @@ B, L, D, V = 3, 6, 8, 11
 
 
 def tiny_decoder(attention: str = "soft", **options) -> Decoder:
-    return tiny_models.tiny_decoder(attention, vocab_size=V, annotation_dim=D, **options)
+    return models.tiny_decoder(attention, vocab_size=V, annotation_dim=D, **options)
 
 
 def captions_with_padding() -> torch.Tensor:
@@ -253,7 +253,7 @@ def test_estimator_settings_are_checked_by_name():
 
 
 def small_module(kind: str, **groups):
-    return tiny_models.tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a", "circle"], kind, **groups)
+    return models.tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a", "circle"], kind, **groups)
 
 
 def test_semi_sampling_schedule_moves_linearly_over_the_epochs():

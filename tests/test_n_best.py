@@ -6,14 +6,14 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from test_decoding import D, L, all_hypotheses, make_decoder, sequence_log_prob, strip
+from test_visualize import GRACE_HOPPER, word_axes
 
 from caption.cli import main
 from caption.decoding import beam_search
 from caption.errors import ConfigError
 from caption.inference import Captioner
 from caption.text import Vocabulary
-from test_decoding import L, D, all_hypotheses, make_decoder, sequence_log_prob, strip
-from test_visualize import GRACE_HOPPER, word_axes
 
 
 @pytest.mark.parametrize("seed", range(3))

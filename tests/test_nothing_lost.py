@@ -16,14 +16,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from cli_run import PATIENCE_S, caption, failed, fit_args
-from image_data import karpathy_dataset
-from probes import read_probe
+from kit.cli import PATIENCE_S, REPO, caption, failed, start, wait_for
+from kit.data import karpathy_dataset
+from kit.probes import steps_done
+from kit.tiny import config, fit_args, run_args, tiny_model_args
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from caption import evaluation as evaluation_module
@@ -33,7 +33,6 @@ from caption.inference import Captioner
 from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.outputs import OutputError
 
-REPO = Path(__file__).resolve().parents[1]
 HAS_JAVA = subprocess.run(["which", "java"], capture_output=True).returncode == 0
 
 
@@ -165,16 +164,12 @@ def test_caption_test_applies_decoding_overrides(trained, caplog):
 @pytest.mark.slow
 def test_ctrl_c_saves_last_checkpoint(tmp_path):
     probe = tmp_path / "probe"
-    probe.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "CAPTION_PROBE_DIR": str(probe)}
-    args = fit_args(tmp_path / "run", "--trainer.max_epochs", "1000", "--trainer.limit_val_batches", "0",
-                    "--periodic_checkpoint.every_n_train_steps", "0", "--trainer.callbacks+=probes.Probe")
-    process = subprocess.Popen([sys.executable, "-m", "caption.cli", "fit", *args], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    steps = lambda: [r["global_step"] for r in read_probe(probe, 0) if r["event"] == "batch_end"]  # noqa: E731
-    deadline = time.monotonic() + PATIENCE_S
-    while len(steps()) < 3 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # no epoch or step limit (max_epochs -1): the run cannot end before the Ctrl-C, which is sent only once the
+    # probe has seen 3 steps
+    args = fit_args(tmp_path / "run", "--trainer.max_epochs", "-1", "--trainer.limit_val_batches", "0",
+                    "--periodic_checkpoint.every_n_train_steps", "0", "--trainer.callbacks+=kit.probes.Probe")
+    process = start("fit", *args, probe=probe)
+    wait_for(lambda: len(steps_done(probe)) >= 3, process)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert not last.exists()
     process.send_signal(signal.SIGINT)
@@ -182,7 +177,7 @@ def test_ctrl_c_saves_last_checkpoint(tmp_path):
     assert "SIGINT: saved" in output and "--ckpt_path last" in output, output[-3000:]
     step = torch.load(last, weights_only=True)["global_step"]
     assert step >= 3, "no step lost"
-    resumed = caption("fit", *args, "--ckpt_path", "last", "--trainer.max_steps", str(step + 2), env=env)
+    resumed = caption("fit", *args, "--ckpt_path", "last", "--trainer.max_steps", str(step + 2), probe=probe)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert torch.load(last, weights_only=True)["global_step"] == step + 2, "continues from the saved step"
 
@@ -207,11 +202,7 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
     annotations, (train, test), uncaptioned = dataset_with_truncated_images_and_an_uncaptioned_one(tmp_path)
     run = tmp_path / "run"
     args = [
-        "fit", "--config", "shapes_soft", "--trainer.max_epochs", "1",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
-        "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",
-        "--model.encoder.channels", "[4, 8]", "--model.encoder.kernel_sizes", "null", "--model.decoding.max_caption_length", "8",
+        "fit", *config("shapes_soft"), "--trainer.max_epochs", "1", *run_args(run), *tiny_model_args(),
         "--data.source", "caption.data.karpathy.KarpathySource",
         "--data.source.init_args.annotations", str(annotations), "--data.source.init_args.images",
         str(tmp_path / "images"), "--data.source.init_args.resize_size", "36",

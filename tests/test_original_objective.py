@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from kit.models import tiny_decoder
 
 from caption.attention import AdditiveScorer
 from caption.objectives import (
-    HardAttentionObjective, HardObjectiveSettings, SoftAttentionObjective, SoftObjectiveSettings,
+    HardAttentionObjective,
+    HardObjectiveSettings,
+    SoftAttentionObjective,
+    SoftObjectiveSettings,
 )
-from tiny_models import tiny_decoder
 
 B, L, D, V, T = 4, 6, 8, 11, 4
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -2,13 +2,13 @@
 Ctrl-C is one line in every command, and scoring without Java leaves no traceback behind."""
 
 import math
-import os
 import subprocess
 import sys
 import threading
 
 import pytest
-from cli_run import REPO, caption, fit_args
+from kit.cli import REPO, caption
+from kit.tiny import fit_args
 
 from caption import metrics
 from caption.cli import INTERRUPTED, TERMINATED, main
@@ -24,10 +24,9 @@ def command_line(monkeypatch):
 
 
 def test_sigterm_during_the_sanity_check_claims_no_save(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
     run = tmp_path / "run"
-    args = fit_args(run, "--data.eval_batch_size", "2", "--trainer.callbacks+=probes.SigtermInSanityCheck")
-    result = caption("fit", *args, env=env)  # 3 validation batches: stopped after the first
+    args = fit_args(run, "--data.eval_batch_size", "2", "--trainer.callbacks+=kit.probes.SigtermInSanityCheck")
+    result = caption("fit", *args)  # 3 validation batches: stopped after the first
     output = result.stdout + result.stderr
     assert result.returncode == TERMINATED, output[-3000:]
     assert "SIGTERM: nothing saved (stopped before the first training step)" in output
@@ -61,9 +60,8 @@ def test_ctrl_c_in_a_lightning_command_ends_without_a_traceback(tiny_runs, tmp_p
 
 
 def test_evaluate_without_java_ends_without_a_meteor_traceback(tiny_runs, tmp_path):
-    no_java = {**os.environ, "PATH": str(tmp_path / "no-bin")}
     result = caption("evaluate", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"),
-                     "--out", str(tmp_path / "out"), env=no_java)
+                     "--out", str(tmp_path / "out"), env={"PATH": str(tmp_path / "no-bin")})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "METEOR is missing" in result.stderr
     assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -2,13 +2,13 @@
 
 import pytest
 import torch
+from kit.models import tiny_decoder
 from torch.utils.flop_counter import FlopCounterMode
 
 from caption.decoder import Decoder
 from caption.decoding import beam_search, greedy
 from caption.flops import DecoderFlops
 from caption.objectives import hard_attention_loss, soft_attention_loss
-from tiny_models import tiny_decoder
 
 B, L, D, V = 3, 7, 6, 13
 

@@ -8,7 +8,7 @@ import sys
 import time
 
 import psutil
-from cli_run import PATIENCE_S, REPO
+from kit.cli import PATIENCE_S, REPO
 
 INNER = '''
 import os, shutil, subprocess, time

@@ -9,6 +9,7 @@ from typing import Any
 import lightning as L
 import pytest
 import torch
+from kit.models import TINY_GROUPS, tiny_module
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.trainer.states import RunningStage
@@ -16,12 +17,11 @@ from torch.utils.data import DataLoader
 
 from caption import callbacks
 from caption.callbacks import ModelFlopsUtilization, TokensPerSecond
+from caption.checkpoints import DATA_LINKS
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.flops import DecoderFlops
-from caption.checkpoints import DATA_LINKS
 from caption.renamed import dotted
-from tiny_models import TINY_GROUPS, tiny_module
 from caption.text import Vocabulary
 
 PAD = Vocabulary.PAD

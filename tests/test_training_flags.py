@@ -8,14 +8,13 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from kit.models import tiny_groups, tiny_module
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from caption.callbacks import PeriodicCheckpoint, TokensPerSecond
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.module import CaptionModule, NonFiniteLossError
-from tiny_models import tiny_groups, tiny_module
-
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,8 @@
+"""The tests' shared kit (importable as `kit`: pytest puts tests/ on sys.path, and subprocesses get it on PYTHONPATH).
+
+- `kit.tiny`: the tiny model and data every end-to-end test trains, as `caption` overrides: the ONE place that
+  spells the model's CLI keys for tests.
+- `kit.cli`: running `caption` as a user does, in this process or in a subprocess, and reading its one-line errors.
+- `kit.probes`: test-only callbacks a subprocess run adds with `--trainer.callbacks+=kit.probes.<Name>`.
+- `kit.data`: data fixtures made on the fly: images, bad files, Karpathy/COCO dataset files, random encoder weights.
+"""
