@@ -14,7 +14,14 @@ from kit.tiny import tiny_args
 
 from caption.cli import main
 from caption.errors import ConfigError
-from caption.packaged_configs import config_file, packaged_configs, with_packaged_configs
+from caption.packaged_configs import (
+    NAMED_RUNS,
+    config_file,
+    named_run,
+    named_run_configs,
+    packaged_configs,
+    with_packaged_configs,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,6 +3,7 @@
 - `kit.tiny`: the tiny model and data every end-to-end test trains, as `caption` overrides: the ONE place that
   spells the model's CLI keys for tests.
 - `kit.cli`: running `caption` as a user does, in this process or in a subprocess, and reading its one-line errors.
+- `kit.models`: the tiny Decoder and CaptionModule the unit tests build in Python, settings named in their groups.
 - `kit.probes`: test-only callbacks a subprocess run adds with `--trainer.callbacks+=kit.probes.<Name>`.
 - `kit.data`: data fixtures made on the fly: images, bad files, Karpathy/COCO dataset files, random encoder weights.
 """
