@@ -153,7 +153,7 @@ class TorchvisionVGG(nn.Module):
     """
 
     def __init__(
-        self, *, name: Literal["vgg16", "vgg19"] = "vgg16", weights: str = "imagenet", freeze: bool = True,
+        self, *, name: Literal["vgg16", "vgg19"], weights: str, freeze: bool = True,
         grid: int | None = None,
     ):
         super().__init__()
@@ -210,7 +210,7 @@ class TorchvisionResNet(nn.Module):
     """
 
     def __init__(
-        self, *, name: Literal["resnet50", "resnet101", "resnet152"] = "resnet101", weights: str = "imagenet",
+        self, *, name: Literal["resnet50", "resnet101", "resnet152"], weights: str,
         freeze: bool = True, grid: int = RESNET_GRID,
     ):
         super().__init__()

@@ -10,7 +10,7 @@ inference (checkpoints of the flat settings before issue 17 are read too):
 """
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import lightning as L
 import torch
@@ -44,9 +44,6 @@ def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
     positions = torch.arange(len(ids), device=ids.device)
     first = torch.full_like(distinct, len(ids)).scatter_reduce(0, rows, positions, reduce="amin")
     return first, rows
-
-
-Settings = TypeVar("Settings")
 
 
 class NonFiniteLossError(CaptionError, FloatingPointError):
@@ -89,9 +86,28 @@ class ModuleSettings:
     decoding: DecodingSettings
     optimization: OptimizationSettings
 
+    @classmethod
+    def of(cls, **groups: Any) -> "ModuleSettings":
+        """The groups as dataclasses (a checkpoint stores plain dicts), the objective of the attention kind given its
+        defaults when unset; a ConfigError for a group of the other kind, or a setting a group does not have."""
+        settings = {field.name: typed(field.type, groups[field.name], field.name) for field in fields(cls)}
+        kind = settings["attention"].kind
+        for objective in ("soft", "hard"):
+            if objective != kind and settings[objective] is not None:
+                raise ConfigError(f"model.{objective} only applies to model.attention.kind: {objective} (this run's is "
+                                  f"{kind}): leave model.{objective} unset (null)")
+        default = {"soft": SoftObjectiveSettings, "hard": HardObjectiveSettings}[kind]
+        settings[kind] = settings[kind] or default()
+        return cls(**settings)
 
-def typed(kind: type[Settings], value: Settings | dict[str, Any] | None, key: str) -> Settings | None:
-    """`value` as the dataclass `kind`: checkpoints store each group as a plain dict (`weights_only` loading)."""
+    def as_dicts(self) -> dict[str, dict[str, Any] | None]:
+        """Each group as a plain dict (None for the objective of the other kind), for the checkpoint."""
+        return {name: None if value is None else asdict(value) for name, value in vars(self).items()}
+
+
+def typed(kind: Any, value: Any, key: str) -> Any:
+    """`value` (a dataclass, a plain dict as checkpoints store it, or None) as the dataclass `kind` (`X | None`: X)."""
+    kind = next((arg for arg in getattr(kind, "__args__", ()) if arg is not type(None)), kind)
     if value is None or isinstance(value, kind):
         return value
     unknown = set(value) - {field.name for field in fields(kind)}
@@ -135,28 +151,13 @@ class CaptionModule(L.LightningModule):
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
-        attention = typed(AttentionSettings, attention, "attention")
-        soft, hard = typed(SoftObjectiveSettings, soft, "soft"), typed(HardObjectiveSettings, hard, "hard")
-        unused = {"soft": soft is not None and attention.kind != "soft", "hard": hard is not None and attention.kind != "hard"}
-        if any(unused.values()):
-            key = next(key for key, set_ in unused.items() if set_)
-            raise ConfigError(f"model.{key} only applies to model.attention.kind: {key} (this run's is {attention.kind}): "
-                              f"leave model.{key} unset (null)")
-        self.settings = ModuleSettings(
-            encoder=typed(EncoderSettings, encoder, "encoder"), decoder=typed(DecoderSettings, decoder, "decoder"),
-            attention=attention,
-            soft=soft or SoftObjectiveSettings() if attention.kind == "soft" else None,
-            hard=hard or HardObjectiveSettings() if attention.kind == "hard" else None,
-            decoding=typed(DecodingSettings, decoding, "decoding"),
-            optimization=typed(OptimizationSettings, optimization, "optimization"),
-        )
-        check_finetuning(self.settings.encoder)  # each group checks its own values when made (`__post_init__`)
-        # plain dicts in the checkpoint, which loads with weights_only=True; `typed` reads them back
-        self.save_hyperparameters({"vocabulary": vocabulary, **{key: None if value is None else asdict(value)
-                                   for key, value in vars(self.settings).items()},
-                                   "lr_scheduler": lr_scheduler, "image_size": image_size})
+        self.settings = settings = ModuleSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
+                                                     hard=hard, decoding=decoding, optimization=optimization)
+        check_finetuning(settings.encoder)  # each group checks its own values when made (`__post_init__`)
+        # plain dicts in the checkpoint, which loads with weights_only=True
+        self.save_hyperparameters({"vocabulary": vocabulary, **settings.as_dicts(), "lr_scheduler": lr_scheduler,
+                                   "image_size": image_size})
         self.vocabulary = Vocabulary(vocabulary)
-        settings = self.settings
         self.encoder = build_encoder(settings.encoder)
         hard_only = {"semi_sampling": settings.hard.semi_sampling} if settings.hard else {}
         self.decoder = Decoder(
@@ -177,7 +178,8 @@ class CaptionModule(L.LightningModule):
         """The hyperparameters loggers record, dotted (`decoder.embed_dim`, as on the command line; no clash with the
         data module's `encoder`), the vocabulary by its size only (10,000 words on COCO; the checkpoint keeps the
         words, in `hparams`)."""
-        hparams = AttributeDict(dotted(super().hparams_initial))
+        hparams = AttributeDict({key: list(value) if isinstance(value, tuple) else value  # plain YAML in hparams.yaml
+                                 for key, value in dotted(super().hparams_initial).items()})
         words = hparams.pop("vocabulary", None)
         if words is not None:
             hparams["vocabulary_size"] = len(words)

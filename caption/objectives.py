@@ -191,8 +191,8 @@ def hard_attention_loss(
     baseline: Tensor | nn.Module,
     reinforce_weight: float,
     entropy_weight: float,
-    reward: Reward = "mean",
-    credit: Credit = "caption",
+    reward: Reward,
+    credit: Credit,
 ) -> LossTerms:
     """Surrogate loss whose gradient is minus the Monte Carlo estimate of eq. 12.
 

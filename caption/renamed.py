@@ -1,6 +1,6 @@
 """The `model:` settings before they were grouped (issue 17), and how each moved: `caption migrate-config`.
 
-Until version 0.2 every model setting was a flat key (`model.embed_dim`); now each belongs to the group of the
+Until version 0.2 (0.1 and before) every model setting was a flat key (`model.embed_dim`); now each belongs to the group of the
 module it configures (`model.decoder.embed_dim`; `caption.module.CaptionModule`). Checkpoints written before are
 read as they are (`caption.checkpoints.read_checkpoint` moves their settings with `grouped`); a config file or a
 command line that still uses a flat key is refused in one line naming the new key, and
@@ -39,9 +39,13 @@ RENAMED = {
     "on_nonfinite_loss": "optimization.on_nonfinite_loss", "init_from": "optimization.init_from",
     "compile": "optimization.compile",
 }
+GROUPS = {new.partition(".")[0] for new in RENAMED.values()}
+
+
 def grouped(hyperparameters: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's hyperparameters with the flat keys of before issue 17 moved into their groups (`RENAMED`); the
+    """A checkpoint's hyperparameters with the flat keys of before 0.2 moved into their groups (`RENAMED`); the
     settings of the attention kind the model does not use (all at their defaults then) are left out."""
+
     def flat(key: str, value: Any) -> bool:  # "encoder" and "attention" are both a flat key and a group
         return key in RENAMED and not isinstance(value, dict)
 
@@ -65,11 +69,6 @@ def dotted(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
-
-
-
-
-GROUPS = {new.partition(".")[0] for new in RENAMED.values()}
 
 
 def old_keys(args: list[str], files: list[str]) -> list[str]:

@@ -36,14 +36,18 @@ def normalise(config: dict) -> dict:
     """A printed config made comparable across versions; the one place for it. The configs print no absolute path
     or other machine-dependent value. The fixtures print the flat model settings of before 0.2: they are moved into
     their groups (`caption.renamed.grouped`, as checkpoints are), and the objective group of the attention kind a
-    run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them."""
+    run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them. Settings
+    added since, off by default, are given their default where missing (the sources' `instances`: no boxes)."""
+    source = config["data"]["source"]
+    if source["class_path"] != "caption.data.shapes.ShapesSource":
+        source = source | {"init_args": {"instances": None} | source["init_args"]}
     model = grouped(config["model"])
     kind = model["attention"]["kind"]
     for group, settings in (("soft", SoftObjectiveSettings), ("hard", HardObjectiveSettings)):
         value = model.pop(group, None)
         if group == kind:
             model[group] = asdict(settings()) | (value or {})
-    return config | {"model": model}
+    return config | {"model": model, "data": config["data"] | {"source": source}}
 
 
 @functools.cache

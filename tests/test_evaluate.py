@@ -166,7 +166,7 @@ def test_alpha_entropy_per_step():
 
 
 def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
-    models = [SimpleNamespace(name=kind, hparams=SimpleNamespace(attention=kind)) for kind in ("soft", "hard")]
+    models = [SimpleNamespace(name=kind, settings=SimpleNamespace(attention=SimpleNamespace(kind=kind))) for kind in ("soft", "hard")]
     scores = dict.fromkeys(metrics.METRICS, 0.5) | {"meteor": float("nan")}
     found = Localisation(nouns=10, accuracy=0.25, other_object=0.5, background=0.25, absent=0.0, chance_location=0.07,
                          chance_object=0.5)

@@ -264,15 +264,16 @@ def test_dataset_configs_parse(name, capsys):
     assert not done.value.code
     config = yaml.safe_load(capsys.readouterr().out)
     dataset, kind = name.split("_")
-    assert config["model"]["attention"] == kind and config["model"]["freeze_encoder"]
+    model = config["model"]
+    assert model["attention"]["kind"] == kind and model["encoder"]["freeze"]
     assert config["data"]["features"] == f"data/features/{dataset}_vgg16", "soft and hard share one cache"
     assert config["data"]["source"]["init_args"]["annotations"] == f"data/{dataset}/dataset_{dataset}.json"
     assert config["data"]["same_length_batches"] and config["data"]["batch_size"] == 64
-    assert config["model"]["optimizer"] == ("rmsprop" if dataset == "flickr8k" else "adam")
+    assert model["optimization"]["optimizer"] == ("rmsprop" if dataset == "flickr8k" else "adam")
     if kind == "hard":  # the original's effective weights at B = 64 (tests/test_original_objective.py)
-        assert (config["model"]["entropy_weight"], config["model"]["reinforce_weight"]) == (0.128, 6.4)
+        assert (model["hard"]["entropy_weight"], model["hard"]["reinforce_weight"]) == (0.128, 6.4)
     else:
-        assert config["model"]["alpha_c"] == 0.33
+        assert model["soft"]["alpha_c"] == 0.33
 
 
 @pytest.mark.slow

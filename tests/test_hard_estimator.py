@@ -87,7 +87,7 @@ def monte_carlo_gradient(decoder, annotations, captions, *, baseline: torch.Tens
     out = decoder(annotations, captions)
     terms = hard_attention_loss(
         out, targets, torch.ones_like(targets, dtype=torch.double), baseline=baseline,
-        reinforce_weight=reinforce_weight, entropy_weight=0.0, reward="sum",
+        reinforce_weight=reinforce_weight, entropy_weight=0.0, reward="sum", credit="caption",
     )
     terms.loss.backward()  # the mean over samples of minus the eq. 12 estimate
     return -flat_grad(decoder)

@@ -183,7 +183,7 @@ def test_hard_loss_terms_by_hand():
     out = decoder(torch.randn(B, L, D), captions)
     terms = hard_attention_loss(
         out, targets, mask, baseline=torch.tensor(-1.5), reinforce_weight=0.1, entropy_weight=0.01,
-        reward="mean",
+        reward="mean", credit="caption",
     )
     ll = caption_log_likelihood(out.logits, targets, mask)
     reward = ll.detach() / mask.sum(1)

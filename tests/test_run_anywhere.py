@@ -47,7 +47,7 @@ def test_a_named_run_stands_for_its_fragments_and_its_folder(tmp_path, monkeypat
             assert with_packaged_configs(["--config", spelling]) == [
                 item for config in named_run_configs(name) for item in ("--config", config)]
     assert json.loads(named_run_configs("coco_resnet101_hard_finetune")[-1])["model"] == {
-        "init_from": "runs/coco_resnet101_hard/checkpoints/best.ckpt"}
+        "optimization": {"init_from": "runs/coco_resnet101_hard/checkpoints/best.ckpt"}}
     with pytest.raises(ConfigError, match=r"config coco_soft: a composed run \(paper \+ coco \+ soft\)"):
         config_file("coco_soft")
     assert named_run("elsewhere/coco_soft.yaml") is None, "only the configs folder's old paths are named runs"

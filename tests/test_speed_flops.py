@@ -39,7 +39,7 @@ def test_training_flops_match_the_counter(attention, options):
             terms = soft_attention_loss(output, targets, mask, alpha_c=1.0)
         else:
             terms = hard_attention_loss(output, targets, mask, baseline=torch.zeros(()), reinforce_weight=0.1,
-                                        entropy_weight=0.01)
+                                        entropy_weight=0.01, reward="mean", credit="caption")
         terms.loss.backward()
 
     assert counted(step) == DecoderFlops.of(decoder, L).training(captions=B, tokens=B * 5)

@@ -54,7 +54,7 @@ from caption.commands.prediction_writer import CaptionWriter
 from caption.commands.run_outputs import SaveConfig, guard_logger_writes
 from caption.data.datamodule import CaptionDataModule
 from caption.decoding import DecodingSettings
-from caption.errors import CheckpointError, ConfigError
+from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.outputs import writable_folder
 from caption.packaged_configs import with_packaged_configs
@@ -195,6 +195,19 @@ class CaptionCLI(LightningCLI):
             self.resolve_last(config)
         if self.subcommand != "fit" and self.checkpoint is not None and has_encoder(self.checkpoint):
             config.model.encoder.weights = "none"  # the checkpoint has the encoder: no ImageNet download first
+
+    def instantiate_classes(self) -> None:
+        """Lightning's, with a settings dataclass's own error (`__post_init__`) raised as it is: jsonargparse wraps
+        the one of an optional group (`model.soft`) in a ValueError listing every type it tried."""
+        try:
+            super().instantiate_classes()
+        except ValueError as error:
+            cause: BaseException | None = error
+            while cause is not None and not isinstance(cause, CaptionError):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None:
+                raise
+            raise cause from None
 
     def resolve_last(self, config: Any) -> None:
         """--ckpt_path last: the checkpoint folder's last.ckpt or, if it cannot be read (cut short, corrupt), the
