@@ -95,7 +95,7 @@ class Captioner:
         module, encoder = trained.module.to(pick_device(device)), trained.module.settings.encoder.name
         if trained.data is None:
             if encoder == "small_vgg":  # no preset to fall back on
-                trained.data_settings()  # the message that says what to pass
+                raise ConfigError(trained.data_problem or f"{path}: no data settings")
             transform = image_transform(encoder=encoder)  # the weights' preset
             return cls(module, transform=transform, normalization=(tuple(transform.mean), tuple(transform.std)))
         transform, normalization = source_inputs(trained.data, trained.data_origin, encoder=encoder)

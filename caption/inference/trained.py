@@ -3,7 +3,7 @@
     trained = load_trained("runs/shapes_soft/checkpoints/last.ckpt")
     trained.module          # the CaptionModule in eval mode, its settings in trained.module.settings
     trained.vocabulary      # the words it was trained on
-    trained.data            # the data settings it was trained with ({source: {class_path, init_args}, ...})
+    trained.data            # the data settings it was trained with ({source: {class_path, init_args}, ...}), or None
 
 The file is read once, with `caption.checkpoints.read_checkpoint` (weights_only=True; the settings of checkpoints
 older than the grouped settings are moved into their groups there). `Captioner.from_checkpoint`, `caption evaluate`,
@@ -46,12 +46,6 @@ class TrainedModel:
     @property
     def vocabulary(self) -> Vocabulary:
         return self.module.vocabulary
-
-    def data_settings(self) -> dict[str, Any]:
-        """The data settings; ConfigError saying what to pass when they are unknown."""
-        if self.data is None:
-            raise ConfigError(self.data_problem or f"{self.path}: no data settings")
-        return self.data
 
 
 def load_trained(
