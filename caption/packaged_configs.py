@@ -15,6 +15,8 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import yaml
+
 from caption.errors import ConfigError
 
 SUFFIX = ".yaml"
@@ -68,6 +70,28 @@ def named_run_configs(name: str) -> list[str]:
     """The configs a named run composes: its fragment files, in order, then its own settings (inline JSON)."""
     packaged = packaged_configs()
     return [*(str(packaged[fragment]) for fragment in NAMED_RUNS[name]), json.dumps(run_settings(name))]
+
+
+def data_section(value: str) -> dict:
+    """The `data:` settings of config `value` (a file, a packaged config's name, or a named run, whose fragments'
+    sections are merged in order, as repeated --config merges them); {} when it has none."""
+    run = named_run(value)
+    files = [str(packaged_configs()[fragment]) for fragment in NAMED_RUNS[run]] if run else [config_file(value)]
+    data: dict = {}
+    for file in files:
+        try:
+            settings = yaml.safe_load(Path(file).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as error:
+            raise ConfigError(f"cannot read config {file}: {error}") from error
+        section = settings.get("data") if isinstance(settings, dict) else None
+        data = merged(data, section if isinstance(section, dict) else {})
+    return data
+
+
+def merged(base: dict, update: dict) -> dict:
+    """`update` over `base`, mappings merged key by key."""
+    return base | {key: merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict)
+                   else value for key, value in update.items()}
 
 
 def config_file(value: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from kit.tiny import tiny_args
 
 from caption.cli import main
@@ -17,6 +18,7 @@ from caption.errors import ConfigError
 from caption.packaged_configs import (
     NAMED_RUNS,
     config_file,
+    data_section,
     named_run,
     named_run_configs,
     packaged_configs,
@@ -50,6 +52,13 @@ def test_a_named_run_stands_for_its_fragments_and_its_folder(tmp_path, monkeypat
         "optimization": {"init_from": "runs/coco_resnet101_hard/checkpoints/best.ckpt"}}
     with pytest.raises(ConfigError, match=r"config coco_soft: a composed run \(paper \+ coco \+ soft\)"):
         config_file("coco_soft")
+    # what `caption evaluate/describe/compare --config coco_soft` read: the `data:` of its fragments, merged in order
+    printed = yaml.safe_load(subprocess.run([sys.executable, "-m", "caption.cli", "fit", "--config", "coco_soft",
+                                             "--print_config"], capture_output=True, text=True, check=True).stdout)
+    data = data_section("coco_soft")
+    assert data["source"]["init_args"]["annotations"] == "data/coco/dataset_coco.json"
+    assert all(printed["data"][key] == value for key, value in data.items() if key != "source")
+    assert data_section("shapes_soft")["batch_by_image"] and data_section("coco") == data_section(str(REPO / "configs" / "coco.yaml"))
     assert named_run("elsewhere/coco_soft.yaml") is None, "only the configs folder's old paths are named runs"
 
 

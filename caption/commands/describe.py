@@ -26,7 +26,6 @@ from caption.data.images import BadImageError, image_files, read_rgb
 from caption.decoding import Caption
 from caption.inference import Captioner
 from caption.outputs import save_figure, writable_folder, write_text
-from caption.packaged_configs import config_file
 from caption.visualize import overlay_figure
 
 
@@ -120,8 +119,8 @@ def main(argv: list[str]) -> None:
     add_device(parser)
     args = parser.parse_args(argv)
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
-    config = None if args.config is None else config_file(args.config)  # a file, or a packaged config's name
-    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=config)
+    # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=args.config)
     described = describe(
         captioner, image_files(args.inputs), out=args.out, beam_size=args.beam_size, max_length=args.max_length,
         num_captions=args.num_captions, batch_size=args.batch_size, columns=args.columns, figure_format=args.format,

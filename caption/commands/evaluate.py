@@ -16,7 +16,6 @@ from pathlib import Path
 from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, add_scoring
 from caption.inference import Captioner, evaluate, training_data, write_evaluation
 from caption.outputs import writable_folder
-from caption.packaged_configs import config_file
 
 
 def main(argv: list[str]) -> None:
@@ -33,8 +32,8 @@ def main(argv: list[str]) -> None:
     add_scoring(parser)
     args = parser.parse_args(argv)
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
-    config = None if args.config is None else config_file(args.config)  # a file, or a packaged config's name
-    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=config)
+    # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=args.config)
     data = training_data(captioner)
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size

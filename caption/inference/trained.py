@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from lightning.pytorch.cli import instantiate_class
 from lightning.pytorch.core.saving import _load_state
 from PIL import Image
@@ -27,6 +26,7 @@ from torch import Tensor
 from caption.checkpoints import DATA_LINKS, has_encoder, read_checkpoint
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
+from caption.packaged_configs import data_section
 from caption.renamed import dotted
 from caption.text import Vocabulary
 
@@ -86,16 +86,13 @@ def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: s
     """The data settings ({source: {class_path, init_args}, ...}) a model was trained with: the `data:` section of
     `config` if given, else what `caption fit` stored in the checkpoint."""
     if config is not None:
-        try:
-            settings = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as error:
-            raise ConfigError(f"cannot read config {config}: {error}") from error
-        if not isinstance(settings, dict) or not isinstance(settings.get("data"), dict):
+        data = data_section(str(config))  # a file, a packaged config, or a named run's fragments
+        if not data:
             raise ConfigError(f"config {config} has no `data:` section (use the config the model was trained with)")
         # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
         model = dotted(checkpoint["hyper_parameters"])
         linked = {data_key: model[model_key] for model_key, data_key in DATA_LINKS.items() if model_key in model}
-        return {**settings["data"], **linked}
+        return {**data, **linked}
     settings = checkpoint.get("datamodule_hyper_parameters")
     if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
         saved = sorted(Path(path).parent.parent.rglob("config.yaml"), key=lambda file: file.stat().st_mtime)
