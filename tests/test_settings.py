@@ -1,22 +1,20 @@
 """Typed settings (issue 17): each knob in one dataclass beside its module; checkpoints of the flat settings before
-0.2 still load and caption as they did; old config keys are refused by name and `caption migrate-config` moves them."""
+0.2 still load and caption as their model did; old config keys are refused by name and `caption migrate-config` moves them."""
 
-import json
-from dataclasses import fields
-from pathlib import Path
+from dataclasses import asdict, fields
 
 import pytest
+import torch
 import yaml
 from kit.cli import failed
+from kit.models import tiny_module
 
-from caption import Captioner
-from caption.checkpoints import read_checkpoint
 from caption.cli import main
 from caption.errors import ConfigError
+from caption.inference import load_trained
 from caption.module import CaptionModule, ModuleSettings
-from caption.renamed import RENAMED, grouped, migrate_yaml
-
-FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"
+from caption.objectives import HardObjectiveSettings, SoftObjectiveSettings
+from caption.renamed import RENAMED, dotted, grouped, migrate_yaml
 
 
 def test_the_module_takes_at_most_ten_arguments_and_each_setting_is_a_field_of_one_group():
@@ -30,31 +28,45 @@ def test_the_module_takes_at_most_ten_arguments_and_each_setting_is_a_field_of_o
     assert sorted(RENAMED.values()) == sorted(names), "every setting of before 0.2 has a new home, and only those"
 
 
-@pytest.mark.parametrize("kind", ["soft", "hard"])
-def test_a_checkpoint_written_before_the_settings_were_grouped_loads_and_captions_as_it_did(kind):
-    """The checkpoints in tests/fixtures/checkpoints were written by main at fd211b7 (flat settings); the captions
-    and log-probabilities beside them are what that commit's Captioner gave."""
-    import matplotlib.cbook
-    from PIL import Image
+# the hyperparameters a checkpoint of main at fd211b7 (0.1, before the groups) holds, every key, as it wrote them
+FD211B7_KEYS = {
+    "_instantiator", "alpha_c", "attention", "attention_dim", "attention_layers", "baseline", "baseline_decay",
+    "beam_size", "compile", "context_output", "credit", "dropout", "embed_dim", "encoder", "encoder_channels",
+    "encoder_coordinates", "encoder_finetune_stages", "encoder_frozen_epochs", "encoder_grid", "encoder_kernel_sizes",
+    "encoder_learning_rate", "encoder_weights", "entropy_weight", "freeze_encoder", "gate", "hard_eval_context",
+    "hidden_dim", "image_size", "init_from", "init_layers", "inverse_temperature", "learning_rate", "length_penalty",
+    "lr_scheduler", "max_caption_length", "on_nonfinite_loss", "optimizer", "prev_word_output", "reinforce_weight",
+    "reward", "samples", "semi_sampling", "semi_sampling_final", "vocabulary",
+}
 
-    path = FIXTURES / f"fd211b7_{kind}.ckpt"
-    raw = __import__("torch").load(path, weights_only=True)["hyper_parameters"]
-    assert "embed_dim" in raw and "decoder" not in raw  # really the old, flat form
-    captioner = Captioner.from_checkpoint(path, device="cpu")
-    settings = captioner.module.settings
-    assert settings.attention.kind == kind and settings.decoder.embed_dim == raw["embed_dim"] == 8
-    assert settings.encoder.channels == tuple(raw["encoder_channels"])
-    assert (settings.hard is None) == (kind == "soft") and (settings.soft is None) == (kind == "hard")
-    if kind == "hard":
-        assert settings.hard.reinforce_weight == raw["reinforce_weight"]
-        assert settings.hard.entropy_weight == raw["entropy_weight"]
-    grace = Image.open(matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)).convert("RGB")
-    images = [grace, Image.new("RGB", (80, 50), (200, 30, 30))]
-    captions = [captioner(image, beam_size=1) for image in images] + [captioner(image, beam_size=3) for image in images]
-    expected = json.loads((FIXTURES / "fd211b7_captions.json").read_text())[kind]
-    assert [caption.words for caption in captions] == [item["words"] for item in expected]
-    assert [caption.log_prob for caption in captions] == pytest.approx([item["log_prob"] for item in expected],
-                                                                        abs=1e-4)
+
+def flat_checkpoint(module: CaptionModule) -> dict:
+    """`module` saved as main at fd211b7 saved it: every setting a flat key (both attention kinds' included)."""
+    unused = {"soft": asdict(SoftObjectiveSettings()), "hard": asdict(HardObjectiveSettings())}  # all at defaults
+    settings = dotted(unused | {key: value for key, value in module.hparams.items() if value is not None})
+    flat = {old: settings[new] for old, new in RENAMED.items()}
+    flat |= {key: module.hparams[key] for key in ("vocabulary", "image_size", "lr_scheduler")}
+    flat["_instantiator"] = "lightning.pytorch.cli.instantiate_module"
+    return {"state_dict": module.state_dict(), "hyper_parameters": flat}
+
+
+@pytest.mark.parametrize("kind", ["soft", "hard"])
+def test_a_checkpoint_written_before_the_settings_were_grouped_loads_and_captions_as_it_did(kind, tmp_path):
+    """A checkpoint in 0.1's form (the key set of one main at fd211b7 wrote) loads with every setting in its group,
+    the other kind's settings left out, and captions as the model it was saved from."""
+    weights = {"hard": {"reinforce_weight": 3.2, "entropy_weight": 0.01}} if kind == "hard" else {}
+    module = tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a", "red", "circle", "square"], kind,
+                         decoder={"embed_dim": 12}, **weights).eval()
+    path = tmp_path / "old.ckpt"
+    torch.save(flat_checkpoint(module), path)
+    raw = torch.load(path, weights_only=True)["hyper_parameters"]
+    assert set(raw) == FD211B7_KEYS and raw["embed_dim"] == 12  # really the old, flat form
+    loaded = load_trained(path).module
+    assert loaded.settings == module.settings, "every setting in its group, the unused kind's left out"
+    annotations = torch.randn(3, 16, module.encoder.dim)
+    for beam_size in (1, 3):
+        old, new = (model.generate(annotations, beam_size=beam_size) for model in (module, loaded))
+        assert torch.equal(old.tokens, new.tokens) and torch.allclose(old.log_prob, new.log_prob)
 
 
 def test_old_flat_hyperparameters_move_into_their_groups_and_the_unused_kind_is_dropped():
@@ -64,8 +76,6 @@ def test_old_flat_hyperparameters_move_into_their_groups_and_the_unused_kind_is_
                             "soft": {"alpha_c": 2.0}, "decoding": {"beam_size": 5}, "encoder": {"name": "small_vgg"},
                             "image_size": [64, 64]}
     assert grouped(grouped(old)) == grouped(old)
-    checkpoint = read_checkpoint(FIXTURES / "fd211b7_hard.ckpt")["hyper_parameters"]
-    assert "soft" not in checkpoint and checkpoint["hard"]["samples"] == 1
 
 
 def test_a_setting_for_the_other_attention_kind_is_refused_by_name():
