@@ -31,9 +31,10 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
+from caption.compat import grouped
 from caption.errors import CheckpointError
 from caption.outputs import write_atomically
-from caption.renamed import dotted, grouped
+from caption.settings_keys import dotted
 
 
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:

@@ -33,7 +33,7 @@ from caption.objectives import (
     SoftAttentionObjective,
     SoftObjectiveSettings,
 )
-from caption.renamed import dotted
+from caption.settings_keys import dotted
 from caption.report import Evaluation
 from caption.text import Vocabulary, check_vocabulary
 
