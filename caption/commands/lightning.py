@@ -97,8 +97,9 @@ class CaptionArgumentParser(LightningArgumentParser):
         where = f"config file {self.config_file}: " if self.config_file else ""
         from caption.compat import renamed_hint  # only a refused key is looked up among the names of 0.1
 
+        message = " ".join(message.split())
         hint = renamed_hint(message)
-        sys.exit(f"caption: error: {where}{' '.join(message.split())}{'. ' + hint if hint else ''} "
+        sys.exit(f"caption: error: {where}{message}{'. ' + hint if hint else ''} "
                  "(every setting: `caption fit --help`)")
 
 
