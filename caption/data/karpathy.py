@@ -121,8 +121,9 @@ class KarpathySource(InstancesSource):
             image_id = field(entry, "cocoid" if "cocoid" in entry else "imgid", int, where)
             references = tuple(self._raw(sentence, f"{where}.sentences[{k}]")
                                for k, sentence in enumerate(field(entry, "sentences", list, where)))
+            folder = field(entry, "filepath", str, where) if "filepath" in entry else ""  # COCO's only
             if split is not None:
-                file = os.path.join(self.images, entry.get("filepath", ""), filename)
+                file = os.path.join(self.images, folder, filename)
                 records.append(ImageRecord(image_id, split, references, file=file))
         return self.boxed(unique_ids(records, self.annotations), self.annotations)
 
