@@ -135,6 +135,8 @@ def test_instances_give_records_their_boxes_in_both_coco_sources(coco):
 @pytest.mark.parametrize(("change", "says"), [
     (lambda data: data["annotations"][0].update(bbox=[1, 2, 3]), "annotations[0].bbox is [1, 2, 3]"),
     (lambda data: data["annotations"][0].update(bbox=[1, 2, -3, 4]), "annotations[0].bbox"),
+    (lambda data: data["annotations"][0].update(bbox=[float("nan"), 2, 3, 4]), "annotations[0].bbox is [nan, 2, 3, 4]"),
+    (lambda data: data["annotations"][1].update(bbox=[1, 2, float("inf"), 4]), "annotations[1].bbox is [1, 2, inf, 4]"),
     (lambda data: data["annotations"][1].update(category_id=99), "annotations[1].category_id is 99"),
     (lambda data: data["annotations"][0].update(image_id=5), "annotations[0].image_id is 5"),
     (lambda data: data["images"][0].pop("width"), "images[0] has no 'width' field"),

@@ -16,6 +16,7 @@ name which category: `caption.data.coco_categories`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from caption.data.annotation_files import DatasetFormatError, field, read_json
@@ -61,10 +62,12 @@ def read_instances(paths: list[str]) -> dict[int, Instances]:
 
 
 def corners(bbox: list, where: str) -> tuple[float, float, float, float]:
-    """COCO's [x, y, width, height] as (x0, y0, x1, y1)."""
-    if len(bbox) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox) \
-            or bbox[2] < 0 or bbox[3] < 0:
-        raise DatasetFormatError(f"{where}.bbox is {bbox!r}; expected [x, y, width, height] with width, height >= 0")
+    """COCO's [x, y, width, height] as (x0, y0, x1, y1); NaN or infinite coordinates (JSON's NaN, Infinity) are
+    refused, not dropped."""
+    if len(bbox) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                 for v in bbox) or bbox[2] < 0 or bbox[3] < 0:
+        raise DatasetFormatError(f"{where}.bbox is {bbox!r}; expected [x, y, width, height] of finite numbers with "
+                                 "width, height >= 0")
     x, y, width, height = (float(v) for v in bbox)
     return x, y, x + width, y + height
 
