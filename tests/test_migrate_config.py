@@ -48,8 +48,11 @@ data:
 # valid grouped configs in YAML's other styles: flow mappings, comments, anchors and aliases
 GROUPED_FLOW = """\
 # grouped settings, written in YAML's flow style
-model: {attention: {kind: soft, dim: 8}, decoding: {beam_size: 2}}   # the soft model
+model:
+  attention: {kind: soft, dim: 8}   # the soft model
+  decoding: {beam_size: 2}
 """
+GROUPED_FLOW_MODEL = "model: {attention: {kind: soft}, decoding: {beam_size: 2}}  # all in one line\n"
 GROUPED_ANCHORS = """\
 model:
   attention: {kind: soft, dim: &width 8}  # flow inside block
@@ -141,7 +144,8 @@ def test_a_file_that_is_not_utf8_or_not_yaml_is_one_line(tmp_path):
     assert f"{broken}: not valid YAML (" in failed(["migrate-config", str(broken)])
 
 
-@pytest.mark.parametrize("text", [GROUPED_FLOW, GROUPED_ANCHORS], ids=["flow", "anchors"])
+@pytest.mark.parametrize("text", [GROUPED_FLOW, GROUPED_FLOW_MODEL, GROUPED_ANCHORS],
+                         ids=["flow-groups", "flow-model", "anchors"])
 def test_a_config_with_no_old_key_is_never_changed(text, tmp_path, capsys):
     config = tmp_path / "new.yaml"
     config.write_text(text)
