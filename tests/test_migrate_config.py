@@ -13,6 +13,7 @@ from kit.cli import REPO, failed
 from kit.tiny import fit_args
 
 from caption.cli import main
+from caption.compat import RENAMED
 
 OLD = """\
 model:
@@ -181,3 +182,37 @@ def test_a_grouped_config_in_flow_style_trains(tmp_path):
     main(["fit", *args[:2], "--config", str(config), *args[2:]])  # after configs/shapes_soft.yaml, before the rest
     checkpoint = torch.load(next((run / "checkpoints").glob("*.ckpt")), weights_only=True)
     assert checkpoint["hyper_parameters"]["decoding"]["beam_size"] == 2  # the flow-style file's setting
+
+
+def every_flat_key() -> dict:
+    """A value for every flat key of 0.1 (a string where the key is also a group's name)."""
+    return {key: ("hard" if key == "attention" else "small_vgg" if key == "encoder" else [index, index + 1]
+                  if index % 3 == 0 else index) for index, key in enumerate(RENAMED)}
+
+
+@pytest.mark.parametrize("indent", [2, 4])
+def test_every_flat_key_is_moved_in_block_and_flow_style(indent, tmp_path, capsys):
+    flat = every_flat_key()
+    grouped_settings: dict = {}
+    for key, value in flat.items():
+        group, _, name = RENAMED[key].partition(".")
+        grouped_settings.setdefault(group, {})[name] = value
+    block = yaml.safe_dump({"model": flat, "data": {"batch_size": 2}}, sort_keys=False, indent=indent)
+    block = "\n".join(f"{line}  # line {number}" if ":" in line else line
+                      for number, line in enumerate(block.splitlines())) + "\n"
+    flow = yaml.safe_dump({"model": flat}, default_flow_style=True, sort_keys=False)
+    for text in (block, flow):
+        config = tmp_path / "old.yaml"
+        config.write_text(text)
+        migrate_in_place(config, capsys)
+        assert yaml.safe_load(config.read_text())["model"] == grouped_settings
+
+
+def test_fit_takes_a_migrated_config(tmp_path, capsys):
+    config = tmp_path / "old.yaml"
+    config.write_text("model:\n  attention: soft\n  embed_dim: 24  # the word vectors\n")
+    migrate_in_place(config, capsys)
+    with pytest.raises(SystemExit) as done:
+        main(["fit", "--config", "shapes_soft", "--config", str(config), "--print_config"])
+    assert not done.value.code
+    assert yaml.safe_load(capsys.readouterr().out)["model"]["decoder"]["embed_dim"] == 24
