@@ -9,8 +9,8 @@ Images may be file paths, PIL images or tensors (torchvision's layout: (3, H, W)
 Each image gets the transform of the data the model was trained on (`CaptionSource.inference_transform`,
 rebuilt from the data settings the checkpoint stores). Each `Caption` holds the text, the words, the
 attention α (T×L) and gate β of every word, the hard-attention locations and the log-probability;
-`num_captions=k` gives each image's k best beams instead, and `captioner.plot(image)` draws the paper's
-figure (in a notebook, the cell shows it).
+`num_captions=k` gives each image's k best beams instead (fewer when the search holds fewer distinct ones), and
+`captioner.plot(image)` draws the paper's figure (in a notebook, the cell shows it).
 """
 
 from __future__ import annotations
