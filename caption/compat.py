@@ -48,7 +48,8 @@ RENAMED = {
     "compile": "optimization.compile",
 }
 GROUPS = {new.partition(".")[0] for new in RENAMED.values()}
-MIGRATE_HINT = "`caption migrate-config FILE --in-place` rewrites a config file (docs/migration.md)"
+MIGRATE_HINT = ("`caption migrate-config FILE --in-place` rewrites a config file (docs/settings.md, "
+                "\"Migration from 0.1\")")
 
 
 def is_old(key: str, value: Any) -> bool:

@@ -138,8 +138,8 @@ def test_a_setting_given_flat_and_in_its_group_with_two_values_is_refused(tmp_pa
 def test_a_file_that_is_not_utf8_or_not_yaml_is_one_line(tmp_path):
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes("model:\n  embed_dim: 64  # größe\n".encode("latin-1"))
-    assert failed(["migrate-config", str(latin1)]) == (f"caption: error: {latin1}: not UTF-8 text (byte 0xf6 at offset 28): "
-                                                       "save it as UTF-8 first")
+    line = failed(["migrate-config", str(latin1)])
+    assert line == f"caption: error: {latin1}: not UTF-8 text (byte 0xf6 at offset 28): save it as UTF-8 first", line
     broken = tmp_path / "broken.yaml"
     broken.write_text("model:\n  embed_dim: [64\n")
     assert f"{broken}: not valid YAML (" in failed(["migrate-config", str(broken)])

@@ -1,5 +1,5 @@
 """Typed settings (issue 17): each knob in one dataclass beside its module; checkpoints of the flat settings before
-0.2 still load and caption as their model did; an old config key is refused naming its new one (tests/test_migrate_config.py)."""
+0.2 still load and caption as their model did; old config keys are refused by name and `caption migrate-config` moves them."""
 
 from dataclasses import asdict, fields
 
