@@ -39,8 +39,8 @@ from caption.inference.inputs import (
     OnError,
     as_inputs,
     check_call,
-    check_num_captions,
     check_input,
+    check_num_captions,
     describe_input,
     kept,
 )
