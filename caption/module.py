@@ -323,7 +323,8 @@ class CaptionModule(L.LightningModule):
         self._decode_batch(batch, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        """Validation's scores, and once a run, a warning when attention does not look (`caption.report.not_looking`)."""
+        """Validation's scores, and once a run, a warning when attention does not look
+        (`caption.report.not_looking`)."""
         evaluation = self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
         if self.not_looking is None and not self.trainer.sanity_checking:
             self.not_looking = not_looking(evaluation, kind=self.settings.attention.kind)

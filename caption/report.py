@@ -102,8 +102,8 @@ UNIFORM_SHARE = 0.95  # α entropy at or above this share of log L: attention is
 OBJECT_MARGIN = 0.10  # attention accuracy less than this above a random object's: no better than one
 RESPONSIBLE = {  # attention kind -> the settings most likely responsible when it does not look
     "hard": "model.hard.entropy_weight (its bonus flattens α: lower it), model.hard.reinforce_weight (too weak a "
-            "REINFORCE term leaves α unlearned) and the stage-1 soft run whose encoder it uses (model.encoder.weights: "
-            "that run must look first)",
+            "REINFORCE term leaves α unlearned) and the stage-1 soft run whose encoder it uses "
+            "(model.encoder.weights: that run must look first)",
     "soft": "model.soft.alpha_c (the doubly stochastic penalty spreads α over the image: lower it), the encoder "
             "(model.encoder.channels, kernel_sizes, coordinates: a grid whose cells see about one object) and "
             "model.optimization.learning_rate",

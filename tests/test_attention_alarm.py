@@ -22,7 +22,8 @@ LOCATIONS = 1024  # the tiny two-block encoder: a 32x32 grid on 64x64 shapes
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     source = ShapesSource(root=str(tmp_path_factory.mktemp("alarm") / "data"), num_train=4, num_val=6, num_test=2)
-    return CaptionDataModule(source=source, batch_size=4, eval_batch_size=6, encoder="small_vgg", encoder_weights="none")
+    return CaptionDataModule(source=source, batch_size=4, eval_batch_size=6, encoder="small_vgg",
+                             encoder_weights="none")
 
 
 def validated(module: CaptionModule, data: CaptionDataModule) -> list[str]:
