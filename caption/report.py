@@ -34,6 +34,7 @@ class Evaluation:
     alpha_entropy: float = float("nan")  # mean H(α_t) over generated steps
     tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
     references: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # image id -> raw references
+    file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any
 
     def attention_scores(self) -> dict[str, float]:
         """α entropy and, with boxes, the localisation shares, under their logged names."""
