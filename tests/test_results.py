@@ -106,7 +106,8 @@ def test_predict_evaluate_and_describe_write_one_schema_that_load_res_reads(tiny
 
     predicted = json.loads((tmp_path / "split" / "captions.json").read_text())
     evaluated = json.loads((tmp_path / "evaluate" / "captions.json").read_text())
-    assert [(e["image_id"], e["caption"]) for e in predicted] == sorted((e["image_id"], e["caption"]) for e in evaluated)
+    assert [(e["image_id"], e["caption"]) for e in predicted] == sorted(
+        (e["image_id"], e["caption"]) for e in evaluated)
     for ours, theirs in zip(predicted, sorted(evaluated, key=lambda entry: entry["image_id"])):
         assert ours["log_prob"] == pytest.approx(theirs["log_prob"], abs=1e-4)
 
