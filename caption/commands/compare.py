@@ -57,9 +57,9 @@ def main(argv: list[str]) -> None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
                           "(--config)")
     settings, origin = models[0].captioner.data
-    first = models[0].training_data()
+    first = models[0].training_data() if args.config is None else None  # with --config, all are evaluated on it
     for model in models[1:]:
-        trained_on = model.training_data() if args.config is None else None
+        trained_on = None if first is None else model.training_data()
         differences = [] if trained_on is None else data_differences(first, trained_on)
         if differences:
             warnings.warn(f"{model.name} was trained on other data than {models[0].name} ({'; '.join(differences)}); "

@@ -26,11 +26,6 @@ class Model:
     def settings(self) -> ModuleSettings:
         return self.captioner.module.settings
 
-    @property
-    def source(self) -> dict[str, Any] | None:
-        """The data source it was trained on ({class_path, init_args}), if recorded."""
-        return None if self.captioner.data is None else self.captioner.data[0]["source"]
-
     def training_data(self) -> dict[str, Any] | None:
         """What defines the data it was trained on, whatever folder it was in: the source's class, its settings but
         the files and folders it names (`CaptionSource.path_arguments`), and the vocabulary built from the training
@@ -53,7 +48,9 @@ def data_differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
         if first.get(key) == other.get(key):
             continue
         if key == "vocabulary":
-            differences.append(f"vocabulary: {len(other[key])} words vs {len(first[key])}")
+            new = [word for word in other[key] if word not in set(first[key])]
+            differences.append(f"vocabulary: {len(other[key])} words vs {len(first[key])}, {len(new)} of them new"
+                               + (f" ({', '.join(new[:5])}{', ...' if len(new) > 5 else ''})" if new else ""))
         else:
             differences.append(f"{key}: {other.get(key)} vs {first.get(key)}")
     return differences
@@ -71,8 +68,8 @@ def model_names(captioners: list[Captioner], names: list[str] | None) -> list[st
 
 def read_models(given: list[Path], *, names: list[str] | None, device: str, config: Path | None) -> list[Model]:
     """A `Model` per checkpoint or run folder (a run folder stands for its newest model-selection checkpoint,
-    `best-*.ckpt`, else `last.ckpt`, and its newest logs, `caption.comparison.logs.find_logs`); `config`: a YAML whose `data:` section
-    stands for the data settings of every checkpoint."""
+    `best-*.ckpt`, else `last.ckpt`, and its newest logs, `caption.comparison.logs.find_logs`); `config`: a YAML
+    whose `data:` section stands for the data settings of every checkpoint."""
     paths = [find_checkpoint(path) for path in given]
     captioners = [Captioner.from_checkpoint(path, device=device, config=config) for path in paths]
     return [Model(name, path, captioner, find_logs(folder, path))
