@@ -36,6 +36,7 @@ class Evaluation:
     tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
     references: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # image id -> raw references
     locations: int = 0  # L, the attention locations (log L: the entropy of uniform α); 0 when unknown
+    file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any
 
     def attention_scores(self) -> dict[str, float]:
         """α entropy and, with boxes, the localisation shares, under their logged names."""

@@ -92,13 +92,13 @@ def test_describe_writes_the_k_best_with_their_scores(tiny_runs, tmp_path, capsy
     main(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), GRACE_HOPPER,
           "--num_captions", "3", "--out", str(out)])
     [entry] = json.loads((out / "captions.json").read_text())
-    assert [item["figure"].rsplit("/", 1)[1] for item in entry["captions"]] == [
+    assert [item["figure"].rsplit("/", 1)[1] for item in entry["n_best"]] == [
         "grace_hopper_1.png", "grace_hopper_2.png", "grace_hopper_3.png"]
     assert all((out / f"grace_hopper_{rank}.png").is_file() for rank in (1, 2, 3))
-    scores = [item["log_prob"] for item in entry["captions"]]
+    scores = [item["log_prob"] for item in entry["n_best"]]
     assert scores == sorted(scores, reverse=True)
     printed = capsys.readouterr().out
-    assert f"  1. {entry['captions'][0]['caption']}  (log p = {scores[0]:.2f})" in printed
+    assert f"  1. {entry['n_best'][0]['caption']}  (log p = {scores[0]:.2f})" in printed
 
 
 def tiny_captioner() -> Captioner:
