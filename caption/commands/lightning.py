@@ -290,7 +290,8 @@ class CaptionCLI(LightningCLI):
         checkpoint = self.trainer.checkpoint_callback
         best = checkpoint.best_model_path if checkpoint is not None else ""
         results = self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None, verbose=False)
-        rank_zero_info(summary(self.trainer, self.fit_summary, results[0] if results else None))
+        if self.trainer.is_global_zero:  # the command's result, on stdout as the other commands' results
+            print(summary(self.trainer, self.fit_summary, results[0] if results else None), flush=True)
 
 
 def predict_arguments(args: list[str]) -> list[str]:
