@@ -9,10 +9,10 @@
 
 `ProgressBar` is Lightning's TQDMProgressBar with `shown` figures only (not the version number, not the chance
 levels of the attention scores, which do not move), and each epoch's finished bar kept. On a terminal it is
-redrawn in place as Lightning's; written to a file or a pipe (a cluster's log), where every redraw adds text,
-a bar is written at most every `file_refresh_s` seconds and, finished, once. `FitSummary` records every
-validation's figures; `summary` names the best epoch (the model-selection checkpoint's), its figures and the
-test figures at 4 significant digits, and the folders the run wrote to.
+redrawn in place as Lightning's; written to a file or a pipe (a cluster's log), where every redraw adds text, a
+bar is written at most every `file_refresh_s` seconds and `file_refreshes` times, and once finished.
+`FitSummary` records every validation's figures; `summary` names the best epoch (the model-selection
+checkpoint's), its figures and the test figures at 4 significant digits, and the folders the run wrote to.
 """
 
 from __future__ import annotations
@@ -33,19 +33,21 @@ SUMMARY = ("bleu1", "bleu4", "meteor", "rouge_l", "cider", "attention_accuracy",
 
 
 class FileTqdm(Tqdm):
-    """A bar written to a file or a pipe, where nothing is redrawn: a refresh at most every `every_s` seconds (not
-    at the start), and the finished bar written once, by `close`."""
+    """A bar written to a file or a pipe, where nothing is redrawn: refreshed only once `every_s` seconds have passed
+    and 1/`refreshes` of the bar has been done since it was last written (none at the start), and written once
+    finished, by `close`: a bar takes at most `refreshes` + 1 lines, however slow the machine."""
 
-    def __init__(self, *args: Any, every_s: float, **kwargs: Any) -> None:
-        self.every_s = every_s
-        self.shown_at = time.monotonic()
+    def __init__(self, *args: Any, every_s: float, refreshes: int, **kwargs: Any) -> None:
+        self.every_s, self.refreshes = every_s, refreshes
+        self.shown_at, self.shown_n = time.monotonic(), 0
         super().__init__(*args, **kwargs)
 
     def refresh(self, nolock: bool = False, lock_args: Any = None) -> None:
         finished = self.total is not None and self.n >= self.total
-        if finished or time.monotonic() - self.shown_at < self.every_s:
+        step = self.total / self.refreshes if self.total else 0
+        if finished or time.monotonic() - self.shown_at < self.every_s or self.n - self.shown_n < step:
             return
-        self.shown_at = time.monotonic()
+        self.shown_at, self.shown_n = time.monotonic(), self.n
         super().refresh(nolock=nolock, lock_args=lock_args)
 
 
@@ -55,13 +57,15 @@ class ProgressBar(TQDMProgressBar):
     Args:
         refresh_rate: redraw every this many batches (on a terminal), as Lightning's.
         shown: the logged figures the bar shows, in this order, when they are logged.
-        file_refresh_s: written to a file or a pipe, a bar is written at most every this many seconds.
+        file_refresh_s: written to a file or a pipe, a bar is written at most every this many seconds,
+        file_refreshes: and at most this many times before it is finished (then once more).
     """
 
-    def __init__(self, refresh_rate: int = 1, shown: tuple[str, ...] = SHOWN, file_refresh_s: float = 30.0):
+    def __init__(self, refresh_rate: int = 1, shown: tuple[str, ...] = SHOWN, file_refresh_s: float = 30.0,
+                 file_refreshes: int = 10):
         super().__init__(refresh_rate=refresh_rate, leave=True)
         self.shown = tuple(shown)
-        self.file_refresh_s = file_refresh_s
+        self.file_refresh_s, self.file_refreshes = file_refresh_s, file_refreshes
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         logged = super().get_metrics(trainer, pl_module)
@@ -70,7 +74,7 @@ class ProgressBar(TQDMProgressBar):
     def file_bar(self, description: str, *, leave: bool) -> Tqdm:
         # at position 0: a file cannot move the cursor to a second line
         return FileTqdm(desc=description, position=0, disable=self.is_disabled, leave=leave, file=sys.stdout,
-                        bar_format=self.BAR_FORMAT, every_s=self.file_refresh_s)
+                        bar_format=self.BAR_FORMAT, every_s=self.file_refresh_s, refreshes=self.file_refreshes)
 
     def on_train_epoch_start(self, trainer: L.Trainer, *args: Any) -> None:
         """Each epoch gets a new bar (leave=True); the one Lightning made before the first epoch goes unshown."""
