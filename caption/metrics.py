@@ -6,7 +6,8 @@ go through the same tokenisation first: `score_captions` expects both already to
 joined by spaces); `ptb_tokenize` applies coco-caption's PTB tokenizer (Java) for official numbers.
 Without Java it falls back, with a warning, to `python_ptb_tokenize`, a pure-Python stand-in that
 splits words and punctuation as the Stanford PTBTokenizer does; the tokenizer used is returned
-with the tokens and recorded in every metrics.json (how far its scores are from Java's: README).
+with the tokens and recorded in every metrics.json (how far its scores are from Java's: README). Java's note after
+each call (`PTBTokenizer tokenized N tokens at ...`) is logged at debug level, not printed (`caption -v` shows it).
 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
@@ -120,12 +121,12 @@ def java_stderr_logged() -> Iterator[None]:
     """Inside: coco-caption's PTBTokenizer starts Java as `_JavaStderrLogged` (its module's `subprocess` is swapped
     for the duration; nothing else in the process sees a change)."""
     with _tokenizer_lock:
-        shown = ptbtokenizer.subprocess
+        original = ptbtokenizer.subprocess
         ptbtokenizer.subprocess = types.SimpleNamespace(Popen=_JavaStderrLogged, PIPE=subprocess.PIPE)
         try:
             yield
         finally:
-            ptbtokenizer.subprocess = shown
+            ptbtokenizer.subprocess = original
 
 
 def _meteor(references: dict[int, list[str]], candidates: dict[int, list[str]], timeout: float) -> float:
