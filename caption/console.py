@@ -1,7 +1,7 @@
 """What the `caption` command prints besides its own lines: third-party chatter is left out unless `-v` asks for it.
 
     caption fit --config shapes_soft        # the project's lines, Lightning's progress and summary, warnings
-    caption -v fit --config shapes_soft     # and the dependencies' deprecations, Lightning's tips, the tokenizer's notes
+    caption -v fit --config shapes_soft     # and the dependencies' deprecations, Lightning's tips, tokenizer notes
 
 Left out by default: deprecation warnings that the dependencies raise about each other (e.g. Lightning's use of a
 torch name torch deprecates), Lightning's advertising tips, and the notes the project's own libraries log at

@@ -1,6 +1,6 @@
 """What a run shows while it trains and when it ends: a progress bar of the few figures that move, then a summary.
 
-    Epoch 3: 100%|██████████| 250/250 [01:02<00:00,  4.00it/s, loss=21.30, val/bleu4=0.412, val/attention_accuracy=0.631]
+    Epoch 3: 100%|██████████| 250/250 [01:02<00:00, 4.00it/s, loss=21.30, val/bleu4=0.412, val/attention_accuracy=0.631]
     ...
     best epoch 5 by val/bleu4, validation: bleu4 0.9123, cider 2.345, attention_accuracy 0.8123, alpha_entropy 1.234
     test (best checkpoint): bleu1 0.9712, bleu4 0.9105, meteor 0.6012, rouge_l 0.9311, cider 2.311, ...
@@ -167,6 +167,7 @@ def summary(trainer: L.Trainer, history: FitSummary | None, test: dict[str, floa
         files += [name for name in saved if name != best_name]
         lines.append(f"checkpoints: {folder}" + (f" ({'; '.join(files)})" if files else ""))
     for folder in logger_folders(trainer):
-        written = sorted(path.name for path in Path(folder).iterdir() if path.is_file()) if Path(folder).is_dir() else []
+        folder_path = Path(folder)
+        written = sorted(path.name for path in folder_path.iterdir() if path.is_file()) if folder_path.is_dir() else []
         lines.append(f"logs: {folder}" + (f" ({', '.join(written)})" if written else ""))
     return "\n".join(lines)
