@@ -1,4 +1,4 @@
-"""How long the `caption` command takes to answer: `--help`, `--version`, a mistyped command, `fit --help`.
+"""How long the `caption` command takes to answer: `--help`, `--version`, a mistyped command, each command's `--help`.
 
     python benchmarks/cli_startup.py                 # 7 runs of each, median and range
     python benchmarks/cli_startup.py --repeats 3
@@ -21,6 +21,8 @@ COMMANDS = {
     "caption --help": ["--help"],
     "caption --version": ["--version"],
     "caption trian (a mistyped command)": ["trian"],
+    **{f"caption {name} --help": [name, "--help"] for name in ("describe", "evaluate", "compare", "features",
+                                                                 "migrate-config")},
     "caption fit --help": ["fit", "--help"],
 }
 

@@ -10,15 +10,18 @@
 Each command lives in `caption.commands`; `caption <command> --help` is its own help. Errors the
 project foresees (a bad file, setting or checkpoint) are printed as one `caption: error:` line.
 Lightning and torch are imported by the commands that need them, not here: `caption --help`,
-`caption --version` and a mistyped command answer at once (benchmarks/cli_startup.py).
+`caption --version` and a mistyped command answer at once (benchmarks/cli_startup.py). `caption -v <command>`
+also shows what the dependencies say (deprecations, tips, the tokenizer's notes: `caption.console`).
 """
 
 import sys
 
 import caption
 from caption.commands import COMMANDS, command
+from caption.console import console
 from caption.errors import CaptionError
 
+VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
 INTERRUPTED = 128 + 2  # exit status of a command stopped by Ctrl-C (SIGINT)
 
@@ -27,12 +30,15 @@ def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
     return "\n".join([
-        "usage: caption [--version] [--help] <command> [options]",
+        "usage: caption [--version] [--help] [-v] <command> [options]",
         "",
         "Show, Attend and Tell: soft and hard attention image captioning.",
         "",
         "commands:",
         *lines,
+        "",
+        "-v, --verbose  also show what the dependencies say: deprecation warnings, Lightning's tips, the",
+        "               tokenizer's notes (left out by default)",
         "",
         "`caption <command> --help` lists a command's options. Python: `from caption import Captioner`.",
     ])
@@ -44,8 +50,7 @@ def with_ckpt_path(args: list[str]) -> list[str]:
             for arg in args]
 
 
-def run(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else list(argv)
+def run(args: list[str]) -> None:
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return
@@ -69,8 +74,11 @@ def lightning_exception(name: str) -> type[BaseException]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    verbose = bool(args) and args[0] in VERBOSE
     try:
-        run(argv)
+        with console(verbose=verbose):
+            run(args[1:] if verbose else args)
     except (CaptionError, lightning_exception("MisconfigurationException")) as error:  # Lightning's name the setting
         sys.exit(f"caption: error: {' '.join(str(error).split())}")
     except OSError as error:  # a write or read the project's own checks did not foresee: name the file

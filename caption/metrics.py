@@ -6,7 +6,8 @@ go through the same tokenisation first: `score_captions` expects both already to
 joined by spaces); `ptb_tokenize` applies coco-caption's PTB tokenizer (Java) for official numbers.
 Without Java it falls back, with a warning, to `python_ptb_tokenize`, a pure-Python stand-in that
 splits words and punctuation as the Stanford PTBTokenizer does; the tokenizer used is returned
-with the tokens and recorded in every metrics.json (how far its scores are from Java's: README).
+with the tokens and recorded in every metrics.json (how far its scores are from Java's: README). Java's note after
+each call (`PTBTokenizer tokenized N tokens at ...`) is logged at debug level, not printed (`caption -v` shows it).
 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
@@ -21,25 +22,30 @@ scores); and the accuracy per label. `mean_entropy` of α says how sharp it is, 
 """
 
 import contextlib
+import logging
 import math
 import re
 import shutil
 import subprocess
 import threading
+import types
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import torch
 from pycocoevalcap.bleu.bleu import Bleu
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.meteor.meteor import Meteor
 from pycocoevalcap.rouge.rouge import Rouge
+from pycocoevalcap.tokenizer import ptbtokenizer
 from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 
 from caption.data.records import Box, ObjectBox
 
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
+log = logging.getLogger(__name__)
 
 
 PTB_JAVA = "ptb-java"  # coco-caption's own PTBTokenizer (Stanford CoreNLP 3.4.1): official numbers
@@ -82,12 +88,45 @@ def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], 
     if problem is None:
         try:
             entries = {key: [{"caption": caption} for caption in value] for key, value in captions.items()}
-            return PTBTokenizer().tokenize(entries), PTB_JAVA
+            with java_stderr_logged():
+                return PTBTokenizer().tokenize(entries), PTB_JAVA
         except OSError as error:
             problem = f"{error.__class__.__name__}: {error}"
     warnings.warn(f"coco-caption's PTB tokenizer cannot run ({problem}): tokenising with the pure-Python stand-in "
                   "instead; scores are close to but not exactly the official ones (install Java for those)")
     return python_ptb_tokenize(captions), PTB_PYTHON
+
+
+JAVA_NOTE = "PTBTokenizer tokenized"  # the tokenizer's own note after every call: N tokens at M tokens per second
+_tokenizer_lock = threading.Lock()  # one call at a time swaps the tokenizer's `subprocess`
+
+
+class _JavaStderrLogged(subprocess.Popen):
+    """The tokenizer's Java process with its stderr read, not printed: its note on the tokens it read is logged at
+    debug level (`caption -v` shows it), anything else Java says (an error) as a warning."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "stderr": subprocess.PIPE})
+
+    def communicate(self, *args: Any, **kwargs: Any) -> tuple[bytes, bytes]:
+        output, errors = super().communicate(*args, **kwargs)
+        for line in (errors or b"").decode(errors="replace").splitlines():
+            if line.strip():
+                log.log(logging.DEBUG if line.startswith(JAVA_NOTE) else logging.WARNING, "%s", line)
+        return output, errors
+
+
+@contextlib.contextmanager
+def java_stderr_logged() -> Iterator[None]:
+    """Inside: coco-caption's PTBTokenizer starts Java as `_JavaStderrLogged` (its module's `subprocess` is swapped
+    for the duration; nothing else in the process sees a change)."""
+    with _tokenizer_lock:
+        original = ptbtokenizer.subprocess
+        ptbtokenizer.subprocess = types.SimpleNamespace(Popen=_JavaStderrLogged, PIPE=subprocess.PIPE)
+        try:
+            yield
+        finally:
+            ptbtokenizer.subprocess = original
 
 
 def _meteor(references: dict[int, list[str]], candidates: dict[int, list[str]], timeout: float) -> float:

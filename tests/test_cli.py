@@ -19,7 +19,7 @@ def test_fit_then_test_through_the_cli(tmp_path, kind):
     fit = caption("fit", *fit_args(run, *stage_one, kind=kind))
     assert fit.returncode == 0, fit.stderr[-3000:]
     output = fit.stdout + fit.stderr
-    assert "test/bleu4" in output and "test/meteor" in output, "fit ends by testing the best checkpoint"
+    assert "test (best checkpoint): bleu1 " in output and " meteor " in output, "fit ends by testing the best checkpoint"
     assert "Example test captions" in output
 
     checkpoints = sorted((run / "checkpoints").glob("*.ckpt"))  # <default_root_dir>/checkpoints

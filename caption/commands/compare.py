@@ -15,7 +15,8 @@ another folder is the same data.
 
 A run folder (e.g. `runs/shapes_soft`) stands for its newest model-selection checkpoint
 (`best-*.ckpt`, else `last.ckpt`) and its newest logs (a `metrics.csv`, else TensorBoard event files).
-The parts are in `caption.comparison` (models, table, figures).
+The parts are in `caption.comparison` (models, table, figures), imported once the options are read: `caption
+compare --help` answers at once.
 """
 
 import argparse
@@ -23,12 +24,8 @@ import warnings
 from pathlib import Path
 
 from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
-from caption.comparison.figures import overlay_figures, write_curves
-from caption.comparison.models import data_differences, read_models
-from caption.comparison.table import DATASETS, dataset_name, results_table, write_report
+from caption.comparison import DATASETS
 from caption.errors import ConfigError
-from caption.inference import build_data, evaluate, write_evaluation
-from caption.metrics import PTBCache
 from caption.outputs import writable_folder
 
 
@@ -51,6 +48,12 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
+    from caption.comparison.figures import overlay_figures, write_curves
+    from caption.comparison.models import data_differences, read_models
+    from caption.comparison.table import dataset_name, results_table, write_report
+    from caption.inference import build_data, evaluate, write_evaluation
+    from caption.metrics import PTBCache
+
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     models = read_models(args.models, names=args.names, device=args.device, config=args.config)
     if models[0].captioner.data is None:

@@ -11,28 +11,33 @@ whatever its size or mode; folders are captioned in batches, and their unreadabl
 readable image at all is an error). Images get the transform of the data the model was trained on
 (`caption.inference.Captioner`): for vgg16/vgg19 the weights' own (short side 256, centre crop 224,
 ImageNet normalisation, as the paper, at the training data's sizes); for small_vgg (built-in data)
-a resize to the training size and the built-in data's normalisation.
+a resize to the training size and the built-in data's normalisation. The model, torch and the image libraries are
+imported once the options are read: `caption describe --help` answers at once.
 """
+
+from __future__ import annotations
 
 import argparse
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-
-import torch
-from PIL import Image
+from typing import TYPE_CHECKING
 
 from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, positive_int
-from caption.data.images import BadImageError, image_files, read_rgb
 from caption.errors import CaptionError
-from caption.inference import Captioner
 from caption.outputs import save_figure, writable_folder
-from caption.results import Result, result, write_results
-from caption.visualize import overlay_figure
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from caption.inference import Captioner
+    from caption.results import Result
 
 
 def batches(files: list[tuple[Path, bool]], size: int) -> Iterator[list[tuple[Path, Image.Image]]]:
     """Readable images in batches; unreadable ones from folders are skipped with a warning."""
+    from caption.data.images import BadImageError, read_rgb
+
     batch = []
     for path, explicit in files:
         try:
@@ -74,6 +79,11 @@ def describe(
     """Caption `files` (from `caption.data.images.image_files`); write one overlay figure per caption under `out`
     (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each readable image's
     `Result` (image_id: its position in `files`) with its captions and figures, best first."""
+    import torch
+
+    from caption.results import result
+    from caption.visualize import overlay_figure
+
     writable_folder(out, what="output")
     described: list[Result] = []
     taken: set[str] = set()
@@ -121,6 +131,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--format", default="png", choices=("png", "pdf", "svg", "jpg"), help="figure format")
     add_device(parser)
     args = parser.parse_args(argv)
+    from caption.data.images import image_files
+    from caption.inference import Captioner
+    from caption.results import write_results
+
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=args.config)

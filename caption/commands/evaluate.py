@@ -7,14 +7,13 @@ and DIR/captions.csv as soon as the split is decoded, then DIR/metrics.json, whi
 coco-caption's PTB tokenizer (Java), or its pure-Python stand-in without Java. DIR is created and checked writable before any work.
 The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
 `--config`, a YAML file with a `data:` section such as the training config. The work is
-`caption.inference.evaluate`.
+`caption.inference.evaluate`, imported once the options are read: `caption evaluate --help` answers at once.
 """
 
 import argparse
 from pathlib import Path
 
 from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, add_scoring
-from caption.inference import Captioner, evaluate, training_data, write_evaluation
 from caption.outputs import writable_folder
 
 
@@ -32,6 +31,8 @@ def main(argv: list[str]) -> None:
     add_device(parser)
     add_scoring(parser)
     args = parser.parse_args(argv)
+    from caption.inference import Captioner, evaluate, training_data, write_evaluation
+
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=args.config)

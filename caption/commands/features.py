@@ -5,15 +5,11 @@
 
 The config is parsed exactly as `caption fit` parses it (any of its options overrides the config);
 the encoder is the model's, run on the trainer's device over every split, `data.eval_batch_size`
-images at a time; an interrupted build resumes. The cache itself is `caption.data.features`.
+images at a time; an interrupted build resumes. The cache itself is `caption.data.features`. Lightning and the model are imported once the options are read:
+`caption features --help` answers at once.
 """
 
 import argparse
-
-from caption.commands.lightning import CaptionArgumentParser, CaptionCLI
-from caption.data.datamodule import CaptionDataModule
-from caption.data.features import FeatureCacheError, build_cache
-from caption.module import CaptionModule
 
 
 def main(argv: list[str]) -> None:
@@ -26,6 +22,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--config", action="append", required=True, metavar="CONFIG",
                         help="the training config (YAML); may be given more than once, as for `caption fit`")
     args, overrides = parser.parse_known_args(argv)
+    from caption.commands.lightning import CaptionArgumentParser, CaptionCLI
+    from caption.data.datamodule import CaptionDataModule
+    from caption.data.features import FeatureCacheError, build_cache
+    from caption.module import CaptionModule
+
     configs = [item for config in args.config for item in ("--config", config)]
     cli = CaptionCLI(CaptionModule, CaptionDataModule, args=[*configs, *overrides], run=False,
                      parser_class=CaptionArgumentParser, auto_configure_optimizers=False)  # one-line config errors

@@ -33,6 +33,7 @@ import torch
 from jsonargparse import Namespace
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ProgressBar as LightningProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
@@ -58,6 +59,7 @@ from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.outputs import writable_folder
 from caption.packaged_configs import with_packaged_configs
+from caption.progress import FitSummary, ProgressBar, summary
 from caption.settings_keys import dotted
 
 PACKAGE = Path(__file__).resolve().parents[1]  # caption/
@@ -261,11 +263,21 @@ class CaptionCLI(LightningCLI):
                 config.model.decoding[key] = value
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors)."""
+        """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors), with the
+        project's progress bar unless another is given or none is wanted, and `fit`'s summary."""
         plugins = kwargs.get("plugins") or []
         plugins = plugins if isinstance(plugins, list) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
+        settings = self._get(self.config_init, "trainer", default={})
+        callbacks = settings.get("callbacks") or []
+        callbacks = list(callbacks) if isinstance(callbacks, list) else [callbacks]
+        if settings.get("enable_progress_bar") is not False and not any(
+            isinstance(callback, LightningProgressBar) for callback in callbacks
+        ):
+            callbacks.append(ProgressBar())
+        self.fit_summary = FitSummary() if self.subcommand == "fit" else None
+        kwargs["callbacks"] = callbacks + ([self.fit_summary] if self.fit_summary is not None else [])
         trainer = super().instantiate_trainer(**kwargs)
         for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder
             guard_logger_writes(logger)
@@ -274,10 +286,13 @@ class CaptionCLI(LightningCLI):
         return trainer
 
     def after_fit(self) -> None:
-        """Evaluate the best checkpoint (or the final weights if none was selected) on the test split."""
+        """Evaluate the best checkpoint (or the final weights if none was selected) on the test split, then say which
+        epoch was best, its figures and the test's, and where the checkpoints and logs are (`caption.progress`)."""
         checkpoint = self.trainer.checkpoint_callback
         best = checkpoint.best_model_path if checkpoint is not None else ""
-        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None)
+        results = self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None, verbose=False)
+        if self.trainer.is_global_zero:  # the command's result, on stdout as the other commands' results
+            print(summary(self.trainer, self.fit_summary, results[0] if results else None), flush=True)
 
 
 def predict_arguments(args: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from caption.comparison import DATASETS
 from caption.comparison.models import Model
 from caption.metrics import METRICS
 from caption.outputs import write_text
@@ -21,7 +22,6 @@ PAPER_TABLE_1: dict[str, dict[str, tuple[str, ...]]] = {
     "coco": {"soft": ("70.7", "49.2", "34.4", "24.3", "23.90"), "hard": ("71.8", "50.4", "35.7", "25.0", "23.04")},
 }
 PAPER_METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor")
-DATASETS = ("flickr30k", "flickr8k", "coco", "shapes")  # looked for in the data settings, in this order
 
 
 def dataset_name(settings: dict[str, Any]) -> str | None:

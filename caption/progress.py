@@ -1,0 +1,173 @@
+"""What a run shows while it trains and when it ends: a progress bar of the few figures that move, then a summary.
+
+    Epoch 3: 100%|██████████| 250/250 [01:02<00:00, 4.00it/s, loss=21.30, val/bleu4=0.412, val/attention_accuracy=0.631]
+    ...
+    best epoch 5 by val/bleu4, validation: bleu4 0.9123, cider 2.345, attention_accuracy 0.8123, alpha_entropy 1.234
+    test (best checkpoint): bleu1 0.9712, bleu4 0.9105, meteor 0.6012, rouge_l 0.9311, cider 2.311, ...
+    checkpoints: runs/shapes_soft/checkpoints (best: best-epoch5-step1500.ckpt; last.ckpt)
+    logs: runs/shapes_soft/logs/version_0 (metrics.csv, hparams.yaml, config.yaml)
+
+`ProgressBar` is Lightning's TQDMProgressBar with `shown` figures only (not the version number, not the chance
+levels of the attention scores, which do not move), and each epoch's finished bar kept. On a terminal it is
+redrawn in place as Lightning's; written to a file or a pipe (a cluster's log), where every redraw adds text, a
+bar is written at most every `file_refresh_s` seconds and `file_refreshes` times, and once finished.
+`FitSummary` records every validation's figures; `summary` names the best epoch (the model-selection
+checkpoint's), its figures and the test figures at 4 significant digits, and the folders the run wrote to.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback, TQDMProgressBar
+from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
+
+SHOWN = ("loss", "val/bleu4", "val/attention_accuracy")  # the figures of the bar, when logged
+# the figures of the summary, where logged: the paper's metrics, where the model looked, how sharp its attention is
+SUMMARY = ("bleu1", "bleu4", "meteor", "rouge_l", "cider", "attention_accuracy", "alpha_entropy")
+
+
+class FileTqdm(Tqdm):
+    """A bar written to a file or a pipe, where nothing is redrawn: refreshed only once `every_s` seconds have passed
+    and 1/`refreshes` of the bar has been done since it was last written (none at the start), and written once
+    finished, by `close`: a bar takes at most `refreshes` + 1 lines, however slow the machine."""
+
+    def __init__(self, *args: Any, every_s: float, refreshes: int, **kwargs: Any) -> None:
+        self.every_s, self.refreshes = every_s, refreshes
+        self.shown_at, self.shown_n = time.monotonic(), 0
+        super().__init__(*args, **kwargs)
+
+    def refresh(self, nolock: bool = False, lock_args: Any = None) -> None:
+        finished = self.total is not None and self.n >= self.total
+        step = self.total / self.refreshes if self.total else 0
+        if finished or time.monotonic() - self.shown_at < self.every_s or self.n - self.shown_n < step:
+            return
+        self.shown_at, self.shown_n = time.monotonic(), self.n
+        super().refresh(nolock=nolock, lock_args=lock_args)
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's progress bar with the `shown` figures only, and each epoch's finished bar kept.
+
+    Args:
+        refresh_rate: redraw every this many batches (on a terminal), as Lightning's.
+        shown: the logged figures the bar shows, in this order, when they are logged.
+        file_refresh_s: written to a file or a pipe, a bar is written at most every this many seconds,
+        file_refreshes: and at most this many times before it is finished (then once more).
+    """
+
+    def __init__(self, refresh_rate: int = 1, shown: tuple[str, ...] = SHOWN, file_refresh_s: float = 30.0,
+                 file_refreshes: int = 10):
+        super().__init__(refresh_rate=refresh_rate, leave=True)
+        self.shown = tuple(shown)
+        self.file_refresh_s, self.file_refreshes = file_refresh_s, file_refreshes
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
+        logged = super().get_metrics(trainer, pl_module)
+        return {name: logged[name] for name in self.shown if name in logged and not is_nan(logged[name])}
+
+    def file_bar(self, description: str, *, leave: bool) -> Tqdm:
+        # at position 0: a file cannot move the cursor to a second line
+        return FileTqdm(desc=description, position=0, disable=self.is_disabled, leave=leave, file=sys.stdout,
+                        bar_format=self.BAR_FORMAT, every_s=self.file_refresh_s, refreshes=self.file_refreshes)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        """Each epoch gets a new bar (leave=True); the one Lightning made before the first epoch goes unshown."""
+        bar = self._train_progress_bar
+        if bar is not None and bar.n == 0:
+            bar.leave = False
+            bar.close()
+        super().on_train_epoch_start(trainer, *args)
+
+    def init_sanity_tqdm(self) -> Tqdm:
+        on_terminal = sys.stdout.isatty()
+        return super().init_sanity_tqdm() if on_terminal else self.file_bar(self.sanity_check_description, leave=False)
+
+    def init_train_tqdm(self) -> Tqdm:
+        return super().init_train_tqdm() if sys.stdout.isatty() else self.file_bar(self.train_description, leave=True)
+
+    def init_validation_tqdm(self) -> Tqdm:
+        if sys.stdout.isatty():
+            return super().init_validation_tqdm()
+        # inside `fit` the validation bar goes when done, beside the epoch's; `caption validate` keeps it
+        return self.file_bar(self.validation_description, leave=self.trainer.state.fn == "validate")
+
+    def init_test_tqdm(self) -> Tqdm:
+        return super().init_test_tqdm() if sys.stdout.isatty() else self.file_bar("Testing", leave=True)
+
+    def init_predict_tqdm(self) -> Tqdm:
+        on_terminal = sys.stdout.isatty()
+        return super().init_predict_tqdm() if on_terminal else self.file_bar(self.predict_description, leave=True)
+
+
+class FitSummary(Callback):
+    """Records the figures of every validation of a `fit` (not the sanity check), for `summary`."""
+
+    def __init__(self) -> None:
+        self.validations: list[tuple[int, dict[str, float]]] = []  # (epoch, {val/name: value})
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        figures = {name: float(value) for name, value in trainer.callback_metrics.items() if name.startswith("val/")}
+        self.validations.append((trainer.current_epoch, figures))
+
+    def best(self, trainer: L.Trainer) -> tuple[int, dict[str, float]] | None:
+        """The validation whose figure the model-selection checkpoint was kept for (the first to reach it)."""
+        checkpoint = trainer.checkpoint_callback
+        score = getattr(checkpoint, "best_model_score", None)
+        if score is None or not checkpoint.monitor:
+            return None
+        return next(((epoch, figures) for epoch, figures in self.validations
+                     if figures.get(checkpoint.monitor) == float(score)), None)
+
+
+def is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def figure(value: float) -> str:
+    """A figure at 4 significant digits, or "missing" (NaN: METEOR without Java, no object word to localise)."""
+    return "missing" if math.isnan(value) else f"{value:.4g}"
+
+
+def figures_line(figures: dict[str, float], *, prefix: str) -> str:
+    """The `figures` named in SUMMARY under `prefix` ("val/"), in SUMMARY's order, without the prefix."""
+    return ", ".join(f"{name} {figure(figures[prefix + name])}" for name in SUMMARY if prefix + name in figures)
+
+
+def logger_folders(trainer: L.Trainer) -> list[str]:
+    """Where each logger of `trainer` wrote (its version folder if it has one)."""
+    folders = [getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None) for logger in trainer.loggers]
+    return [str(folder) for folder in folders if folder]
+
+
+def summary(trainer: L.Trainer, history: FitSummary | None, test: dict[str, float] | None) -> str:
+    """The end of `fit`: the best epoch and its validation figures, the test figures of its checkpoint, and the
+    folders of the checkpoints and logs."""
+    lines = []
+    checkpoint = trainer.checkpoint_callback
+    best = history.best(trainer) if history is not None else None
+    if best is not None:
+        epoch, figures = best
+        lines.append(f"best epoch {epoch} by {checkpoint.monitor}, validation: {figures_line(figures, prefix='val/')}")
+    if test:
+        source = "best checkpoint" if checkpoint is not None and checkpoint.best_model_path else "final weights"
+        lines.append(f"test ({source}): {figures_line(test, prefix='test/')}")
+    if checkpoint is not None and checkpoint.dirpath:
+        folder = Path(checkpoint.dirpath)
+        saved = sorted(path.name for path in folder.glob("*.ckpt")) if folder.is_dir() else []
+        best_name = Path(checkpoint.best_model_path).name if checkpoint.best_model_path else None
+        files = [f"best: {best_name}"] if best_name else []
+        files += [name for name in saved if name != best_name]
+        lines.append(f"checkpoints: {folder}" + (f" ({'; '.join(files)})" if files else ""))
+    for folder in logger_folders(trainer):
+        folder_path = Path(folder)
+        written = sorted(path.name for path in folder_path.iterdir() if path.is_file()) if folder_path.is_dir() else []
+        lines.append(f"logs: {folder}" + (f" ({', '.join(written)})" if written else ""))
+    return "\n".join(lines)
