@@ -224,6 +224,7 @@ def hard_attention_loss(
     reward: Reward,
     credit: Credit,
     advantage_scale: Tensor | float = 1.0,
+    entropy_per_nat: float | None = None,
 ) -> LossTerms:
     """Surrogate loss whose gradient is minus the Monte Carlo estimate of eq. 12.
 
@@ -249,6 +250,8 @@ def hard_attention_loss(
     reinforce = -(advantage * output.log_alpha_location).sum(dim=1)  # (B,)
     squared_error = ((rewards - baseline) ** 2 * sampled_steps).sum(dim=1)  # (B,)
 
+    if entropy_per_nat:  # λ_e per nat of the caption's per-token NLL, relative to the reference
+        entropy_weight = entropy_weight * (-log_likelihood.detach() / mask.sum(dim=1).clamp(min=1)) / entropy_per_nat
     loss = -log_likelihood + reinforce_weight * reinforce - entropy_weight * entropy
     if baseline.requires_grad:  # a learned baseline regresses on the rewards
         loss = loss + squared_error
@@ -316,6 +319,8 @@ class HardObjectiveSettings:
     reward: Reward = "mean"
     credit: Credit = "caption"
     normalize_advantage: bool = False
+    entropy_reference_nll: float | None = None
+    entropy_half_life: float | None = None
     semi_sampling: float = 0.5
     semi_sampling_final: float | None = None
     semi_sampling_epochs: int | None = None
@@ -358,6 +363,7 @@ class HardAttentionObjective(nn.Module):
         super().__init__()
         self.reinforce_weight = settings.reinforce_weight
         self.entropy_weight = settings.entropy_weight
+        self.entropy_reference_nll = settings.entropy_reference_nll
         self.reward = settings.reward
         self.credit = settings.credit
         if settings.baseline == "learned" and hidden_dim < 1:
@@ -375,6 +381,7 @@ class HardAttentionObjective(nn.Module):
             output, targets, mask, baseline=self.baseline, reinforce_weight=self.reinforce_weight,
             entropy_weight=self.entropy_weight, reward=self.reward, credit=self.credit,
             advantage_scale=1.0 if self.advantage_scale is None else self.advantage_scale(),
+            entropy_per_nat=self.entropy_reference_nll,
         )
 
     def update(self, terms: LossTerms, sum_over_ranks: SumOverRanks) -> None:
