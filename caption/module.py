@@ -33,8 +33,8 @@ from caption.objectives import (
     SoftAttentionObjective,
     SoftObjectiveSettings,
 )
-from caption.renamed import dotted
-from caption.report import Evaluation
+from caption.report import Evaluation, not_looking
+from caption.settings_keys import dotted
 from caption.text import Vocabulary, check_vocabulary
 
 
@@ -170,6 +170,7 @@ class CaptionModule(L.LightningModule):
             self.objective = SoftAttentionObjective(settings.soft)
         self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
+        self.not_looking: str | None = None  # why attention did not look at a validation, once said (`not_looking`)
         if settings.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
 
@@ -330,7 +331,13 @@ class CaptionModule(L.LightningModule):
         self._decode_batch(batch, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
+        """Validation's scores, and once a run, a warning when attention does not look
+        (`caption.report.not_looking`)."""
+        evaluation = self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
+        if self.not_looking is None and not self.trainer.sanity_checking:
+            self.not_looking = not_looking(evaluation, kind=self.settings.attention.kind)
+            if self.not_looking is not None:
+                rank_zero_warn(self.not_looking)
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
         self._decode_batch(batch, beam_size=self.settings.decoding.beam_size)
