@@ -274,8 +274,6 @@ class CaptionModule(L.LightningModule):
     def on_train_epoch_start(self) -> None:
         """Hard attention with semi_sampling_final: this epoch's semi-sampling probability, on a linear schedule."""
         hard = self.settings.hard
-        if hard is not None and hard.entropy_half_life is not None:
-            self.objective.entropy_weight = hard.entropy_weight * 0.5 ** (self.current_epoch / hard.entropy_half_life)
         if hard is None or hard.semi_sampling_final is None:
             return
         epochs = hard.semi_sampling_epochs or self.trainer.max_epochs

@@ -32,12 +32,6 @@ Beyond the paper (each off by default; README "Hard attention" measures them), l
   - `baseline: learned`: b_t = w·h_{t-1} + c, an input-dependent baseline regressed on R_t by squared error
     (Mnih, Heess, Graves and Kavukcuoglu, "Recurrent models of visual attention", 2014, sec. 3.2). h_{t-1}
     is computed before s̃_t is drawn and detached, so the estimator stays unbiased and only b learns from it.
-  - `normalize_advantage: true`: R_t - b_t divided by σ, a running estimate of its standard deviation (the
-    "variance normalisation" of Mnih and Gregor, "Neural variational inference and learning in belief networks",
-    2014, sec. 3.3), σ² ← decay · σ² + (1 - decay) · mean (R_t - b_t)², bias-corrected, from the batches before this
-    one (a constant for this batch: still unbiased, up to the scale 1/σ). λ_r and λ_e then weigh an advantage of
-    unit scale, whatever the scale of the dataset's log-likelihood: the balance of REINFORCE against the entropy
-    bonus no longer depends on how well captions can be predicted (README "Hard attention").
 
 How the original code (arctic-captions, capgen.py `train()`) weighs these, and how to reproduce it
 (`tests/test_original_objective.py` checks each against a transcription of capgen's update):
@@ -133,30 +127,6 @@ class MovingAverageBaseline(nn.Module):
         self.value.mul_(self.decay).add_((1.0 - self.decay) * reward_mean.detach().to(self.value))
 
 
-class AdvantageScale(nn.Module):
-    """σ, the running standard deviation of the advantage R_t - b_t (module docstring: `normalize_advantage`).
-
-    Buffers, so they are saved in checkpoints: the moving average of the mean squared advantage and the number of
-    updates, for the bias correction of its zero start (as Adam's): σ² = m / (1 - decay^k). 1 before any update."""
-
-    def __init__(self, decay: float):
-        super().__init__()
-        self.decay = decay
-        self.register_buffer("second_moment", torch.zeros(()))
-        self.register_buffer("updates", torch.zeros(()))
-
-    def forward(self) -> Tensor:
-        if self.updates == 0:
-            return torch.ones_like(self.second_moment)
-        variance = self.second_moment / (1.0 - self.decay**self.updates)
-        return variance.clamp(min=1e-12).sqrt()
-
-    @torch.no_grad()
-    def update(self, mean_square: Tensor) -> None:
-        self.second_moment.mul_(self.decay).add_((1.0 - self.decay) * mean_square.detach().to(self.second_moment))
-        self.updates.add_(1)
-
-
 class LeaveOneOutBaseline(nn.Module):
     """Sample n's baseline: the mean reward of the other N - 1 samples of its caption (module docstring).
     The batch holds each caption's N samples in consecutive rows."""
@@ -194,7 +164,7 @@ class LossTerms:
     entropy: Tensor | None = None  # H[s̃] = Σ_t H(α_t), before λ_e
     reward: Tensor | None = None  # r, mean over the sampled captions
     baseline: Tensor | None = None  # b_t, mean over the sampled captions' steps
-    advantage_square: Tensor | None = None  # (R_t - b_t)², mean over sampled steps: what the baseline leaves (before σ)
+    advantage_square: Tensor | None = None  # (R_t - b_t)², mean over sampled steps: what the baseline leaves
     sampled: Tensor | None = None  # boolean (B,): captions whose attention was sampled (not semi-sampled)
 
     def as_dict(self) -> dict[str, Tensor]:
@@ -223,16 +193,14 @@ def hard_attention_loss(
     entropy_weight: float,
     reward: Reward,
     credit: Credit,
-    advantage_scale: Tensor | float = 1.0,
-    entropy_per_nat: float | None = None,
 ) -> LossTerms:
     """Surrogate loss whose gradient is minus the Monte Carlo estimate of eq. 12.
 
     With N samples per caption, the batch holds each caption N times and the mean over rows is
     the 1/N Σ_n of eq. 12. `baseline` is a constant b (any shape that broadcasts to (B, T)) or one of the
     baselines above; a learned one adds its squared error to the loss. The doubly stochastic term is
-    reported, not trained (module docstring). `advantage_scale`: σ, a constant the advantage is divided by
-    (`normalize_advantage`). The moving average and σ are not updated here (HardAttentionObjective.update).
+    reported, not trained (module docstring). The moving average is not updated here
+    (HardAttentionObjective.update).
     """
     assert output.log_alpha_location is not None and output.entropy is not None, "decoder must use hard attention"
     token_ll = token_log_likelihood(output.logits, targets, mask)  # ℓ_t: (B, T)
@@ -246,12 +214,10 @@ def hard_attention_loss(
     baseline = baseline.expand_as(rewards) * mask
     sampled = torch.ones_like(log_likelihood, dtype=torch.bool) if output.semi_sampled is None else ~output.semi_sampled
     sampled_steps = mask * sampled[:, None]  # semi-sampled captions carry no REINFORCE term
-    advantage = (rewards - baseline.detach()) * sampled_steps / advantage_scale  # (B, T)
+    advantage = (rewards - baseline.detach()) * sampled_steps  # (B, T)
     reinforce = -(advantage * output.log_alpha_location).sum(dim=1)  # (B,)
     squared_error = ((rewards - baseline) ** 2 * sampled_steps).sum(dim=1)  # (B,)
 
-    if entropy_per_nat:  # λ_e per nat of the caption's per-token NLL, relative to the reference
-        entropy_weight = entropy_weight * (-log_likelihood.detach() / mask.sum(dim=1).clamp(min=1)) / entropy_per_nat
     loss = -log_likelihood + reinforce_weight * reinforce - entropy_weight * entropy
     if baseline.requires_grad:  # a learned baseline regresses on the rewards
         loss = loss + squared_error
@@ -298,12 +264,10 @@ class HardObjectiveSettings:
         reinforce_weight: λ_r per caption (paper's form; the original code's effective value is 0.1·B, 6.4 at B = 64).
         entropy_weight: λ_e per caption (the original code's effective value is 0.002·B, 0.128 at B = 64).
         baseline: "moving_average" (paper), or beyond it "leave_one_out" (samples >= 2) or "learned" (b(h_{t-1})).
-        baseline_decay: moving average: b ← decay · b + (1 - decay) · r̄ (paper: 0.9); also σ²'s, when normalized.
+        baseline_decay: moving average: b ← decay · b + (1 - decay) · r̄ (paper: 0.9).
         reward: "mean" per-token log-likelihood (original code) or "sum" (paper).
         credit: "caption" (paper: each location gets the caption's reward) or, beyond it, "step" (only the words it
             can affect).
-        normalize_advantage: beyond the paper: divide R_t - b_t by its running standard deviation (Mnih and Gregor,
-            2014), so the weights do not depend on the scale of the log-likelihood.
         semi_sampling: probability per image of training on the expected context instead of a sample (sec. 4.1: 0.5).
         semi_sampling_final: beyond the paper: semi-sampling moves linearly from semi_sampling in the first epoch to
             this in epoch semi_sampling_epochs, then stays; None: constant (paper).
@@ -318,9 +282,6 @@ class HardObjectiveSettings:
     baseline_decay: float = 0.9
     reward: Reward = "mean"
     credit: Credit = "caption"
-    normalize_advantage: bool = False
-    entropy_reference_nll: float | None = None
-    entropy_half_life: float | None = None
     semi_sampling: float = 0.5
     semi_sampling_final: float | None = None
     semi_sampling_epochs: int | None = None
@@ -363,7 +324,6 @@ class HardAttentionObjective(nn.Module):
         super().__init__()
         self.reinforce_weight = settings.reinforce_weight
         self.entropy_weight = settings.entropy_weight
-        self.entropy_reference_nll = settings.entropy_reference_nll
         self.reward = settings.reward
         self.credit = settings.credit
         if settings.baseline == "learned" and hidden_dim < 1:
@@ -374,30 +334,23 @@ class HardAttentionObjective(nn.Module):
         if settings.baseline not in builders:
             raise ConfigError(f"model.hard.baseline must be one of {sorted(builders)}, got {settings.baseline!r}")
         self.baseline = builders[settings.baseline]()
-        self.advantage_scale = AdvantageScale(settings.baseline_decay) if settings.normalize_advantage else None
 
     def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor) -> LossTerms:
         return hard_attention_loss(
             output, targets, mask, baseline=self.baseline, reinforce_weight=self.reinforce_weight,
             entropy_weight=self.entropy_weight, reward=self.reward, credit=self.credit,
-            advantage_scale=1.0 if self.advantage_scale is None else self.advantage_scale(),
-            entropy_per_nat=self.entropy_reference_nll,
         )
 
     def update(self, terms: LossTerms, sum_over_ranks: SumOverRanks) -> None:
         """Moving average: b ← 0.9 b + 0.1 r̄, with r̄ the mean reward of the sampled captions over *all* ranks
         (so every DDP rank holds the same b). The original averages over every caption of the minibatch,
         semi-sampled ones included; the baseline here tracks the reward of the sampled captions it is
-        subtracted from. The other baselines have nothing to track. σ (normalize_advantage) tracks the mean
-        squared advantage of the sampled steps, also over all ranks."""
-        assert terms.reward is not None and terms.sampled is not None and terms.advantage_square is not None
-        count = terms.sampled.sum().float()
-        totals = sum_over_ranks(torch.stack([terms.reward.nan_to_num(0.0) * count, count,
-                                             terms.advantage_square * count]))
-        if totals[1] == 0:
+        subtracted from. The other baselines have nothing to track."""
+        if not isinstance(self.baseline, MovingAverageBaseline):
             return
-        if isinstance(self.baseline, MovingAverageBaseline):
+        assert terms.reward is not None and terms.sampled is not None
+        count = terms.sampled.sum()
+        totals = sum_over_ranks(torch.stack([terms.reward.nan_to_num(0.0) * count, count.float()]))
+        if totals[1] > 0:
             self.baseline.update(totals[0] / totals[1])
-        if self.advantage_scale is not None:
-            self.advantage_scale.update(totals[2] / totals[1])
 

@@ -217,34 +217,6 @@ def test_credited_rewards_and_shares_by_hand():
     torch.testing.assert_close(remaining_share(mask, "step"), torch.tensor([[1.0, 2 / 3, 1 / 3, 0.0], [1.0, 0.5, 0, 0]]))
 
 
-def test_normalized_advantage_by_hand():
-    """normalize_advantage: (R_t - b_t)/σ, σ² the bias-corrected moving average of the mean squared advantage of the
-    batches before (Mnih and Gregor, 2014); σ = 1 before any batch."""
-    decoder = tiny_decoder("hard", semi_sampling=0.0).train()
-    captions = captions_with_padding()
-    targets, mask = captions[:, 1:], (captions[:, 1:] != 0).float()
-    out = decoder(torch.randn(B, L, D), captions)
-    settings = HardObjectiveSettings(reinforce_weight=1.0, entropy_weight=0.0, normalize_advantage=True)
-    objective = HardAttentionObjective(settings)
-    first = objective(out, targets, mask)
-    plain = hard_attention_loss(out, targets, mask, baseline=torch.zeros(()), reinforce_weight=1.0, entropy_weight=0.0,
-                                reward="mean", credit="caption")
-    torch.testing.assert_close(first.reinforce, plain.reinforce)  # σ = 1 and b = 0 before any update
-    squares = []
-    for step in range(3):  # σ² after k updates: (1 - 0.9) Σ_j 0.9^(k-1-j) m_j / (1 - 0.9^k)
-        terms = objective(out, targets, mask)
-        objective.update(terms, lambda value: value)
-        squares.append(terms.advantage_square.item())
-        weights = [0.1 * 0.9 ** (len(squares) - 1 - j) for j in range(len(squares))]
-        variance = sum(w * m for w, m in zip(weights, squares)) / (1 - 0.9 ** len(squares))
-        assert objective.advantage_scale().item() == pytest.approx(math.sqrt(variance), rel=1e-5)
-    scaled = objective(out, targets, mask)
-    unscaled = hard_attention_loss(out, targets, mask, baseline=objective.baseline.value, reinforce_weight=1.0,
-                                   entropy_weight=0.0, reward="mean", credit="caption")
-    torch.testing.assert_close(scaled.reinforce, unscaled.reinforce / objective.advantage_scale())
-    assert set(objective.state_dict()) == {"baseline.value", "advantage_scale.second_moment", "advantage_scale.updates"}
-
-
 def test_leave_one_out_baseline_by_hand():
     rewards = torch.tensor([[1.0], [2.0], [6.0], [10.0], [20.0], [30.0]])  # two captions, N = 3 samples each
     baseline = LeaveOneOutBaseline(samples=3)(rewards, hidden=torch.zeros(6, 1, 4), share=torch.ones(6, 1))
