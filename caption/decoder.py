@@ -162,11 +162,13 @@ class Decoder(nn.Module):
         """W_a a_i of eq. 4, once per image: (B, L, D) -> (B, L, A)."""
         return self.scorer.project(annotations)
 
-    def sample_semi_sampling(self, batch_size: int, device: torch.device) -> Tensor | None:
-        """Hard attention, training: which images use the expected context this sequence (B,)."""
+    def sample_semi_sampling(self, images: Tensor) -> Tensor | None:
+        """Hard attention, training: which rows use the expected context this sequence (B,), one coin per image
+        (sec. 4.1: "with probability 0.5 for a given image"): `images` (B,) numbers each row's image 0..U-1."""
         if not (self.is_hard and self.training and self.semi_sampling > 0):
             return None
-        return torch.rand(batch_size, device=device) < self.semi_sampling
+        coins = torch.rand(int(images.max()) + 1, device=images.device) < self.semi_sampling  # (U,)
+        return coins[images]  # (B,)
 
     def step(
         self,
@@ -211,14 +213,17 @@ class Decoder(nn.Module):
             hidden = hidden + self.output_context(context)
         return self.output_words(self.dropout(torch.tanh(hidden)))  # (..., V)
 
-    def forward(self, annotations: Tensor, captions: Tensor) -> DecoderOutput:
-        """Teacher-forced pass. captions: <start> w_1 .. w_k <end> <pad>.. (B, T+1); predicts captions[:, 1:]."""
+    def forward(self, annotations: Tensor, captions: Tensor, images: Tensor | None = None) -> DecoderOutput:
+        """Teacher-forced pass. captions: <start> w_1 .. w_k <end> <pad>.. (B, T+1); predicts captions[:, 1:].
+        `images` (B,): which image each row describes, 0..U-1 (rows of one image share a semi-sampling coin);
+        None: a row per image."""
         B, T = captions.shape[0], captions.shape[1] - 1
         projected = self.project_annotations(annotations)  # (B, L, A)
         embedded, word_gates = self.word_gates(captions[:, :-1])  # (B, T, m), (B, T, 4n)
         state = self.init_state(annotations)
         h_0 = state.h  # (B, n)
-        semi_sampled = self.sample_semi_sampling(B, annotations.device)
+        images = torch.arange(B, device=annotations.device) if images is None else images
+        semi_sampled = self.sample_semi_sampling(images)
         steps = []
         for t in range(T):
             out = self.step(word_gates[:, t], state, annotations, projected, semi_sampled)

@@ -55,6 +55,15 @@ def captioned_batch(batch: dict[str, Any], captions: list[Caption], *, keep_atte
     return items
 
 
+def looked_at(caption: Caption) -> Tensor:
+    """What localisation scores of each word's attention (T, L): α, or under hard attention a one-hot of the location
+    the word used (its peak of α with the expected or argmax context; the sampled one with
+    `hard_eval_context: sample`, which the overlays draw too)."""
+    if caption.locations is None:
+        return caption.alpha
+    return torch.nn.functional.one_hot(caption.locations, caption.alpha.shape[-1]).to(caption.alpha.dtype)
+
+
 def gather_by_image(items: dict[Key, Item], *, world_size: int) -> dict[Key, Item]:
     """Every rank's items, one per key (distributed samplers pad a split with repeats of a few images)."""
     if world_size > 1:
@@ -78,7 +87,7 @@ def score_split(
         {image_id: list(item.references) for image_id, item in captioned.items()},
         metrics=metrics, meteor_timeout=meteor_timeout, cache=cache,
     )
-    boxed = [(item.caption.words, item.caption.alpha, item.objects) for item in captioned.values() if item.objects]
+    boxed = [(item.caption.words, looked_at(item.caption), item.objects) for item in captioned.values() if item.objects]
     found = None
     if boxed and image_size is not None:
         found = localisation(boxed, image_size=tuple(image_size), word_labels=word_labels)

@@ -222,11 +222,13 @@ class CaptionModule(L.LightningModule):
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
         annotations, captions = self.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
+        images = first_occurrences(batch["image_id"])[1] if "image_id" in batch else None  # (B,): 0..U-1
         samples = self.settings.hard.samples if self.settings.hard else 1
         if samples > 1:  # N Monte Carlo samples per caption (eq. 12)
             annotations = annotations.repeat_interleave(samples, dim=0)
             captions = captions.repeat_interleave(samples, dim=0)
-        output = self.decoder(annotations, captions)
+            images = None if images is None else images.repeat_interleave(samples)
+        output = self.decoder(annotations, captions, images)
         targets = captions[:, 1:]
         mask = (targets != Vocabulary.PAD).float()  # (B, T)
         terms = self.objective(output, targets, mask)
@@ -273,12 +275,16 @@ class CaptionModule(L.LightningModule):
 
     def on_train_epoch_start(self) -> None:
         """Hard attention with semi_sampling_final: this epoch's semi-sampling probability, on a linear schedule."""
-        final = self.settings.hard.semi_sampling_final if self.settings.hard else None
-        if final is not None:
-            progress = self.current_epoch / max(1, (self.trainer.max_epochs or 1) - 1)
-            start = self.settings.hard.semi_sampling
-            self.decoder.semi_sampling = start + (final - start) * min(1.0, progress)
-            self.log("train/semi_sampling", self.decoder.semi_sampling)
+        hard = self.settings.hard
+        if hard is None or hard.semi_sampling_final is None:
+            return
+        epochs = hard.semi_sampling_epochs or self.trainer.max_epochs
+        if epochs is None or epochs < 1:
+            raise ConfigError("model.hard.semi_sampling_final needs the schedule's length: set "
+                              "model.hard.semi_sampling_epochs (or a positive trainer.max_epochs)")
+        progress = min(1.0, self.current_epoch / max(1, epochs - 1))
+        self.decoder.semi_sampling = hard.semi_sampling + (hard.semi_sampling_final - hard.semi_sampling) * progress
+        self.log("train/semi_sampling", self.decoder.semi_sampling)
 
     def on_fit_start(self) -> None:
         """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its own)."""

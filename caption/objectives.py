@@ -270,7 +270,9 @@ class HardObjectiveSettings:
             can affect).
         semi_sampling: probability per image of training on the expected context instead of a sample (sec. 4.1: 0.5).
         semi_sampling_final: beyond the paper: semi-sampling moves linearly from semi_sampling in the first epoch to
-            this in the last (trainer.max_epochs); None: constant (paper).
+            this in epoch semi_sampling_epochs, then stays; None: constant (paper).
+        semi_sampling_epochs: the epochs that schedule takes; None: trainer.max_epochs (which must then be set: under
+            early stopping, with max_epochs an upper bound, give the number here).
     """
 
     samples: int = 1
@@ -282,9 +284,11 @@ class HardObjectiveSettings:
     credit: Credit = "caption"
     semi_sampling: float = 0.5
     semi_sampling_final: float | None = None
+    semi_sampling_epochs: int | None = None
 
     def __post_init__(self) -> None:
         check_range("hard.samples", self.samples, low=1)
+        check_range("hard.semi_sampling_epochs", self.semi_sampling_epochs, low=1)
         for key in ("reinforce_weight", "entropy_weight"):
             check_range(f"hard.{key}", getattr(self, key), low=0)
         for key in ("baseline_decay", "semi_sampling", "semi_sampling_final"):

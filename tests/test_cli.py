@@ -58,9 +58,14 @@ def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_run
     rows = list(csv.DictReader((tiny_runs["soft"] / "logs" / "version_0" / "metrics.csv").open()))
     validations = [row for row in rows if row.get("val/bleu4")]
     assert validations
-    for row in validations:  # NaN while the tiny model names no object yet; a number once it does
-        accuracy, chance = float(row["val/attention_accuracy"]), float(row["val/attention_chance_location"])
-        assert (math.isnan(accuracy) and math.isnan(chance)) or (0.0 <= accuracy <= 1.0 and 0.0 <= chance < 0.5)
+    for row in validations:  # every share NaN while the tiny model names no object yet; numbers once it does
+        shares = [float(row[f"val/attention_{name}"]) for name in ("accuracy", "other_object", "background", "absent")]
+        chance = float(row["val/attention_chance_location"])
+        if math.isnan(shares[0]):
+            assert all(math.isnan(share) for share in shares) and math.isnan(chance)
+        else:
+            assert all(0.0 <= share <= 1.0 for share in shares) and sum(shares) == pytest.approx(1.0)
+            assert 0.0 < chance < 0.5
         assert float(row["val/alpha_entropy"]) > 0
     rates = list(dict.fromkeys(float(row["lr-Adam"]) for row in rows if row.get("lr-Adam")))  # in step order
     assert len(rates) >= 3

@@ -15,8 +15,10 @@ biased, so the same comparison then fails.
 
 The estimators beyond the paper must stay unbiased too, and are held to the same tolerance: the per-step
 credit (reward-to-go, with the moving average scaled to the words still to come), the leave-one-out
-baseline over N = 4 samples of a caption, and the learned baseline b(h_{t-1}) (untrained here: small random
-weights and a bias near the mean reward-to-go; its value changes the variance, not the mean).
+baseline over N = 4 samples of a caption, and the learned baseline b(h_{t-1}) (untrained here: random weights large
+enough that b moves with the state by about as much as the reward does, and a bias near the mean reward-to-go; its
+value changes the variance, not the mean). Each has a negative control: the same check fails for a baseline that
+sees the sample it is subtracted from.
 """
 
 import itertools
@@ -121,15 +123,19 @@ def test_estimators_beyond_the_paper_are_unbiased(credit, baseline):
     objective = HardAttentionObjective(settings, hidden_dim=5).double()
     if baseline == "moving_average":
         objective.baseline.value.fill_(expected_reward)
-    if baseline == "learned":  # input-dependent, near the mean reward-to-go of the two steps (share 1 and 1/2)
+    if baseline == "learned":  # input-dependent, around the mean reward-to-go of the two steps (share 1 and 1/2)
         with torch.no_grad():
-            objective.baseline.layer.weight.mul_(0.1)
+            objective.baseline.layer.weight.mul_(20.0)
             objective.baseline.layer.bias.fill_(0.75 * expected_reward)
     decoder.zero_grad()
     torch.manual_seed(0)
     annotations, captions = annotations.expand(SAMPLES, -1, -1), captions.expand(SAMPLES, -1)
     targets = captions[:, 1:]
-    objective(decoder(annotations, captions), targets, torch.ones_like(targets, dtype=torch.double)).loss.backward()
+    output = decoder(annotations, captions)
+    objective(output, targets, torch.ones_like(targets, dtype=torch.double)).loss.backward()
+    if baseline == "learned":  # b_2 = b(h_1) moves with s_1 by about as much as the reward-to-go R_2 does
+        values = objective.baseline(None, hidden=output.hidden, share=None)[:, 1].detach()
+        assert values.std() > 0.5 * abs(float(expected_reward)) / 2, "the learned baseline is nearly constant"
     estimate = -flat_grad(decoder)
     attention = scorer_slice(decoder)
     for part, name in ((slice(None), "all"), (attention, "f_att")):
@@ -161,3 +167,72 @@ def test_a_baseline_that_sees_its_own_sample_is_caught():
     attention = scorer_slice(decoder)
     estimate = -flat_grad(decoder)[attention]
     assert (estimate - exact[attention]).norm() / exact[attention].norm() > 0.15
+
+
+class SeesItsSample(torch.nn.Module):
+    """A wrong learned baseline: b(h_{t-1}) plus half the sample's own reward-to-go."""
+
+    def __init__(self, learned: torch.nn.Module):
+        super().__init__()
+        self.learned = learned
+
+    def forward(self, rewards, *, hidden, share):
+        return self.learned(rewards, hidden=hidden, share=share) + 0.5 * rewards
+
+
+@pytest.mark.slow
+def test_a_learned_baseline_that_sees_its_sample_is_caught():
+    """The learned baseline's check can fail: with half of each sample's own reward in b, every advantage shrinks by
+    half and f_att's gradient comes out far short."""
+    decoder, annotations, captions = make_problem()
+    expected_reward, exact = exact_lower_bound(decoder, annotations, captions)
+    objective = HardAttentionObjective(HardObjectiveSettings(baseline="learned"), hidden_dim=5).double()
+    with torch.no_grad():
+        objective.baseline.layer.weight.mul_(20.0)
+        objective.baseline.layer.bias.fill_(0.75 * expected_reward)
+    decoder.zero_grad()
+    torch.manual_seed(0)
+    annotations, captions = annotations.expand(SAMPLES, -1, -1), captions.expand(SAMPLES, -1)
+    targets = captions[:, 1:]
+    hard_attention_loss(decoder(annotations, captions), targets, torch.ones_like(targets, dtype=torch.double),
+                        baseline=SeesItsSample(objective.baseline), reinforce_weight=1.0, entropy_weight=0.0,
+                        reward="sum", credit="step").loss.backward()
+    attention = scorer_slice(decoder)
+    estimate = -flat_grad(decoder)[attention]
+    assert (estimate - exact[attention]).norm() / exact[attention].norm() > 0.3
+
+
+def test_the_learned_baselines_regression_stays_off_the_decoder():
+    """b(h_{t-1}) learns from (R_t - b_t)² alone: the decoder's gradient is the one it gets with b held constant
+    at the same values (were h_{t-1} not detached, the regression would pull the LSTM's states toward the rewards)."""
+    decoder, annotations, captions = make_problem()
+    objective = HardAttentionObjective(HardObjectiveSettings(baseline="learned", reward="sum", credit="step"),
+                                       hidden_dim=5).double()
+    with torch.no_grad():
+        objective.baseline.layer.weight.mul_(20.0)
+    annotations, captions = annotations.expand(64, -1, -1), captions.expand(64, -1)
+    targets, mask = captions[:, 1:], torch.ones(64, 2, dtype=torch.double)
+    torch.manual_seed(0)
+    output = decoder(annotations, captions)
+    learned = objective(output, targets, mask)
+    assert learned.advantage_square > 0, "the regression has something to learn"
+    gradients = torch.autograd.grad(learned.loss, list(decoder.parameters()), retain_graph=True, allow_unused=True)
+    held = objective.baseline(None, hidden=output.hidden, share=None).detach()
+    weights = {"reinforce_weight": objective.reinforce_weight, "entropy_weight": objective.entropy_weight}
+    constant = hard_attention_loss(output, targets, mask, baseline=held, reward="sum", credit="step", **weights)
+    expected = torch.autograd.grad(constant.loss, list(decoder.parameters()), retain_graph=True, allow_unused=True)
+    assert all(same_gradient(got, want) for got, want in zip(gradients, expected))
+
+    class Attached(torch.nn.Module):  # negative control: the same baseline on h_{t-1} not detached
+        def forward(self, rewards, *, hidden, share):
+            return objective.baseline.layer(hidden).squeeze(-1)
+
+    leaking = hard_attention_loss(output, targets, mask, baseline=Attached(), reward="sum", credit="step", **weights)
+    leaked = torch.autograd.grad(leaking.loss, list(decoder.parameters()), allow_unused=True)
+    assert not all(same_gradient(got, want) for got, want in zip(leaked, expected))
+
+
+def same_gradient(got: torch.Tensor | None, want: torch.Tensor | None) -> bool:
+    if got is None or want is None:
+        return all(g is None or g.abs().max() == 0 for g in (got, want))
+    return torch.allclose(got, want)

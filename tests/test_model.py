@@ -273,6 +273,59 @@ def test_semi_sampling_schedule_moves_linearly_over_the_epochs():
     assert constant.decoder.semi_sampling == 0.5, "without semi_sampling_final: the paper's constant p"
 
 
+def test_semi_sampling_schedule_has_a_length_under_early_stopping():
+    from types import SimpleNamespace
+
+    module = small_module("hard", hard={"semi_sampling": 1.0, "semi_sampling_final": 0.0, "semi_sampling_epochs": 3})
+    module.log = lambda *args, **kwargs: None
+    seen = []
+    for epoch in range(5):  # an upper bound of 500 epochs does not stretch a 3-epoch schedule
+        module._trainer = SimpleNamespace(current_epoch=epoch, max_epochs=500)
+        module.on_train_epoch_start()
+        seen.append(module.decoder.semi_sampling)
+    assert seen == pytest.approx([1.0, 0.5, 0.0, 0.0, 0.0])
+    unbounded = small_module("hard", hard={"semi_sampling": 1.0, "semi_sampling_final": 0.0})
+    unbounded._trainer = SimpleNamespace(current_epoch=1, max_epochs=-1)
+    with pytest.raises(ValueError, match=r"set model.hard.semi_sampling_epochs"):
+        unbounded.on_train_epoch_start()
+
+
+def test_semi_sampling_draws_one_coin_per_image():
+    """Sec. 4.1: the expected context "with probability 0.5 for a given image": every caption row of an image (its
+    five captions in an image batch, its N samples) shares the image's coin."""
+    decoder = tiny_decoder("hard", semi_sampling=0.5).train()
+    images = torch.arange(8).repeat_interleave(5)  # 8 images, 5 rows each
+    captions = captions_with_padding()[:1].expand(len(images), -1)
+    per_image = []
+    for seed in range(20):
+        torch.manual_seed(seed)
+        semi = decoder(torch.randn(len(images), L, D), captions, images).semi_sampled.view(8, 5)
+        assert (semi == semi[:, :1]).all(), "rows of one image got different coins"
+        per_image.append(semi[:, 0])
+    share = torch.stack(per_image).float().mean()
+    assert 0.35 < share < 0.65, f"P(expected context) per image {share:.2f}, not 0.5"
+    torch.manual_seed(0)  # without image numbers every row is its own image: the coins differ within a block
+    rows = decoder(torch.randn(len(images), L, D), captions).semi_sampled.view(8, 5)
+    assert not (rows == rows[:, :1]).all()
+
+
+def test_training_step_gives_the_decoder_each_rows_image():
+    module = small_module("hard", hard={"samples": 2})
+    seen = {}
+    forward = module.decoder.forward
+
+    def recording(annotations, captions, images=None):
+        seen["images"] = images
+        return forward(annotations, captions, images)
+
+    module.decoder.forward = recording
+    module.log_dict = module.log = lambda *args, **kwargs: None
+    batch = {"image": torch.rand(3, 3, 32, 32), "image_id": torch.tensor([17, 17, 4]),
+             "caption": torch.tensor([[1, 4, 5, 2], [1, 5, 2, 0], [1, 4, 2, 0]])}
+    module.training_step(batch, 0)
+    assert seen["images"].tolist() == [1, 1, 1, 1, 0, 0], "N = 2 samples of 2 captions of image 17, 2 of image 4"
+
+
 def test_soft_attention_refuses_hard_attention_settings_by_name():
     with pytest.raises(ValueError, match=r"model.hard only applies to model.attention.kind: hard"):
         small_module("soft", hard={"credit": "step", "baseline": "learned"})
