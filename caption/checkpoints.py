@@ -10,6 +10,9 @@ foreign class) is refused instead of executed. Every path that reads a checkpoin
 - inference code: `caption.inference.load_module(path)` returns the `CaptionModule`, vocabulary and
   hyperparameters included; `download_checkpoint(url, sha256=...)` fetches a published one first.
 
+Plain values can still name classes (the data source, the lr_scheduler): `caption.class_paths` checks each one is
+a known class of the expected kind before anything of the checkpoint is used.
+
 `SafeCheckpointIO` also writes every checkpoint of a run atomically in its own folder
 (`caption.outputs.write_atomically`): a full disk or a kill during a save leaves the previous file whole and no
 partial one, and the message names the full folder and the space a checkpoint needs.
@@ -31,6 +34,7 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
+from caption.class_paths import check_checkpoint_classes
 from caption.errors import CheckpointError
 from caption.outputs import write_atomically
 from caption.renamed import dotted, grouped
@@ -62,6 +66,7 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"{path}: not a checkpoint of this project (no vocabulary in its hyperparameters): it was not written "
             "by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
+    check_checkpoint_classes(checkpoint, origin=f"checkpoint {path}")  # before any of it is used
     checkpoint["hyper_parameters"] = grouped(checkpoint["hyper_parameters"])
     return checkpoint
 
