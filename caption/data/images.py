@@ -87,6 +87,10 @@ def inspect_image(path: str, *, min_side: int) -> None:
 def _to_8bit(image: Image.Image) -> Image.Image:
     """A 16/32-bit integer or float grayscale image rescaled to 8-bit "L" (not clipped at 255)."""
     pixels = np.asarray(image, dtype=np.float64)  # (H, W)
+    finite = np.isfinite(pixels)
+    if not finite.all():
+        raise BadImageError(f"{pixels.size - int(finite.sum())} of its {pixels.size} pixels are NaN or infinite: "
+                            "not an image (check how it was made)")
     peak = float(pixels.max(initial=0.0))
     if image.mode.startswith("I;16"):
         scale = 65535.0
