@@ -23,6 +23,7 @@ import io
 import os
 import pickle
 import re
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.class_paths import check_checkpoint_classes
-from caption.errors import CheckpointError
+from caption.errors import CaptionWarning, CheckpointError
 from caption.outputs import write_atomically
 from caption.renamed import dotted, grouped
 
@@ -45,7 +46,9 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch's note on a pickle of another protocol: the message below says more
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
         found = re.search(r"unsupported global[^\n]*", str(error), flags=re.IGNORECASE)
         if found is None:  # not a pickle that asks for code: random bytes, another format
@@ -83,7 +86,7 @@ def first_readable(paths: Iterable[Path], *, where: str) -> tuple[Path, dict[str
             problems.append(str(error))
             continue
         for problem in problems:
-            rank_zero_warn(f"skipping an unreadable checkpoint: {problem}")
+            rank_zero_warn(f"skipping an unreadable checkpoint: {problem}", category=CaptionWarning)
         return found
     if problems:
         raise CheckpointError(f"{where}: no checkpoint there can be read: {'; '.join(problems)}")

@@ -14,10 +14,12 @@ Lightning and torch are imported by the commands that need them, not here: `capt
 """
 
 import sys
+import warnings
+from collections.abc import Callable
 
 import caption
 from caption.commands import COMMANDS, command
-from caption.errors import CaptionError
+from caption.errors import CaptionError, CaptionWarning
 
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
 INTERRUPTED = 128 + 2  # exit status of a command stopped by Ctrl-C (SIGINT)
@@ -68,7 +70,24 @@ def lightning_exception(name: str) -> type[BaseException]:
     return NotRaised if exceptions is None else getattr(exceptions, name)
 
 
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None, *, default: Callable[..., str] = warnings.formatwarning) -> str:
+    """The project's own warnings (`CaptionWarning`) as one `caption: warning:` line, without the source line."""
+    if issubclass(category, CaptionWarning):
+        return f"caption: warning: {' '.join(str(message).split())}\n"
+    return default(message, category, filename, lineno, line)
+
+
 def main(argv: list[str] | None = None) -> None:
+    format_before, warnings.formatwarning = warnings.formatwarning, one_line_warning
+    try:
+        run_and_report(argv)
+    finally:  # the format the process had, when `main` is called from Python
+        warnings.formatwarning = format_before
+
+
+def run_and_report(argv: list[str] | None) -> None:
+    """`run`, with a foreseen error printed as one `caption: error:` line and the exit status set."""
     try:
         run(argv)
     except (CaptionError, lightning_exception("MisconfigurationException")) as error:  # Lightning's name the setting

@@ -24,6 +24,7 @@ from PIL import Image
 from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, positive_int
 from caption.data.images import BadImageError, image_files, read_rgb
 from caption.decoding import Caption
+from caption.errors import CaptionWarning
 from caption.inference import Captioner
 from caption.outputs import save_figure, writable_folder, write_text
 from caption.visualize import overlay_figure
@@ -38,7 +39,7 @@ def batches(files: list[tuple[Path, bool]], size: int) -> Iterator[list[tuple[Pa
         except BadImageError as error:
             if explicit:
                 raise BadImageError(f"{path}: {error}") from None
-            warnings.warn(f"skipping {path}: {error}")
+            warnings.warn(f"skipping {path}: {error}", CaptionWarning)
             continue
         if len(batch) == size:
             yield batch

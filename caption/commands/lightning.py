@@ -95,6 +95,8 @@ class CaptionArgumentParser(LightningArgumentParser):
         if not self.exit_on_error:  # jsonargparse catches these itself
             return super().error(message, ex)
         where = f"config file {self.config_file}: " if self.config_file else ""
+        if self.config_file and message.strip() == "Unexpected config:":  # jsonargparse's, for a file without settings
+            message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
         sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help`)")
 
 
