@@ -14,6 +14,10 @@ its own way:
   and validation, under IMAGES and TEXT, with a slider over the steps;
 - CSV (`CSVLogger`): PNG files beside its metrics.csv, `<log_dir>/attention/step<step>-image<id>.png`, and
   `<log_dir>/attention/captions.csv` (step, epoch, image_id, caption);
+- Weights & Biases (`WandbLogger`): its `log_image`, one image list `attention` per validation, each image with its
+  caption (the W&B media panel, with a slider over the steps);
+- MLflow (`MLFlowLogger`): artifacts of its run through its client's `log_figure` and `log_text`,
+  `attention/step<step>-image<id>.png` and `attention/step<step>-captions.csv`;
 - a logger that takes no images is left out, with one line that says so.
 """
 
@@ -26,7 +30,7 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from PIL import Image
 
@@ -93,15 +97,39 @@ class AttentionImages(Callback):
         elif isinstance(logger, CSVLogger):
             folder = Path(logger.log_dir) / "attention"
             folder.mkdir(parents=True, exist_ok=True)
-            rows = []
-            for image_id, overlay, caption in zip(image_ids, overlays, captions):
+            for image_id, overlay in zip(image_ids, overlays):
                 save_figure(overlay_figure(overlay, columns=self.columns), folder / f"step{step}-image{image_id}.png")
-                rows.append({"step": step, "epoch": epoch, "image_id": image_id, "caption": caption.text})
-            append_rows(folder / "captions.csv", rows)
+            append_rows(folder / "captions.csv", caption_rows(step, epoch, image_ids, captions))
+        elif isinstance(logger, WandbLogger):
+            images = [rendered(overlay_figure(overlay, columns=self.columns)) for overlay in overlays]
+            labels = [f"image {image_id}: {caption.text}" for image_id, caption in zip(image_ids, captions)]
+            logger.log_image(key="attention", images=images, step=step, caption=labels)
+        elif isinstance(logger, MLFlowLogger):
+            client, run_id = logger.experiment, logger.run_id
+            for image_id, overlay in zip(image_ids, overlays):
+                client.log_figure(run_id, overlay_figure(overlay, columns=self.columns),
+                                  f"attention/step{step}-image{image_id}.png")
+            client.log_text(run_id, csv_text(caption_rows(step, epoch, image_ids, captions)),
+                            f"attention/step{step}-captions.csv")
         elif type(logger).__name__ not in self._skipped:
             self._skipped.add(type(logger).__name__)
-            rank_zero_info(f"AttentionImages: {type(logger).__name__} takes no images here (TensorBoardLogger and "
-                           "CSVLogger do); left out")
+            rank_zero_info(f"AttentionImages: {type(logger).__name__} takes no images (TensorBoardLogger, CSVLogger, "
+                           "WandbLogger and MLFlowLogger do); its overlays are left out")
+
+
+def caption_rows(step: int, epoch: int, image_ids: list[int], captions: list[Caption]) -> list[dict[str, Any]]:
+    """One row per image: step, epoch, image_id, caption."""
+    return [{"step": step, "epoch": epoch, "image_id": image_id, "caption": caption.text}
+            for image_id, caption in zip(image_ids, captions)]
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """`rows` as CSV text, with a header line."""
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return table.getvalue()
 
 
 def rendered(figure: Any) -> np.ndarray:

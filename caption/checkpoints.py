@@ -36,9 +36,10 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.class_paths import check_checkpoint_classes
+from caption.compat import grouped
 from caption.errors import CaptionWarning, CheckpointError
 from caption.outputs import write_atomically
-from caption.renamed import dotted, grouped
+from caption.settings_keys import dotted
 
 
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
@@ -64,10 +65,11 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
         # a file cut short (a full disk, an interrupted copy) fails in the zip reader with a bare OSError (EINVAL)
         raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): "
                               f"{error.__class__.__name__}: {' '.join(str(error).split())}") from None
-    if not isinstance(checkpoint, dict) or "vocabulary" not in checkpoint.get("hyper_parameters", {}):
+    hyperparameters = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hyperparameters, dict) or "vocabulary" not in hyperparameters:
         raise CheckpointError(
-            f"{path}: not a checkpoint of this project (no vocabulary in its hyperparameters): it was not written "
-            "by `caption fit`, or by an old version; retrain or pick another checkpoint"
+            f"{path}: not a checkpoint of this project (no mapping of hyperparameters with a vocabulary): it was not "
+            "written by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
     check_checkpoint_classes(checkpoint, origin=f"checkpoint {path}")  # before any of it is used
     checkpoint["hyper_parameters"] = grouped(checkpoint["hyper_parameters"])

@@ -37,6 +37,7 @@ class Captioned:
     references: tuple[str, ...]  # raw, as the dataset gives them (the PTB tokenizer sees them so)
     objects: tuple[ObjectBox, ...]  # the image's object boxes in the encoder input's frame; empty without boxes
     entropy: Tensor  # H(α_t) of each generated step (T,)
+    locations: int  # L, the attention locations of α (kept when α itself is dropped)
 
 
 def captioned_batch(batch: dict[str, Any], captions: list[Caption], *, keep_attention: bool) -> list[Captioned]:
@@ -47,10 +48,10 @@ def captioned_batch(batch: dict[str, Any], captions: list[Caption], *, keep_atte
     for image_id, caption, references, image_boxes in zip(batch["image_id"].tolist(), captions, batch["references"],
                                                           boxes):
         objects = tuple(ObjectBox.from_dict(box) for box in image_boxes)
-        entropy = step_entropy(caption.alpha)
+        entropy, locations = step_entropy(caption.alpha), caption.alpha.shape[-1]
         if not keep_attention and not objects:
             caption = replace(caption, alpha=caption.alpha[:, :0])  # (T, 0)
-        items.append(Captioned(image_id, caption, tuple(references), objects, entropy))
+        items.append(Captioned(image_id, caption, tuple(references), objects, entropy, locations))
     return items
 
 
@@ -84,7 +85,8 @@ def score_split(
     entropy = mean_entropy(item.entropy for item in captioned.values())
     return Evaluation(split, beam_size, scores, {image_id: item.caption for image_id, item in captioned.items()},
                       found, entropy, tokenizer,
-                      references={image_id: item.references for image_id, item in captioned.items()})
+                      references={image_id: item.references for image_id, item in captioned.items()},
+                      locations=max((item.locations for item in captioned.values()), default=0))
 
 
 class EpochCaptions:

@@ -257,11 +257,12 @@ class Localisation:
     chance_location: float  # the accuracy of a uniformly random location on the same nouns
     chance_object: float  # the accuracy of a peak on a uniformly chosen object of the image
     by_label: dict[str, LabelAccuracy] = field(default_factory=dict)  # label -> its words' accuracy
+    box_labels: tuple[str, ...] = ()  # the labels of the images' boxes, sorted: what the words could have named
 
     def scores(self) -> dict[str, float]:
         """The shares under their logged names (attention_accuracy, attention_other_object, ...)."""
         return {f"attention_{item.name}": float(getattr(self, item.name)) for item in fields(self)
-                if item.name not in ("nouns", "by_label")}
+                if item.name not in ("nouns", "by_label", "box_labels")}
 
 
 def cell_centres(locations: int, image_size: tuple[int, int]) -> list[tuple[float, float]]:
@@ -298,7 +299,9 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
     counts = {"accuracy": 0, "other_object": 0, "background": 0, "absent": 0}
     chance_location = chance_object = 0.0
     per_label: dict[str, list[float]] = {}  # label -> [nouns, hits, chance_location]
+    box_labels: set[str] = set()
     for words, alpha, boxes in captions:
+        box_labels.update(box.label for box in boxes)
         centres = cell_centres(alpha.shape[-1], image_size)
         for label, weights in zip(named_labels(words, word_labels), alpha):
             if label is None:
@@ -327,7 +330,8 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
     by_label = {label: LabelAccuracy(int(count), hits / count, location / count)
                 for label, (count, hits, location) in sorted(per_label.items())}
     return Localisation(nouns=nouns, **{name: share(count) for name, count in counts.items()},
-                        chance_location=share(chance_location), chance_object=share(chance_object), by_label=by_label)
+                        chance_location=share(chance_location), chance_object=share(chance_object), by_label=by_label,
+                        box_labels=tuple(sorted(box_labels)))
 
 
 def step_entropy(alpha: torch.Tensor) -> torch.Tensor:

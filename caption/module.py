@@ -21,7 +21,7 @@ from torch import Tensor
 from caption.class_paths import instantiate, scheduler_bases
 from caption.attention import AttentionSettings
 from caption.decoder import Decoder, DecoderSettings
-from caption.decoding import Caption, Decoded, DecodingSettings, beam_search, check_decoding, greedy
+from caption.decoding import Decoded, DecodingSettings, beam_search, check_decoding, greedy
 from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
 from caption.evaluation import EpochCaptions
@@ -34,8 +34,9 @@ from caption.objectives import (
     SoftAttentionObjective,
     SoftObjectiveSettings,
 )
-from caption.renamed import dotted
-from caption.report import Evaluation
+from caption.report import Evaluation, not_looking
+from caption.results import Result, result
+from caption.settings_keys import dotted
 from caption.text import Vocabulary, check_vocabulary
 
 
@@ -171,6 +172,8 @@ class CaptionModule(L.LightningModule):
             self.objective = SoftAttentionObjective(settings.soft)
         self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
+        self.not_looking: str | None = None  # why attention did not look at a validation, once said (`not_looking`)
+        self.predict_num_captions = 1  # captions per image of `predict_step` (caption predict's writer sets it)
         if settings.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
 
@@ -324,7 +327,13 @@ class CaptionModule(L.LightningModule):
         self._decode_batch(batch, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
+        """Validation's scores, and once a run, a warning when attention does not look
+        (`caption.report.not_looking`)."""
+        evaluation = self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
+        if self.not_looking is None and not self.trainer.sanity_checking:
+            self.not_looking = not_looking(evaluation, kind=self.settings.attention.kind)
+            if self.not_looking is not None:
+                rank_zero_warn(self.not_looking)
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
         self._decode_batch(batch, beam_size=self.settings.decoding.beam_size)
@@ -334,12 +343,16 @@ class CaptionModule(L.LightningModule):
         evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
         rank_zero_info(f"Example test captions (beam {beam_size}):\n{evaluation.examples()}")
 
-    def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[tuple[int | str, Caption]]:
-        """`caption predict`: (image id, or file name for a folder of images, caption) for each image."""
+    def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[Result]:
+        """`caption predict`: each image's `Result` (`caption.results`): its id (the dataset's, or its position among
+        the image files), its file (for image files) and its caption, or its `predict_num_captions` best."""
         if not len(batch["image_id"]):  # every image of the batch failed to load: named, and skipped
             return []
-        keys = batch["file"] if "file" in batch else batch["image_id"].tolist()
-        return list(zip(keys, self.generate(self.annotations(batch)).captions(self.vocabulary)))
+        count = self.predict_num_captions
+        captions = self.generate(self.annotations(batch), num_captions=count).captions(self.vocabulary)
+        files = batch.get("file") or [None] * len(batch["image_id"])
+        return [result(image_id, file, captions[index * count:(index + 1) * count])
+                for index, (image_id, file) in enumerate(zip(batch["image_id"].tolist(), files))]
 
     # ----------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """`Evaluation`: the one report of a model on a split, as every command shows it (a table, metrics.json, logs).
 
 Made by `caption.evaluation.score_split`; `caption evaluate` prints its table and writes its `metrics()`,
-validation and `caption test` log its `logged()` values, `caption compare` puts several side by side.
+validation and `caption test` log its `logged()` values, `caption compare` puts several side by side. `not_looking`
+says when its attention does not look (validation warns with it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Evaluation:
     alpha_entropy: float = float("nan")  # mean H(α_t) over generated steps
     tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
     references: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # image id -> raw references
+    locations: int = 0  # L, the attention locations (log L: the entropy of uniform α); 0 when unknown
+    file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any
 
     def attention_scores(self) -> dict[str, float]:
         """α entropy and, with boxes, the localisation shares, under their logged names."""
@@ -60,7 +63,9 @@ class Evaluation:
     def table(self) -> str:
         """The scores as a two-column text table, in %."""
         rows = [(METRIC_NAMES[name], format_score(self.scores[name])) for name in METRICS if name in self.scores]
-        if self.localisation is not None:
+        if self.localisation is not None and not self.localisation.nouns:
+            rows.append((METRIC_NAMES["attention_accuracy"], unnamed_labels(self.localisation.box_labels)))
+        elif self.localisation is not None:
             for name, value in self.localisation.scores().items():
                 words = f" ({self.localisation.nouns} object words)" if name == "attention_accuracy" else ""
                 rows.append((METRIC_NAMES[name], format_score(value) + words))
@@ -82,6 +87,45 @@ class Evaluation:
                          f"{list(self.references.get(image_id, ()))[:2]}" for image_id in sorted(self.captions)[:count])
 
 
+def unnamed_labels(box_labels: tuple[str, ...], shown: int = 8) -> str:
+    """The one line for data with boxes whose captions name none of their labels."""
+    labels = ", ".join(box_labels[:shown]) + (" ..." if len(box_labels) > shown else "")
+    return (f"not scored: no generated word names a label of the boxes ({labels}); caption words name them by the "
+            f"label's name, singular or plural, or as data.source.init_args.labels maps them")
+
+
 def format_score(value: float | None) -> str:
     """A score in % with one decimal, or "missing"."""
     return "missing" if value is None or math.isnan(value) else f"{100 * value:.1f}"
+
+
+UNIFORM_SHARE = 0.95  # α entropy at or above this share of log L: attention is (nearly) uniform
+OBJECT_MARGIN = 0.10  # attention accuracy less than this above a random object's: no better than one
+RESPONSIBLE = {  # attention kind -> the settings most likely responsible when it does not look
+    "hard": "model.hard.entropy_weight (its bonus flattens α: lower it), model.hard.reinforce_weight (too weak a "
+            "REINFORCE term leaves α unlearned) and the stage-1 soft run whose encoder it uses "
+            "(model.encoder.weights: that run must look first)",
+    "soft": "model.soft.alpha_c (the doubly stochastic penalty spreads α over the image: lower it), the encoder "
+            "(model.encoder.channels, kernel_sizes, coordinates: a grid whose cells see about one object) and "
+            "model.optimization.learning_rate",
+}
+EXPLAINED = "docs/hard-attention.md"
+
+
+def not_looking(evaluation: Evaluation, *, kind: str) -> str | None:
+    """One line saying why `kind` attention does not look, naming the settings most likely responsible, or None
+    when it looks: α within a few percent of uniform entropy (`UNIFORM_SHARE`), or, on data with boxes, attention
+    accuracy no better than a random object of the image (`OBJECT_MARGIN`)."""
+    found = []
+    if evaluation.locations > 1 and evaluation.alpha_entropy >= UNIFORM_SHARE * math.log(evaluation.locations):
+        found.append(f"α entropy {evaluation.alpha_entropy:.2f} nats is within {1 - UNIFORM_SHARE:.0%} of uniform "
+                     f"attention's {math.log(evaluation.locations):.2f} (log L, L = {evaluation.locations})")
+    located = evaluation.localisation
+    if located is not None and located.nouns and located.accuracy < located.chance_object + OBJECT_MARGIN:
+        found.append(f"attention accuracy {located.accuracy:.3f} is no better than a random object of the image "
+                     f"({located.chance_object:.3f}, {located.nouns} object words)")
+    if not found:
+        return None
+    return (f"{kind} attention is not looking on the {evaluation.split} split: {'; '.join(found)}. Most likely "
+            f"responsible: {RESPONSIBLE.get(kind, RESPONSIBLE['soft'])}. See {EXPLAINED}, \"When attention is not "
+            f"looking\".")

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from kit.cli import failed
 from kit.tiny import tiny_run_args
 
@@ -57,3 +58,15 @@ def test_every_command_names_a_truncated_checkpoint_in_one_line(truncated, tmp_p
     }[command]
     line = failed(args)
     assert str(truncated) in line and "not a readable PyTorch checkpoint" in line, line
+
+
+@pytest.mark.parametrize("hyperparameters", ["vocabulary", ["vocabulary"], 5, None],
+                         ids=["string", "list", "number", "none"])
+def test_a_checkpoint_whose_hyperparameters_are_not_a_mapping_is_named_in_one_line(hyperparameters, tmp_path):
+    path = tmp_path / "odd.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": hyperparameters}, path)
+    with pytest.raises(CheckpointError) as error:
+        Captioner.from_checkpoint(path, device="cpu")
+    assert str(error.value).startswith(f"{path}: not a checkpoint of this project (no mapping of hyperparameters")
+    line = failed(["describe", "--ckpt_path", str(path), str(tmp_path), "--out", str(tmp_path / "out")])
+    assert line.startswith(f"caption: error: {path}: not a checkpoint of this project"), line

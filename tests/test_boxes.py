@@ -5,6 +5,7 @@ and per label, and `caption evaluate` on a tiny COCO-format dataset with instanc
 import csv
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +16,16 @@ from PIL import Image
 
 from caption.cli import main
 from caption.data.annotation_files import DatasetFormatError
+from caption.data.category_words import category_word_labels
 from caption.data.coco_categories import COCO_CATEGORIES, COCO_WORD_LABELS, plural
 from caption.data.images import boxes_in_input, crop_offset, image_transform
+from caption.data.datamodule import CaptionDataModule
 from caption.data.karpathy import CocoSource, KarpathySource
 from caption.data.records import ObjectBox
 from caption.data.shapes import ShapesSource
-from caption.metrics import localisation, named_labels
+from caption.errors import ConfigError
+from caption.metrics import Localisation, localisation, named_labels
+from caption.report import Evaluation
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -135,6 +140,8 @@ def test_instances_give_records_their_boxes_in_both_coco_sources(coco):
 @pytest.mark.parametrize(("change", "says"), [
     (lambda data: data["annotations"][0].update(bbox=[1, 2, 3]), "annotations[0].bbox is [1, 2, 3]"),
     (lambda data: data["annotations"][0].update(bbox=[1, 2, -3, 4]), "annotations[0].bbox"),
+    (lambda data: data["annotations"][0].update(bbox=[float("nan"), 2, 3, 4]), "annotations[0].bbox is [nan, 2, 3, 4]"),
+    (lambda data: data["annotations"][1].update(bbox=[1, 2, float("inf"), 4]), "annotations[1].bbox is [1, 2, inf, 4]"),
     (lambda data: data["annotations"][1].update(category_id=99), "annotations[1].category_id is 99"),
     (lambda data: data["annotations"][0].update(image_id=5), "annotations[0].image_id is 5"),
     (lambda data: data["images"][0].pop("width"), "images[0] has no 'width' field"),
@@ -164,13 +171,68 @@ def test_instances_that_are_not_json_are_named(coco):
         source.records()
 
 
-@pytest.mark.slow
-def test_evaluate_on_coco_with_instances_reports_attention_per_category(coco, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+def test_any_categories_are_named_by_their_names_and_coco_synonyms_only_for_coco_categories():
+    words = category_word_labels(["Stripes", "table lamp", "dog", "box"])
+    for word, label in [("stripes", "Stripes"), ("table lamp", "table lamp"), ("table lamps", "table lamp"),
+                        ("boxes", "box"), ("dog", "dog"), ("puppies", "dog")]:
+        assert words[word] == label, word
+    assert not {"man", "person", "table", "lamp"} & set(words), "COCO's synonyms only for COCO's own categories"
+    assert named_labels("two table lamps near a dog".split(), words) == [None, None, "table lamp", None, None, "dog"]
+    assert category_word_labels(COCO_CATEGORIES) == COCO_WORD_LABELS, "COCO's instances files: COCO's map"
+    given = category_word_labels(["stripes", "dog"], labels={"stripy": "stripes", "Pup": "stripes"})
+    assert (given["stripy"], given["stripies"], given["pup"], given["pups"], given["puppy"]) == (
+        "stripes", "stripes", "stripes", "stripes", "dog")
+
+
+def test_a_word_map_to_a_category_the_data_lacks_or_without_boxes_is_named_in_one_line(coco):
     root, karpathy, instances = coco
+    with pytest.raises(ConfigError) as error:
+        KarpathySource(annotations=str(karpathy), images=str(root / "images"), instances=[str(instances[0])],
+                       labels={"pup": "dgo"}).records()
+    message = str(error.value)
+    assert "data.source.init_args.labels maps 'pup' to 'dgo'" in message and str(instances[0]) in message
+    assert "person, dog" in message and "\n" not in message
+    with pytest.raises(ConfigError, match="labels .* no boxes: give the instances files too"):
+        KarpathySource(annotations=str(karpathy), images=str(root / "images"), labels={"pup": "dog"})
+
+
+def test_boxes_that_no_reference_caption_names_are_said_once_at_setup(coco):
+    root, karpathy, instances = coco  # captions "picture k number j": they name neither person nor dog
+
+    def data(labels):
+        source = KarpathySource(annotations=str(karpathy), images=str(root / "images"),
+                                instances=[str(path) for path in instances], labels=labels)
+        return CaptionDataModule(source=source, batch_size=4, eval_batch_size=4)
+
+    with pytest.warns(UserWarning, match=r"boxes of dog, person but no reference caption names one: attention "
+                                         r"accuracy will not be scored; .* data\.source\.init_args\.labels"):
+        data(None).records()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        data({"picture": "person"}).records()  # "picture" named as a person: nothing to say
+    assert not [warning for warning in said if "no reference caption" in str(warning.message)]
+
+
+def test_evaluation_table_says_in_one_line_that_no_word_names_a_label():
+    nothing = Localisation(nouns=0, **dict.fromkeys(("accuracy", "other_object", "background", "absent",
+                                                     "chance_location", "chance_object"), float("nan")),
+                           box_labels=("stripes", "table lamp"))
+    table = Evaluation("test", 3, {"bleu4": 0.5}, {}, nothing, 1.5).table()
+    (line,) = [row for row in table.splitlines() if "attention accuracy" in row]
+    assert "not scored: no generated word names a label of the boxes (stripes, table lamp)" in line
+    assert "data.source.init_args.labels" in line and "missing" not in table
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("names", "said"), [(("person", "dog"), "A man with a dog."),  # COCO's, by synonym
+                                             (("table lamp", "stripes"), "Two table lamps with stripes.")])  # made up
+def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path, capsys, monkeypatch, names, said):
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+    root, karpathy = tmp_path, karpathy_dataset(tmp_path)
+    instances = coco_instances(root, karpathy, names=names)
     data = json.loads(karpathy.read_text())
     for entry in data["images"]:  # one caption everywhere: a few steps teach a tiny model to say it
-        entry["sentences"] = [{"raw": "A man with a dog.", "tokens": ["a", "man", "with", "a", "dog"]}] * 5
+        entry["sentences"] = [{"raw": said}] * 5
     karpathy.write_text(json.dumps(data))
     run = root / "run"
     main([
@@ -196,7 +258,7 @@ def test_evaluate_on_coco_with_instances_reports_attention_per_category(coco, ca
     captions = {entry["image_id"]: entry["caption"] for entry in json.loads((root / "eval" / "captions.json").read_text())}
     unannotated = data["images"][-1]["cocoid"]  # its words name nothing it has boxes for: not scored
     named = [label for image_id, caption in captions.items() if image_id != unannotated
-             for label in named_labels(caption.split(), COCO_WORD_LABELS) if label is not None]
+             for label in named_labels(caption.split(), category_word_labels(names)) if label is not None]
     assert report["object_words"] == len(named) > 0, captions
     assert {label: found["nouns"] for label, found in report["attention_by_label"].items()} == {
         label: named.count(label) for label in set(named)}

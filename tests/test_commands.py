@@ -139,3 +139,13 @@ def test_layers_import_downwards_only():
     for module in commands:
         others = graph[module] & commands - {"caption.commands.lightning"}  # features parses configs with it
         assert not others, f"{module} imports the commands {others}"
+
+
+def test_only_the_readers_of_old_files_import_the_compatibility_module():
+    """caption.compat (files of 0.1) is a leaf used where old files are read: checkpoints, migrate-config, and the
+    command line parser's error path (naming the new key of a refused old one)."""
+    graph = module_graph()
+    assert not graph["caption.compat"] - {"caption.errors", "caption.outputs"}
+    importers = {module for module, imported in graph.items() if "caption.compat" in imported}
+    assert importers == {"caption.checkpoints", "caption.commands.migrate_config", "caption.commands.lightning"}
+

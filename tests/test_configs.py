@@ -16,7 +16,7 @@ import yaml
 
 from caption.cli import main
 from caption.objectives import HardObjectiveSettings, SoftObjectiveSettings
-from caption.renamed import grouped
+from caption.compat import grouped
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "print_config"
@@ -35,7 +35,7 @@ def old_command(name: str) -> tuple[str, ...]:
 def normalise(config: dict) -> dict:
     """A printed config made comparable across versions; the one place for it. The configs print no absolute path
     or other machine-dependent value. The fixtures print the flat model settings of before 0.2: they are moved into
-    their groups (`caption.renamed.grouped`, as checkpoints are), and the objective group of the attention kind a
+    their groups (`caption.compat.grouped`, as checkpoints are), and the objective group of the attention kind a
     run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them. Settings
     added since, off by default, are given their default where missing (the sources' `instances`: no boxes)."""
     source = config["data"]["source"]

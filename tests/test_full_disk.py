@@ -58,6 +58,17 @@ def test_logs_on_a_full_disk_are_one_line_naming_their_folder(disk, tmp_path):
     logger.finalize("failed")  # after a failed run: no second error on top of the first
 
 
+def test_migrate_config_on_a_full_disk_keeps_the_config_whole(disk):
+    config = disk.folder / "old.yaml"
+    text = "model:\n  attention: hard  # the paper's\n  embed_dim: 48\n  decoder:\n    hidden_dim: 96\n"
+    config.write_text(text)
+    disk.fill(free=len(text) // 2)  # room for half the migrated config
+    line = failed(["migrate-config", str(config), "--in-place"])
+    assert f"cannot write config {config}: the disk holding {disk.folder} is full" in line, line
+    assert config.read_text() == text
+    assert sorted(path.name for path in disk.folder.iterdir()) in (["old.yaml"], ["filler", "old.yaml"])  # no partial
+
+
 def truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 

@@ -183,7 +183,8 @@ def test_predict_says_what_it_wrote_and_nothing_of_lightning(tiny_runs, tmp_path
     done = caption("predict", "--ckpt_path", str(checkpoint), "--data.predict", "test",
                    "--trainer.enable_progress_bar", "false", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert (done.stdout + done.stderr).splitlines() == ["wrote 8 captions to runs/predict/captions.json"]
+    assert (done.stdout + done.stderr).splitlines() == [
+        "wrote 8 images' captions to runs/predict/captions.json and captions.csv"]
 
 
 def test_predict_names_what_is_missing(tmp_path, capsys):

@@ -3,10 +3,13 @@ and the data module's text policy (empty captions, long captions, vocabulary fro
 
 import json
 import logging
+import sys
 from collections import Counter
 
 import pytest
+from kit.cli import failed
 from kit.data import SPLIT_OF, coco_official, karpathy_dataset
+from kit.tiny import config, run_args
 
 from caption.data.datamodule import CaptionDataModule
 from caption.data.karpathy import CocoSource, DatasetFormatError, KarpathySource
@@ -94,6 +97,10 @@ def write_images(path, entries):
         ({"filename": "a.jpg", "imgid": 0, "split": "train"}, r"has no 'sentences' field"),
         ({"filename": "a.jpg", "imgid": 0, "split": "train", "sentences": [{"sentid": 1}]},
          r"sentences\[0\] has no 'raw' field"),
+        ({"filepath": 5, "filename": "a.jpg", "imgid": 0, "split": "train", "sentences": []},
+         r"images\[0\].filepath is 5; expected str"),
+        ({"filepath": None, "filename": "a.jpg", "imgid": 0, "split": "train", "sentences": []},
+         r"images\[0\].filepath is None; expected str"),
     ],
 )
 def test_missing_or_wrong_fields_are_named(tmp_path, entry, message):
@@ -101,6 +108,19 @@ def test_missing_or_wrong_fields_are_named(tmp_path, entry, message):
     with pytest.raises(DatasetFormatError, match=message) as error:
         source(tmp_path, path).records()
     assert str(path) in str(error.value)
+
+
+def test_a_wrong_field_stops_caption_fit_in_one_line_naming_the_entry(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+    annotations = karpathy_dataset(tmp_path)
+    data = json.loads(annotations.read_text())
+    data["images"][3]["filepath"] = 5
+    annotations.write_text(json.dumps(data))
+    line = failed(["fit", *config("shapes_soft"), *run_args(tmp_path / "run"),
+                   "--data.source", "caption.data.karpathy.KarpathySource",
+                   "--data.source.init_args.annotations", str(annotations),
+                   "--data.source.init_args.images", str(tmp_path / "images")])
+    assert line == f"caption: error: {annotations}: images[3].filepath is 5; expected str", line
 
 
 def test_unreadable_files_and_duplicates(tmp_path):

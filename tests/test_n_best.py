@@ -2,12 +2,16 @@
 and `caption describe --num_captions k`; and `Captioner.plot`, the paper's figure in one call."""
 
 import json
+import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
+from kit.models import tiny_module
 from test_decoding import D, L, all_hypotheses, make_decoder, sequence_log_prob, strip
 from test_visualize import GRACE_HOPPER, word_axes
+from torchvision.transforms.functional import to_tensor
 
 from caption.cli import main
 from caption.decoding import beam_search
@@ -88,10 +92,36 @@ def test_describe_writes_the_k_best_with_their_scores(tiny_runs, tmp_path, capsy
     main(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), GRACE_HOPPER,
           "--num_captions", "3", "--out", str(out)])
     [entry] = json.loads((out / "captions.json").read_text())
-    assert [item["figure"].rsplit("/", 1)[1] for item in entry["captions"]] == [
+    assert [item["figure"].rsplit("/", 1)[1] for item in entry["n_best"]] == [
         "grace_hopper_1.png", "grace_hopper_2.png", "grace_hopper_3.png"]
     assert all((out / f"grace_hopper_{rank}.png").is_file() for rank in (1, 2, 3))
-    scores = [item["log_prob"] for item in entry["captions"]]
+    scores = [item["log_prob"] for item in entry["n_best"]]
     assert scores == sorted(scores, reverse=True)
     printed = capsys.readouterr().out
-    assert f"  1. {entry['captions'][0]['caption']}  (log p = {scores[0]:.2f})" in printed
+    assert f"  1. {entry['n_best'][0]['caption']}  (log p = {scores[0]:.2f})" in printed
+
+
+def tiny_captioner() -> Captioner:
+    """A Captioner of an untrained tiny model over 8 tokens: 6 possible first words (<pad> and <start> never are)."""
+    torch.manual_seed(0)
+    module = tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a", "red", "circle", "square"])
+    return Captioner(module, transform=lambda image: to_tensor(image.resize((32, 32))),
+                     normalization=((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)))
+
+
+def test_more_captions_than_the_search_holds_gives_each_hypothesis_once_and_no_impossible_one():
+    captioner = tiny_captioner()
+    image = torch.rand(3, 32, 32)
+    one_word = captioner(image, num_captions=10, max_length=1)
+    assert len(one_word) == 6, "every one-word caption, once: fewer than asked"
+    assert len({caption.text for caption in one_word}) == 6
+    assert all(math.isfinite(caption.log_prob) for caption in one_word)
+    assert [caption.log_prob for caption in one_word] == sorted((c.log_prob for c in one_word), reverse=True)
+    assert len(captioner(image, num_captions=10, max_length=3)) == 10, "a longer search fills the beam"
+
+
+@pytest.mark.parametrize("num_captions", [0, -1, 1.5, True])
+def test_a_num_captions_that_is_not_a_positive_integer_is_refused_by_name(num_captions):
+    with pytest.raises(ValueError, match=rf"num_captions must be an integer >= 1 \(or None: one caption per image\), "
+                                         rf"got {re.escape(repr(num_captions))}"):
+        tiny_captioner()(torch.rand(3, 32, 32), num_captions=num_captions)

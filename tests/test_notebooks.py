@@ -1,4 +1,5 @@
-"""The notebooks run top to bottom, headless, so they never rot."""
+"""The notebooks run top to bottom, headless, so they never rot; they are committed with their outputs (the figures
+show on the repository page), each small enough to open at once."""
 
 from pathlib import Path
 
@@ -9,8 +10,22 @@ from nbclient import NotebookClient
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
+NAMES = ["demo.ipynb", "soft_vs_hard.ipynb"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_committed_with_its_figures_and_under_a_megabyte(name):
+    """`python scripts/run_notebooks.py` writes them so."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert all(cell.outputs for cell in code if "display(" in cell.source or "print(" in cell.source), name
+    assert any("image/png" in output.get("data", {}) for cell in code for output in cell.outputs)
+    assert not [output for cell in code for output in cell.outputs if output.output_type == "error"]
+    assert (NOTEBOOKS / name).stat().st_size < 1_000_000
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["demo.ipynb", "soft_vs_hard.ipynb"])
+@pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_top_to_bottom(name):
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     run_in = {"metadata": {"path": str(NOTEBOOKS)}}  # the notebooks' working directory

@@ -89,7 +89,9 @@ def test_evaluate_writes_the_captions_before_scoring(trained, tmp_path, monkeypa
     line = failed(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "eval")])
     assert "scratch" in line and "No space left" in line
     captions = json.loads((tmp_path / "eval" / "captions.json").read_text())
-    assert len(captions) == 6 and all(set(entry) == {"image_id", "caption"} for entry in captions)
+    assert len(captions) == 6 and all(set(entry) == {"image_id", "caption", "file_name", "log_prob"}
+                                      for entry in captions)
+    assert (tmp_path / "eval" / "captions.csv").is_file()
 
 
 def test_a_feature_cache_folder_that_is_a_file_is_refused(tmp_path):

@@ -122,5 +122,5 @@ def test_fit_and_predict_from_empty_folders(tmp_path, monkeypatch):
     main(["predict", "--ckpt_path", str(checkpoint), "--data.predict", "test", "--trainer.enable_progress_bar",
           "false"])
     assert sorted(str(path.relative_to(elsewhere)) for path in elsewhere.rglob("*")) == [
-        "runs", "runs/predict", "runs/predict/captions.json"]
+        "runs", "runs/predict", "runs/predict/captions.csv", "runs/predict/captions.json"]
     assert len(json.loads((elsewhere / "runs" / "predict" / "captions.json").read_text())) == 4

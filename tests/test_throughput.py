@@ -21,7 +21,7 @@ from caption.checkpoints import DATA_LINKS
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.flops import DecoderFlops
-from caption.renamed import dotted
+from caption.settings_keys import dotted
 from caption.text import Vocabulary
 
 PAD = Vocabulary.PAD

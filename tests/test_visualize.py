@@ -147,10 +147,10 @@ def test_describe_photographs_awkward_images_and_a_folder(tiny_runs, tmp_path, m
         main(["describe", "--ckpt", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), GRACE_HOPPER,
               str(tmp_path / "images"), "--out", str(out), "--batch_size", "2"])
     captions = json.loads((out / "captions.json").read_text())
-    assert [entry["file"].rsplit("/", 1)[1].split(".")[0] for entry in captions] == ["grace_hopper", *expected]
+    assert [entry["file_name"].rsplit("/", 1)[1].split(".")[0] for entry in captions] == ["grace_hopper", *expected]
     printed = capsys.readouterr().out
     for entry, (item, figure) in zip(captions, figures):
-        assert f"{entry['file']}: {entry['caption']}" in printed
+        assert f"{entry['file_name']}: {entry['caption']}" in printed
         assert (out / entry["figure"].rsplit("/", 1)[1]).is_file()
         assert Image.open(entry["figure"]).format == "PNG"
         assert item.image.shape == (64, 64, 3), "resized to the size the model was trained on"

@@ -7,11 +7,14 @@ split (the first checkpoint's data, or `--config`), the references PTB-tokenised
 then holds a table laid out like the paper's Table 1 (BLEU-1..4, METEOR, in %) plus ROUGE-L, CIDEr-D and attention accuracy, with the paper's
 own numbers for the same dataset beside them where it has some (none for the built-in data);
 figures of the same images captioned by each model, overlays side by side (DIR/overlays-<id>.png);
-and training curves from each run's CSV logs when present (DIR/curves.png). Each model's
-metrics.json and captions.json go to DIR/<name>/.
+and training curves from each run's CSV or TensorBoard logs (DIR/curves.png; a run whose curves cannot be drawn
+is named, with the reason, on the console and in the report). Each model's metrics.json, captions.json and
+captions.csv go to DIR/<name>/. A model trained on other data than the first is named with what differs (the data
+source's class and settings but its file and folder names, and the vocabulary): the same config with its data in
+another folder is the same data.
 
 A run folder (e.g. `runs/shapes_soft`) stands for its newest model-selection checkpoint
-(`best-*.ckpt`, else `last.ckpt`) and the newest `metrics.csv` of its logs.
+(`best-*.ckpt`, else `last.ckpt`) and its newest logs (a `metrics.csv`, else TensorBoard event files).
 The parts are in `caption.comparison` (models, table, figures).
 """
 
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
 from caption.comparison.figures import overlay_figures, write_curves
-from caption.comparison.models import read_models
+from caption.comparison.models import data_differences, read_models
 from caption.comparison.table import DATASETS, dataset_name, results_table, write_report
 from caption.errors import ConfigError
 from caption.inference import build_data, evaluate, write_evaluation
@@ -54,9 +57,12 @@ def main(argv: list[str]) -> None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
                           "(--config)")
     settings, origin = models[0].captioner.data
+    first = models[0].training_data() if args.config is None else None  # with --config, all are evaluated on it
     for model in models[1:]:
-        if args.config is None and model.source is not None and model.source != settings["source"]:
-            warnings.warn(f"{model.name} was trained on other data than {models[0].name}; "
+        trained_on = None if first is None else model.training_data()
+        differences = [] if trained_on is None else data_differences(first, trained_on)
+        if differences:
+            warnings.warn(f"{model.name} was trained on other data than {models[0].name} ({'; '.join(differences)}); "
                           "all are evaluated on the latter")
     data = build_data(settings, origin)
     if args.batch_size is not None:
@@ -69,9 +75,11 @@ def main(argv: list[str]) -> None:
         write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
         evaluations.append(evaluation)
     figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)
-    curves_path = write_curves(models, args.out)
+    curves_path, left_out = write_curves(models, args.out)
+    for name, why in left_out.items():
+        warnings.warn(f"{name}: no training curves drawn: {why}")
     dataset = args.dataset or dataset_name(settings)
     report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
-                          curves=curves_path, out=args.out)
+                          curves=curves_path, curves_left_out=left_out, out=args.out)
     print(results_table(models, evaluations, dataset))
     print(f"wrote {report}")

@@ -3,17 +3,18 @@
     caption describe --ckpt_path runs/shapes_soft/checkpoints/last.ckpt photo.jpg photos/ --out figures
 
 Prints each image's caption and writes DIR/<name>.png: the image as the encoder sees it, then one
-panel per word with its attention overlay (`caption.visualize`), and DIR/captions.json. With
-`--num_captions k`, each image's k best beams with their log-probabilities, and DIR/<name>_1.png ... _k.png. Any image
-Pillow opens works, whatever its size or mode; folders are captioned in batches, and their unreadable
-files skipped with a warning. Images get the transform of the data the model was trained on
+panel per word with its attention overlay (`caption.visualize`), and DIR/captions.json and DIR/captions.csv in
+the one result format of `caption predict` and `caption evaluate` (`caption.results`: image_id, the image's
+position among those given; caption; file_name; log_prob; figure). With `--num_captions k`, each image's k best
+beams with their log-probabilities (`n_best`), and DIR/<name>_1.png ... _k.png. Any image Pillow opens works,
+whatever its size or mode; folders are captioned in batches, and their unreadable files skipped with a warning (no
+readable image at all is an error). Images get the transform of the data the model was trained on
 (`caption.inference.Captioner`): for vgg16/vgg19 the weights' own (short side 256, centre crop 224,
 ImageNet normalisation, as the paper, at the training data's sizes); for small_vgg (built-in data)
 a resize to the training size and the built-in data's normalisation.
 """
 
 import argparse
-import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +24,10 @@ from PIL import Image
 
 from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, positive_int
 from caption.data.images import BadImageError, image_files, read_rgb
-from caption.decoding import Caption
-from caption.errors import CaptionWarning
+from caption.errors import CaptionError, CaptionWarning
 from caption.inference import Captioner
-from caption.outputs import save_figure, writable_folder, write_text
+from caption.outputs import save_figure, writable_folder
+from caption.results import Result, result, write_results
 from caption.visualize import overlay_figure
 
 
@@ -69,13 +70,14 @@ def describe(
     batch_size: int = 16,
     columns: int = 6,
     figure_format: str = "png",
-) -> list[tuple[Path, list[tuple[Caption, Path]]]]:
+) -> list[Result]:
     """Caption `files` (from `caption.data.images.image_files`); write one overlay figure per caption under `out`
-    (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each image with its
-    (caption, figure) pairs, best first."""
+    (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each readable image's
+    `Result` (image_id: its position in `files`) with its captions and figures, best first."""
     writable_folder(out, what="output")
-    described: list[tuple[Path, list[tuple[Caption, Path]]]] = []
+    described: list[Result] = []
     taken: set[str] = set()
+    positions = {path: position for position, (path, _) in enumerate(files)}
     for batch in batches(files, batch_size):
         images = torch.stack([captioner.prepare(image) for _, image in batch])  # (B, 3, H, W)
         captions = captioner.caption_batch({"image": images}, beam_size=beam_size, max_length=max_length,
@@ -89,8 +91,8 @@ def describe(
                                      f"{name}_{rank}.{figure_format}")
                 overlay = captioner.overlay(pixels, caption, label=path.name)
                 save_figure(overlay_figure(overlay, columns=columns), figure_path)
-                figures.append((caption, figure_path))
-            described.append((path, figures))
+                figures.append(figure_path)
+            described.append(result(positions[path], path, ranked, figures))
             if num_captions is None:
                 print(f"{path}: {ranked[0].text}", flush=True)
             else:
@@ -122,16 +124,14 @@ def main(argv: list[str]) -> None:
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=args.config)
+    files = image_files(args.inputs)
     described = describe(
-        captioner, image_files(args.inputs), out=args.out, beam_size=args.beam_size, max_length=args.max_length,
+        captioner, files, out=args.out, beam_size=args.beam_size, max_length=args.max_length,
         num_captions=args.num_captions, batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
     )
-    if args.num_captions is None:
-        captions = [{"file": str(path), "caption": caption.text, "figure": str(figure)}
-                    for path, [(caption, figure)] in described]
-    else:
-        captions = [{"file": str(path), "captions": [{"caption": caption.text, "log_prob": caption.log_prob,
-                                                      "figure": str(figure)} for caption, figure in ranked]}
-                    for path, ranked in described]
-    write_text(args.out / "captions.json", json.dumps(captions, indent=1) + "\n")
-    print(f"wrote {sum(len(ranked) for _, ranked in described)} figures and captions.json to {args.out}")
+    if not described:  # a folder's unreadable files were each named in a warning
+        found = f"none of the {len(files)} image files found could be read" if files else "no image files found"
+        raise CaptionError(f"{found} in {' '.join(map(str, args.inputs))}: give images Pillow can open")
+    write_results(described, args.out)
+    print(f"wrote {sum(len(item.captions) for item in described)} figures, captions.json and captions.csv to "
+          f"{args.out}")

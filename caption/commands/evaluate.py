@@ -2,9 +2,9 @@
 
     caption evaluate --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --split test --out eval/soft
 
-Writes DIR/captions.json (the COCO results format, [{"image_id", "caption"}]) as soon as the split is
-decoded, then DIR/metrics.json, which also names the tokenizer: coco-caption's PTB tokenizer (Java),
-or its pure-Python stand-in without Java. DIR is created and checked writable before any work.
+Writes DIR/captions.json (the COCO results format of `caption.results`: image_id, caption, file_name, log_prob)
+and DIR/captions.csv as soon as the split is decoded, then DIR/metrics.json, which also names the tokenizer:
+coco-caption's PTB tokenizer (Java), or its pure-Python stand-in without Java. DIR is created and checked writable before any work.
 The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
 `--config`, a YAML file with a `data:` section such as the training config. The work is
 `caption.inference.evaluate`.
@@ -24,7 +24,8 @@ def main(argv: list[str]) -> None:
         description="Score a checkpoint's captions on a split with coco-caption's metrics (pycocoevalcap).",
     )
     add_checkpoint(parser)
-    parser.add_argument("--out", required=True, type=Path, help="folder for metrics.json and captions.json")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="folder for metrics.json, captions.json and captions.csv")
     parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the checkpoint's data)")
     add_decoding(parser)
     add_batch_size(parser, default=None)
@@ -41,4 +42,4 @@ def main(argv: list[str]) -> None:
                           meteor_timeout=args.meteor_timeout, out=args.out)
     write_evaluation(evaluation, args.out, checkpoint=str(args.ckpt_path))
     print(evaluation.table())
-    print(f"wrote {args.out / 'metrics.json'} and {args.out / 'captions.json'}")
+    print(f"wrote {args.out / 'metrics.json'}, {args.out / 'captions.json'} and {args.out / 'captions.csv'}")

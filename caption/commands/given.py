@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from caption.renamed import dotted
+from caption.settings_keys import dotted
 
 
 def given_on_command_line(args: list[str], key: str) -> bool:
@@ -41,7 +41,7 @@ def section_keys(path: str, section: str) -> set[str]:
 def given_model_settings(args: list[str], model: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     """{dotted key: (parsed value, where it was given)} for each `model.` setting a config file or the command line
     sets (the command line wins over the files, a later file over an earlier one, as when parsing); `model`: the parsed
-    settings, dotted (`caption.checkpoints.dotted`)."""
+    settings, dotted (`caption.settings_keys.dotted`)."""
     where: dict[str, str] = {}
     for path in config_files(args):
         where.update(dict.fromkeys(section_keys(path, "model"), f"in config file {path}"))

@@ -50,7 +50,7 @@ from caption.checkpoints import (
     newest_first,
     read_checkpoint,
 )
-from caption.commands.given import config_files, given_model_settings, given_on_command_line
+from caption.commands.given import given_model_settings, given_on_command_line
 from caption.commands.prediction_writer import CaptionWriter
 from caption.commands.run_outputs import SaveConfig, guard_logger_writes
 from caption.data.datamodule import CaptionDataModule
@@ -59,7 +59,7 @@ from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.outputs import writable_folder
 from caption.packaged_configs import with_packaged_configs
-from caption.renamed import dotted, old_keys
+from caption.settings_keys import dotted
 
 PACKAGE = Path(__file__).resolve().parents[1]  # caption/
 # where Lightning logs its info lines (rank_zero_info; seed_everything)
@@ -98,7 +98,12 @@ class CaptionArgumentParser(LightningArgumentParser):
         where = f"config file {self.config_file}: " if self.config_file else ""
         if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
             message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
-        sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help`)")
+        from caption.compat import renamed_hint  # only a refused key is looked up among the names of 0.1
+
+        message = " ".join(message.split())
+        hint = renamed_hint(message)
+        sys.exit(f"caption: error: {where}{message}{'. ' + hint if hint else ''} "
+                 "(every setting: `caption fit --help`)")
 
 
 def holds_nothing(config_file: Any) -> bool:
@@ -160,10 +165,6 @@ class CaptionCLI(LightningCLI):
         args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
         if args[:1] == ["predict"]:
             args = predict_arguments(args)
-        renamed = old_keys(args, config_files(args))
-        if renamed:
-            raise ConfigError(f"model settings were grouped in caption 0.2: {'; '.join(renamed)}. "
-                              "`caption migrate-config FILE --in-place` rewrites a config file (README, \"Settings\")")
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
         self.command_line = args
         subcommand = self.config.get("subcommand")

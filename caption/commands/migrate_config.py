@@ -1,6 +1,6 @@
-"""`caption migrate-config FILE... [--in-place]`: a config of caption < 0.2 with its model settings in their groups
-(`caption.renamed`)."""
+"""`caption migrate-config FILE... [--in-place]`: a config of caption 0.1 with its model settings in their groups
+(`caption.compat`, removed in 0.4)."""
 
-from caption.renamed import main
+from caption.compat import main
 
 __all__ = ["main"]

@@ -1,13 +1,13 @@
 """`caption compare`'s figures: the same images captioned by each model, overlays side by side, and the training
-curves of each run from its CSV logs."""
+curves of each run from its CSV or TensorBoard logs (`caption.comparison.logs`)."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from caption.comparison.logs import CURVES, Curves, UnreadableLogs, read_curves
 from caption.comparison.models import Model
 from caption.data.datamodule import CaptionDataModule
 from caption.metrics import named_labels
@@ -15,25 +15,23 @@ from caption.outputs import save_figure
 from caption.report import Evaluation
 from caption.visualize import Overlay, comparison_figure, to_uint8
 
-# logged columns drawn when a run has them
-CURVES = ("train/nll", "val/bleu4", "val/cider", "val/attention_accuracy", "val/alpha_entropy")
+
+def logged_curves(models: list[Model]) -> tuple[dict[str, Curves], dict[str, str]]:
+    """Each model's curves ({model name: curves}) and the models left out ({model name: why})."""
+    curves, left_out = {}, {}
+    for model in models:
+        if model.logs is None:
+            left_out[model.name] = f"no logs (metrics.csv or TensorBoard event files) found for {model.checkpoint}"
+            continue
+        try:
+            curves[model.name] = read_curves(model.logs)
+        except UnreadableLogs as error:
+            left_out[model.name] = str(error)
+    return curves, left_out
 
 
-
-def read_curves(path: Path) -> dict[str, list[tuple[int, float]]]:
-    """{column: [(step, value)]} for the CURVES columns a CSVLogger metrics.csv has."""
-    with path.open(newline="", encoding="utf-8") as file:
-        rows = list(csv.DictReader(file))
-    curves = {
-        name: [(int(row["step"]), float(row[name])) for row in rows if row.get(name) not in (None, "")]
-        for name in CURVES
-    }
-    return {name: points for name, points in curves.items() if points}
-
-
-def curves_figure(models: list[Model]) -> Figure | None:
-    """One panel per logged quantity, one line per model; None when no run has logs."""
-    curves = {model.name: read_curves(model.metrics_csv) for model in models if model.metrics_csv is not None}
+def curves_figure(curves: dict[str, Curves]) -> Figure | None:
+    """One panel per logged quantity, one line per model; None when no model has curves."""
     names = [name for name in CURVES if any(name in logged for logged in curves.values())]
     if not names:
         return None
@@ -49,13 +47,14 @@ def curves_figure(models: list[Model]) -> Figure | None:
     return figure
 
 
-def write_curves(models: list[Model], out: Path) -> Path | None:
-    """DIR/curves.png (`curves_figure`), or None when no run has logs."""
-    figure = curves_figure(models)
+def write_curves(models: list[Model], out: Path) -> tuple[Path | None, dict[str, str]]:
+    """DIR/curves.png (`curves_figure`; None when no model has curves) and the models left out of it, with why."""
+    curves, left_out = logged_curves(models)
+    figure = curves_figure(curves)
     if figure is None:
-        return None
+        return None, left_out
     save_figure(figure, out / "curves.png")
-    return out / "curves.png"
+    return out / "curves.png", left_out
 
 
 def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: CaptionDataModule, split: str,

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from caption.checkpoints import find_checkpoint
+from caption.comparison.logs import find_logs
 from caption.errors import ConfigError
-from caption.inference import Captioner
+from caption.inference import Captioner, build_data
 from caption.module import ModuleSettings
 
 
@@ -19,26 +20,40 @@ class Model:
     name: str  # label in the report
     checkpoint: Path
     captioner: Captioner
-    metrics_csv: Path | None  # the run's CSVLogger log, if found
+    logs: Path | None  # the run's metrics.csv or TensorBoard event folder, if found (`caption.comparison.logs`)
 
     @property
     def settings(self) -> ModuleSettings:
         return self.captioner.module.settings
 
-    @property
-    def source(self) -> dict[str, Any] | None:
-        """The data source it was trained on ({class_path, init_args}), if recorded."""
-        return None if self.captioner.data is None else self.captioner.data[0]["source"]
+    def training_data(self) -> dict[str, Any] | None:
+        """What defines the data it was trained on, whatever folder it was in: the source's class, its settings but
+        the files and folders it names (`CaptionSource.path_arguments`), and the vocabulary built from the training
+        captions; None if the checkpoint does not record its data."""
+        if self.captioner.data is None:
+            return None
+        settings, origin = self.captioner.data
+        locations = type(build_data(settings, origin).source).path_arguments
+        source = settings["source"]
+        return {"data.source.class_path": source.get("class_path"),
+                **{f"data.source.init_args.{key}": value for key, value in sorted(source.get("init_args", {}).items())
+                   if key not in locations},
+                "vocabulary": list(self.captioner.module.vocabulary.itos)}
 
 
-def newest(paths: list[Path]) -> Path | None:
-    return max(paths, key=lambda path: path.stat().st_mtime, default=None)
-
-
-def find_metrics_csv(path: Path, checkpoint: Path) -> Path | None:
-    """The newest metrics.csv under the run folder (or around the checkpoint, two levels up)."""
-    root = path if path.is_dir() else checkpoint.parent.parent
-    return newest(list(root.rglob("metrics.csv")))
+def data_differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """What differs between two `Model.training_data`, e.g. "data.source.init_args.num_train: 50 vs 3000"."""
+    differences = []
+    for key in dict.fromkeys([*first, *other]):
+        if first.get(key) == other.get(key):
+            continue
+        if key == "vocabulary":
+            new = [word for word in other[key] if word not in set(first[key])]
+            differences.append(f"vocabulary: {len(other[key])} words vs {len(first[key])}, {len(new)} of them new"
+                               + (f" ({', '.join(new[:5])}{', ...' if len(new) > 5 else ''})" if new else ""))
+        else:
+            differences.append(f"{key}: {other.get(key)} vs {first.get(key)}")
+    return differences
 
 
 def model_names(captioners: list[Captioner], names: list[str] | None) -> list[str]:
@@ -53,9 +68,9 @@ def model_names(captioners: list[Captioner], names: list[str] | None) -> list[st
 
 def read_models(given: list[Path], *, names: list[str] | None, device: str, config: Path | None) -> list[Model]:
     """A `Model` per checkpoint or run folder (a run folder stands for its newest model-selection checkpoint,
-    `best-*.ckpt`, else `last.ckpt`, and the newest metrics.csv of its logs); `config`: a YAML whose `data:` section
-    stands for the data settings of every checkpoint."""
+    `best-*.ckpt`, else `last.ckpt`, and its newest logs, `caption.comparison.logs.find_logs`); `config`: a YAML
+    whose `data:` section stands for the data settings of every checkpoint."""
     paths = [find_checkpoint(path) for path in given]
     captioners = [Captioner.from_checkpoint(path, device=device, config=config) for path in paths]
-    return [Model(name, path, captioner, find_metrics_csv(folder, path))
+    return [Model(name, path, captioner, find_logs(folder, path))
             for name, path, captioner, folder in zip(model_names(captioners, names), paths, captioners, given)]

@@ -53,8 +53,9 @@ def results_table(models: list[Model], evaluations: list[Evaluation], dataset: s
 
 
 def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset: str | None, split: str,
-                 figures: list[Path], curves: Path | None, out: Path) -> Path:
-    """DIR/report.md: the results table, the overlay figures, the curves and where each model came from."""
+                 figures: list[Path], curves: Path | None, curves_left_out: dict[str, str], out: Path) -> Path:
+    """DIR/report.md: the results table, the overlay figures, the curves (and the models left out of them, with
+    why) and where each model came from."""
     images = len(evaluations[0].captions)
     paper = "the paper's numbers beside ours" if dataset in PAPER_TABLE_1 else "the paper has no numbers for this data"
     lines = [
@@ -75,8 +76,11 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         *(f"![{path.stem}]({path.name})" for path in figures),
         "",
     ]
-    if curves is not None:
-        lines += ["## Training curves", "", f"![training curves]({curves.name})", ""]
+    if curves is not None or curves_left_out:
+        lines += ["## Training curves", ""]
+        lines += [] if curves is None else [f"![training curves]({curves.name})", ""]
+        lines += [f"- {name}: not drawn, {why}" for name, why in curves_left_out.items()]
+        lines += [""] if curves_left_out else []
     lines += ["## Models", ""]
     for model, evaluation in zip(models, evaluations):
         settings = model.settings

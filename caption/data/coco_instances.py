@@ -10,12 +10,13 @@ with boxes in the pixels of the image file ([x, y, width, height] from its top-l
 an `ObjectBox` labelled with its category's name, box (x, y, x + w, y + h), and its image's record takes the image's
 (width, height) as the frame of its boxes (`ImageRecord.frame`; `CaptionSource.input_boxes` maps them into the
 encoder input). Crowd regions (iscrowd 1: a crowd of people, a herd) are boxes like the others. Which caption words
-name which category: `caption.data.coco_categories`.
+name which category: `caption.data.category_words` (the files' own category names; COCO's synonyms for COCO's).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from caption.data.annotation_files import DatasetFormatError, field, read_json
@@ -30,16 +31,26 @@ class Instances:
     boxes: tuple[ObjectBox, ...]  # one per annotation; () for an image with none
 
 
-def read_instances(paths: list[str]) -> dict[int, Instances]:
-    """COCO image id -> its objects, from every instances file of `paths`; a malformed file raises
-    `DatasetFormatError` naming the file and the entry."""
+@dataclass(frozen=True)
+class InstancesFiles:
+    """What the instances files of a dataset hold."""
+
+    images: dict[int, Instances]  # COCO image id -> its objects
+    categories: tuple[str, ...]  # every category name of the files, in the order of their categories[]
+
+
+def read_instances(paths: list[str]) -> InstancesFiles:
+    """The objects of every image and the category names of every instances file of `paths`; a malformed file
+    raises `DatasetFormatError` naming the file and the entry."""
     found: dict[int, Instances] = {}
+    categories: dict[str, None] = {}
     for path in paths:
         data = read_json(path)
         names = {}
         for index, entry in enumerate(field(data, "categories", list, path)):
             where = f"{path}: categories[{index}]"
             names[field(entry, "id", int, where)] = field(entry, "name", str, where)
+            categories[names[field(entry, "id", int, where)]] = None
         frames = {}
         for index, entry in enumerate(field(data, "images", list, path)):
             where = f"{path}: images[{index}]"
@@ -57,14 +68,16 @@ def read_instances(paths: list[str]) -> dict[int, Instances]:
                 raise DatasetFormatError(f"{where}.category_id is {category}, which {path} has no categories[] entry for")
             boxes[image_id].append(ObjectBox(label=names[category], box=corners(field(entry, "bbox", list, where), where)))
         found |= {image_id: Instances(frames[image_id], tuple(boxes[image_id])) for image_id in frames}
-    return found
+    return InstancesFiles(found, tuple(categories))
 
 
 def corners(bbox: list, where: str) -> tuple[float, float, float, float]:
-    """COCO's [x, y, width, height] as (x0, y0, x1, y1)."""
-    if len(bbox) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox) \
-            or bbox[2] < 0 or bbox[3] < 0:
-        raise DatasetFormatError(f"{where}.bbox is {bbox!r}; expected [x, y, width, height] with width, height >= 0")
+    """COCO's [x, y, width, height] as (x0, y0, x1, y1); NaN or infinite coordinates (JSON's NaN, Infinity) are
+    refused, not dropped."""
+    if len(bbox) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                 for v in bbox) or bbox[2] < 0 or bbox[3] < 0:
+        raise DatasetFormatError(f"{where}.bbox is {bbox!r}; expected [x, y, width, height] of finite numbers with "
+                                 "width, height >= 0")
     x, y, width, height = (float(v) for v in bbox)
     return x, y, x + width, y + height
 

@@ -22,6 +22,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from caption.checkpoints import read_checkpoint
+from caption.data.category_words import LABELS_KEY, references_name_a_label
 from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord, absolute_paths
@@ -314,6 +315,11 @@ class CaptionDataModule(L.LightningDataModule):
                 else:
                     uncaptioned[record.split].append(record.image_id)
             report_uncaptioned(empty_captions=empty, uncaptioned=uncaptioned)
+            if not references_name_a_label(self._records, self.source.word_labels):
+                labels = sorted({box.label for record in self._records for box in record.objects})
+                rank_zero_warn(f"data.source has boxes of {', '.join(labels[:8])}{' ...' * (len(labels) > 8)} but no "
+                               f"reference caption names one: attention accuracy will not be scored; map the caption "
+                               f"words to these labels with {LABELS_KEY}")
         return self._records
 
     def split(self, name: str) -> list[ImageRecord]:

@@ -14,9 +14,11 @@ re-tokenised from `raw` with `caption.text.tokenize`, like every other source, s
 references and generated text are split into words the same way. COCO image ids are the `cocoid`s
 (the ids of the official annotations); other datasets use `imgid`.
 
-Both sources take COCO's official object annotations too, optionally (`instances`: instances_train2014.json,
-instances_val2014.json): each record then carries the boxes of its image's objects, and attention accuracy is scored
-on COCO's 80 categories (`caption.data.coco_instances`, `caption.data.coco_categories`).
+Both sources take object annotations in COCO's instances format too, optionally (`instances`: COCO's own
+instances_train2014.json, instances_val2014.json, or a file of any categories): each record then carries the boxes
+of its image's objects, and attention accuracy is scored on the files' categories, named in captions by their names
+(COCO's synonyms for COCO's categories; `labels` for more words: `caption.data.coco_instances`,
+`caption.data.category_words`).
 
 `CocoSource` reads the official caption files (`captions_train2014.json`, `captions_val2014.json`:
 `images[].id/file_name`, `annotations[].image_id/caption`) and takes the split of each image from a
@@ -30,10 +32,11 @@ from collections import defaultdict
 from typing import Any, Literal
 
 from caption.data.annotation_files import DatasetFormatError, field, read_json
-from caption.data.coco_categories import COCO_WORD_LABELS
+from caption.data.category_words import LABELS_KEY, category_word_labels
 from caption.data.coco_instances import read_instances, with_boxes
 from caption.data.images import ImageFileSource
 from caption.data.records import ImageRecord
+from caption.errors import ConfigError
 
 KARPATHY_SPLITS = ("train", "restval", "val", "test")
 Restval = Literal["train", "drop"]
@@ -59,23 +62,36 @@ def unique_ids(records: list[ImageRecord], path: str) -> list[ImageRecord]:
 
 
 class InstancesSource(ImageFileSource):
-    """An image-file source whose records can take their boxes from COCO instances files (None: no boxes)."""
+    """An image-file source whose records can take their boxes from COCO-format instances files (None: no boxes),
+    and whose word -> label map comes from those files' categories (`caption.data.category_words`)."""
 
-    def __init__(self, *, instances: list[str] | None, resize_size: int | None, crop_size: int | None,
-                 min_side: int):
+    def __init__(self, *, instances: list[str] | None, labels: dict[str, str] | None, resize_size: int | None,
+                 crop_size: int | None, min_side: int):
         super().__init__(resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        if labels and instances is None:
+            raise ConfigError(f"{LABELS_KEY} maps caption words to the labels of boxes, but there are no boxes: "
+                              "give the instances files too (data.source.init_args.instances)")
         self.instances = instances
+        self.labels = labels
+        self._word_labels: dict[str, str] | None = None
 
     @property
     def word_labels(self) -> dict[str, str]:
-        """COCO's caption words -> category map (`caption.data.coco_categories`) when there are instances."""
-        return {} if self.instances is None else COCO_WORD_LABELS
+        """Caption word -> category of the instances files (their names, singular and plural; COCO's synonyms for
+        COCO's categories; then `labels`); empty without instances."""
+        if self.instances is None:
+            return {}
+        if self._word_labels is None:
+            self.records()  # reads the instances files
+        return self._word_labels
 
     def boxed(self, records: list[ImageRecord], annotations: str) -> list[ImageRecord]:
         """`records` with the boxes of the instances files, if any (`annotations`: where the records come from)."""
         if self.instances is None:
             return records
-        return with_boxes(records, read_instances(self.instances), paths=self.instances, annotations=annotations)
+        found = read_instances(self.instances)
+        self._word_labels = category_word_labels(found.categories, labels=self.labels, where=", ".join(self.instances))
+        return with_boxes(records, found.images, paths=self.instances, annotations=annotations)
 
 
 class KarpathySource(InstancesSource):
@@ -88,8 +104,9 @@ class KarpathySource(InstancesSource):
         resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
         crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
         min_side: images whose short side is smaller are bad (ours: 32).
-        instances: COCO's object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes of
-            the 80 categories for attention accuracy (None: no boxes).
+        instances: COCO-format object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes
+            for attention accuracy, of the files' own categories, named in captions by their names (None: no boxes).
+        labels: more caption words of the categories, {word: category name}, e.g. {pup: dog} (None: the names).
     """
 
     path_arguments = ("annotations", "images", "instances")
@@ -104,8 +121,10 @@ class KarpathySource(InstancesSource):
         crop_size: int | None = None,
         min_side: int = 32,
         instances: list[str] | None = None,
+        labels: dict[str, str] | None = None,
     ):
-        super().__init__(instances=instances, resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        super().__init__(instances=instances, labels=labels, resize_size=resize_size, crop_size=crop_size,
+                         min_side=min_side)
         self.annotations = annotations
         self.images = images
         self.restval = restval
@@ -121,8 +140,9 @@ class KarpathySource(InstancesSource):
             image_id = field(entry, "cocoid" if "cocoid" in entry else "imgid", int, where)
             references = tuple(self._raw(sentence, f"{where}.sentences[{k}]")
                                for k, sentence in enumerate(field(entry, "sentences", list, where)))
+            folder = field(entry, "filepath", str, where) if "filepath" in entry else ""  # COCO's only
             if split is not None:
-                file = os.path.join(self.images, entry.get("filepath", ""), filename)
+                file = os.path.join(self.images, folder, filename)
                 records.append(ImageRecord(image_id, split, references, file=file))
         return self.boxed(unique_ids(records, self.annotations), self.annotations)
 
@@ -146,8 +166,9 @@ class CocoSource(InstancesSource):
         resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
         crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
         min_side: images whose short side is smaller are bad (ours: 32).
-        instances: COCO's object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes of
-            the 80 categories for attention accuracy (None: no boxes).
+        instances: COCO-format object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes
+            for attention accuracy, of the files' own categories, named in captions by their names (None: no boxes).
+        labels: more caption words of the categories, {word: category name}, e.g. {pup: dog} (None: the names).
     """
 
     path_arguments = ("annotations", "images", "splits", "instances")
@@ -163,8 +184,10 @@ class CocoSource(InstancesSource):
         crop_size: int | None = None,
         min_side: int = 32,
         instances: list[str] | None = None,
+        labels: dict[str, str] | None = None,
     ):
-        super().__init__(instances=instances, resize_size=resize_size, crop_size=crop_size, min_side=min_side)
+        super().__init__(instances=instances, labels=labels, resize_size=resize_size, crop_size=crop_size,
+                         min_side=min_side)
         if len(annotations) != len(images):
             raise ValueError(
                 f"source.annotations and source.images must pair up (one image folder per annotation file); "

@@ -9,12 +9,13 @@ Images may be file paths, PIL images or tensors (torchvision's layout: (3, H, W)
 Each image gets the transform of the data the model was trained on (`CaptionSource.inference_transform`,
 rebuilt from the data settings the checkpoint stores). Each `Caption` holds the text, the words, the
 attention α (T×L) and gate β of every word, the hard-attention locations and the log-probability;
-`num_captions=k` gives each image's k best beams instead, and `captioner.plot(image)` draws the paper's
-figure (in a notebook, the cell shows it).
+`num_captions=k` gives each image's k best beams instead (fewer when the search holds fewer distinct ones), and
+`captioner.plot(image)` draws the paper's figure (in a notebook, the cell shows it).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from caption.inference.inputs import (
     as_inputs,
     check_call,
     check_input,
+    check_num_captions,
     describe_input,
     kept,
 )
@@ -130,14 +132,18 @@ class Captioner:
     ) -> list[Caption] | list[list[Caption]]:
         """Captions of a batch: {"image": (B, 3, H, W)} prepared images, or {"annotations": (B, L, D)} from a
         feature cache. `beam_size` (1: greedy) and `max_length` default to the checkpoint's. `num_captions` = n:
-        per image a list of its n best beams, best first (the beam is then at least n wide)."""
+        per image a list of its n best beams, best first (the beam is then at least n wide); fewer when the search
+        holds fewer than n distinct hypotheses (a short `max_length`, a small vocabulary), never a repeated or
+        impossible one (log-probability -inf)."""
+        check_num_captions(num_captions)
         inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
         decoded = self.module.generate(self.module.annotations(inputs), beam_size=beam_size, max_length=max_length,
                                        num_captions=num_captions or 1)
         captions = decoded.captions(self.module.vocabulary)
         if num_captions is None:
             return captions
-        return [captions[start:start + num_captions] for start in range(0, len(captions), num_captions)]
+        return [[caption for caption in captions[start:start + num_captions] if math.isfinite(caption.log_prob)]
+                for start in range(0, len(captions), num_captions)]
 
     def __call__(
         self, images: ImageInput | Sequence[ImageInput], *, beam_size: int | None = None,
@@ -148,14 +154,15 @@ class Captioner:
         in the same order).
 
         `num_captions` = n: each image's n best beams instead of one caption, best first, each with its
-        `log_prob` and attention (one image -> a list of n `Caption`s; several -> a list of such lists).
+        `log_prob` and attention (one image -> a list of n `Caption`s; several -> a list of such lists); fewer than n
+        when the search holds fewer distinct hypotheses (`caption_batch`).
 
         An input that is no image (an int, a 0-d tensor, ...) is a TypeError or ValueError naming it, before any
         captioning. A file that cannot be read: with on_error="raise", a `BadImageError` (`ImageInputError`) naming
         it, that carries the captions finished before it (`.captions`); with on_error="skip", a warning naming it,
         None in its place and an entry in `Captions.failed` (for one image: None).
         """
-        check_call(batch_size=batch_size, on_error=on_error)
+        check_call(batch_size=batch_size, on_error=on_error, num_captions=num_captions)
         items, many = as_inputs(images)
         for index, item in enumerate(items):
             check_input(item, index)

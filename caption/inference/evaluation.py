@@ -9,6 +9,8 @@ and `caption compare` are this plus files.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,9 @@ from caption.errors import ConfigError
 from caption.evaluation import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
 from caption.metrics import PTBCache
-from caption.outputs import writable_folder, write_text
+from caption.outputs import write_text
 from caption.report import Evaluation
+from caption.results import result, write_results
 
 
 def build_data(settings: dict[str, Any], origin: str) -> CaptionDataModule:
@@ -70,19 +73,24 @@ def evaluate(
             captioned += captioned_batch(batch, captions, keep_attention=True)
             progress.update(len(batch["image_id"]))
     data.report_skipped()
+    file_names = {record.image_id: record.file for record in data.usable(split)}
     if out is not None:
-        write_captions({item.image_id: item.caption for item in captioned}, out)
-    return score_split(captioned, split=split, beam_size=beam_size, image_size=tuple(data.image_size),
-                       word_labels=data.source.word_labels, meteor_timeout=meteor_timeout, cache=cache)
+        write_captions({item.image_id: item.caption for item in captioned}, out, file_names=file_names)
+    evaluation = score_split(captioned, split=split, beam_size=beam_size, image_size=tuple(data.image_size),
+                             word_labels=data.source.word_labels, meteor_timeout=meteor_timeout, cache=cache)
+    return replace(evaluation, file_names=file_names)
 
 
-def write_captions(captions: dict[int, Caption], out: Path) -> None:
-    """DIR/captions.json, in the COCO results format [{"image_id", "caption"}]."""
-    results = [{"image_id": image_id, "caption": caption.text} for image_id, caption in captions.items()]
-    write_text(writable_folder(out, what="output") / "captions.json", json.dumps(results, indent=1) + "\n")
+def write_captions(captions: Mapping[int, Caption], out: Path, *,
+                   file_names: Mapping[int, str | None] | None = None) -> None:
+    """DIR/captions.json (the COCO results format, `caption.results`) and DIR/captions.csv; `file_names`: image id
+    -> its image file."""
+    file_names = file_names or {}
+    write_results([result(image_id, file_names.get(image_id), caption) for image_id, caption in captions.items()], out)
 
 
 def write_evaluation(evaluation: Evaluation, out: Path, **about: Any) -> None:
-    """DIR/metrics.json (with `about`, e.g. the checkpoint) and DIR/captions.json (COCO results format)."""
-    write_captions(evaluation.captions, out)
+    """DIR/metrics.json (with `about`, e.g. the checkpoint), DIR/captions.json (COCO results format) and
+    DIR/captions.csv."""
+    write_captions(evaluation.captions, out, file_names=evaluation.file_names)
     write_text(out / "metrics.json", json.dumps({**about, **evaluation.metrics()}, indent=2) + "\n")

@@ -95,8 +95,16 @@ def check_input(item: Any, index: int) -> None:
         raise ValueError(f"{where}: a float image tensor holds pixels in [0, 1] (use uint8 for 0..255)")
 
 
-def check_call(*, batch_size: Any, on_error: Any) -> None:
-    """ValueError for a `batch_size` that is not an integer >= 1 or an unknown `on_error`."""
+def check_num_captions(num_captions: Any) -> None:
+    """ValueError for a `num_captions` that is neither None (one caption per image) nor an integer >= 1."""
+    if num_captions is not None and (isinstance(num_captions, bool) or not isinstance(num_captions, int)
+                                     or num_captions < 1):
+        raise ValueError(f"num_captions must be an integer >= 1 (or None: one caption per image), got {num_captions!r}")
+
+
+def check_call(*, batch_size: Any, on_error: Any, num_captions: Any = None) -> None:
+    """ValueError for a `batch_size` that is not an integer >= 1, an unknown `on_error` or a bad `num_captions`."""
+    check_num_captions(num_captions)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     if on_error not in ON_ERROR:

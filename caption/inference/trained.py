@@ -27,7 +27,7 @@ from caption.class_paths import ForeignClassError, checked, instantiate, source_
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.packaged_configs import data_section
-from caption.renamed import dotted
+from caption.settings_keys import dotted
 from caption.text import Vocabulary
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units

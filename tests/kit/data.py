@@ -166,14 +166,16 @@ def vgg16_weights(path: Path, *, full: bool = False, seed: int = 0) -> Path:
     return path
 
 
-def coco_instances(root: Path, karpathy: Path, *, size: tuple[int, int] = (48, 40)) -> list[Path]:
+def coco_instances(root: Path, karpathy: Path, *, size: tuple[int, int] = (48, 40),
+                   names: tuple[str, str] = ("person", "dog")) -> list[Path]:
     """COCO's instances_train2014.json / instances_val2014.json for the images of a `karpathy_dataset` (each
     `size` = (width, height)): every image holds a person (its left half, [0, 0, w/2, h]) and a dog (a box in its
-    bottom-right quarter); the last val2014 image is listed with no annotation, as some COCO images are."""
+    bottom-right quarter); the last val2014 image is listed with no annotation, as some COCO images are. `names`:
+    the two categories' names, COCO's or made up."""
     data = json.loads(karpathy.read_text(encoding="utf-8"))
     width, height = size
-    categories = [{"id": 1, "name": "person", "supercategory": "person"},
-                  {"id": 18, "name": "dog", "supercategory": "animal"}]
+    categories = [{"id": 1, "name": names[0], "supercategory": "thing"},
+                  {"id": 18, "name": names[1], "supercategory": "thing"}]
     paths = []
     for folder in ("train2014", "val2014"):
         entries = [entry for entry in data["images"] if entry["filepath"] == folder]

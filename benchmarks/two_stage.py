@@ -1,0 +1,98 @@
+"""The two-stage recipe on a generated dataset in the real formats (`caption.data.scene_files`), used by
+benchmarks/positions.py and benchmarks/silhouettes.py.
+
+Both stages use the shapes configs as they ship (`shapes_soft`, then `shapes_hard` on the soft run's best encoder,
+frozen), with only the data swapped for the generated one (`DIR/data.yaml`: `KarpathySource` with its instances
+file, the images at their own size) and room for its captions (`model.decoding.max_caption_length`); the hard stage
+is given the soft run's folder (`model.encoder.weights`). No objective setting is overridden. Each best checkpoint
+(validation BLEU-4) then decodes the test split with beam 3 and is scored with the coco-caption metrics and where
+each object noun looked (attention accuracy beside a random location and a random object of the image). Writes
+DIR/<name>.json and prints a table.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+from caption.data.scene_files import SceneFiles
+
+STAGES = {"soft": "shapes_soft", "hard": "shapes_hard"}  # stage -> the named run whose configs it uses
+
+
+def data_config(files: SceneFiles, *, image_size: int, caption_length: int, out: Path) -> Path:
+    """The settings that swap the shapes data for the generated dataset (read at its size, no crop)."""
+    path = out / "data.yaml"
+    path.write_text(json.dumps({"model": {"decoding": {"max_caption_length": caption_length}},
+                                "data": {"source": files.source_settings(image_size=image_size)}}))
+    return path
+
+
+def fit(name: str, configs: list[str], overrides: list[str], out: Path) -> float:
+    """`caption fit` of one stage in its own process, into out/name (log: out/name.log); returns its wall seconds."""
+    run = out / name
+    command = [sys.executable, "-m", "caption.cli", "fit", *(f"--config={config}" for config in configs), *overrides,
+               "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
+               "--trainer.enable_progress_bar", "false"]
+    started = time.perf_counter()
+    with (out / f"{name}.log").open("w") as log:
+        if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed; see {out / f'{name}.log'}")
+    return time.perf_counter() - started
+
+
+def score(run: Path) -> dict[str, float]:
+    """The test scores of the run's best checkpoint, beam 3: coco-caption metrics, attention accuracy, α entropy."""
+    from caption.inference import Captioner, evaluate, training_data
+
+    best = min(run.glob("checkpoints/best-*.ckpt"), key=lambda path: path.stat().st_mtime)
+    captioner = Captioner.from_checkpoint(best, device="cpu")
+    evaluation = evaluate(captioner, training_data(captioner), split="test", beam_size=3, description=run.name)
+    return evaluation.scores | evaluation.attention_scores()
+
+
+def two_stage(files: SceneFiles, *, image_size: int, caption_length: int, out: Path) -> dict[str, dict[str, float]]:
+    """Soft, then hard on soft's encoder: {stage: its test scores and wall seconds}."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = str(data_config(files, image_size=image_size, caption_length=caption_length, out=out))
+    walls = {"soft": fit("soft", [STAGES["soft"], data], [], out),
+             "hard": fit("hard", [STAGES["hard"], data], ["--model.encoder.weights", str(out / "soft")], out)}
+    return {stage: score(out / stage) | {"wall_seconds": round(wall)} for stage, wall in walls.items()}
+
+
+def table(name: str, results: dict[str, dict[str, float]]) -> str:
+    """The results as a markdown table."""
+    def cell(value: float | None) -> str:
+        return "–" if value is None or value != value else f"{value:.3f}"
+
+    lines = [f"# {name} benchmark, {date.today()}",
+             "| config | BLEU-1 | BLEU-4 | CIDEr | attention accuracy | random object | α entropy | wall s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {stage} | {cell(row['bleu1'])} | {cell(row['bleu4'])} | {cell(row['cider'])} "
+              f"| {cell(row.get('attention_accuracy'))} | {cell(row.get('attention_chance_object'))} "
+              f"| {row['alpha_entropy']:.2f} | {row['wall_seconds']} |" for stage, row in results.items()]
+    lines.append(f"hard − soft BLEU-4: {results['hard']['bleu4'] - results['soft']['bleu4']:+.3f}")
+    return "\n".join(lines)
+
+
+def main(*, name: str, description: str, generate: Callable[..., SceneFiles], image_size: int,
+         caption_length: int) -> None:
+    """The command line of a dataset's benchmark: generate it (kept if there), then the two stages, unless
+    --generate-only."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path(f"data/{name}"))
+    parser.add_argument("--out", type=Path, default=Path(f"runs/{name}"))
+    parser.add_argument("--train", type=int, default=3000, help="training images (val and test: 200 each)")
+    parser.add_argument("--generate-only", action="store_true")
+    args = parser.parse_args()
+    files = generate(args.data.resolve(), splits={"train": args.train, "val": 200, "test": 200})
+    if args.generate_only:
+        print(f"wrote {files.annotations}, {files.instances} and {files.images}/")
+        return
+    results = two_stage(files, image_size=image_size, caption_length=caption_length, out=args.out)
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=2))
+    print(table(name, results))
