@@ -10,6 +10,9 @@ foreign class) is refused instead of executed. Every path that reads a checkpoin
 - inference code: `caption.inference.load_module(path)` returns the `CaptionModule`, vocabulary and
   hyperparameters included; `download_checkpoint(url, sha256=...)` fetches a published one first.
 
+Plain values can still name classes (the data source, the lr_scheduler): `caption.class_paths` checks each one is
+a known class of the expected kind before anything of the checkpoint is used.
+
 `SafeCheckpointIO` also writes every checkpoint of a run atomically in its own folder
 (`caption.outputs.write_atomically`): a full disk or a kill during a save leaves the previous file whole and no
 partial one, and the message names the full folder and the space a checkpoint needs.
@@ -20,6 +23,7 @@ import io
 import os
 import pickle
 import re
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,8 +35,9 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
+from caption.class_paths import check_checkpoint_classes
 from caption.compat import grouped
-from caption.errors import CheckpointError
+from caption.errors import CaptionWarning, CheckpointError
 from caption.outputs import write_atomically
 from caption.settings_keys import dotted
 
@@ -42,7 +47,9 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch's note on a pickle of another protocol: the message below says more
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
         found = re.search(r"unsupported global[^\n]*", str(error), flags=re.IGNORECASE)
         if found is None:  # not a pickle that asks for code: random bytes, another format
@@ -64,6 +71,7 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"{path}: not a checkpoint of this project (no mapping of hyperparameters with a vocabulary): it was not "
             "written by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
+    check_checkpoint_classes(checkpoint, origin=f"checkpoint {path}")  # before any of it is used
     checkpoint["hyper_parameters"] = grouped(checkpoint["hyper_parameters"])
     return checkpoint
 
@@ -80,7 +88,7 @@ def first_readable(paths: Iterable[Path], *, where: str) -> tuple[Path, dict[str
             problems.append(str(error))
             continue
         for problem in problems:
-            rank_zero_warn(f"skipping an unreadable checkpoint: {problem}")
+            rank_zero_warn(f"skipping an unreadable checkpoint: {problem}", category=CaptionWarning)
         return found
     if problems:
         raise CheckpointError(f"{where}: no checkpoint there can be read: {'; '.join(problems)}")

@@ -15,11 +15,13 @@ also shows what the dependencies say (deprecations, tips, the tokenizer's notes:
 """
 
 import sys
+import warnings
+from collections.abc import Callable
 
 import caption
 from caption.commands import COMMANDS, command
 from caption.console import console
-from caption.errors import CaptionError
+from caption.errors import CaptionError, CaptionWarning
 
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
@@ -73,7 +75,25 @@ def lightning_exception(name: str) -> type[BaseException]:
     return NotRaised if exceptions is None else getattr(exceptions, name)
 
 
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None, *, default: Callable[..., str] = warnings.formatwarning) -> str:
+    """The project's own warnings (`CaptionWarning`) as one `caption: warning:` line, without the source line."""
+    if issubclass(category, CaptionWarning):
+        return f"caption: warning: {' '.join(str(message).split())}\n"
+    return default(message, category, filename, lineno, line)
+
+
 def main(argv: list[str] | None = None) -> None:
+    format_before, warnings.formatwarning = warnings.formatwarning, one_line_warning
+    try:
+        run_and_report(argv)
+    finally:  # the format the process had, when `main` is called from Python
+        warnings.formatwarning = format_before
+
+
+def run_and_report(argv: list[str] | None) -> None:
+    """`run` (with `-v` first: in a verbose console), a foreseen error printed as one `caption: error:` line and the
+    exit status set."""
     args = sys.argv[1:] if argv is None else list(argv)
     verbose = bool(args) and args[0] in VERBOSE
     try:

@@ -106,7 +106,7 @@ def _imagenet_state_dict(name: str) -> dict[str, Tensor]:
         raise EncoderWeightsError(
             f"could not load ImageNet weights for {name} ({error.__class__.__name__}: {error}). "
             f"Download {weights.url} and put it at {folder / filename} "
-            f"(the folder is $TORCH_HOME/hub/checkpoints/), or set encoder_weights to a local file."
+            f"(the folder is $TORCH_HOME/hub/checkpoints/), or set model.encoder.weights to a local file."
         ) from error
 
 
@@ -295,8 +295,10 @@ class SmallVGG(nn.Module):
             state = {key.removeprefix("encoder."): value for key, value in read_checkpoint(checkpoint)["state_dict"].items()
                      if key.startswith("encoder.")}
         except CheckpointError as error:
-            raise EncoderWeightsError(f"model.encoder.weights: {error}. Train that run first (the hard shapes recipe: "
-                                      "caption fit --config shapes_soft), or name a checkpoint") from None
+            untrained = Path(path).is_dir() and not any(Path(path).rglob("*.ckpt"))  # a run folder, not yet trained
+            hint = (". Train that run first (the hard shapes recipe: caption fit --config shapes_soft), or name a "
+                    "checkpoint") if untrained else ""
+            raise EncoderWeightsError(f"model.encoder.weights: {error}{hint}") from None
         if not state:
             raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
         try:
@@ -305,7 +307,7 @@ class SmallVGG(nn.Module):
             summary = " ".join(str(error).split())[:300]
             raise EncoderWeightsError(
                 f"model.encoder.weights: the encoder of {checkpoint} does not fit this small_vgg: use its run's "
-                f"model.encoder.channels, encoder_kernel_sizes and encoder_coordinates ({summary})"
+                f"model.encoder.channels, model.encoder.kernel_sizes and model.encoder.coordinates ({summary})"
             ) from None
 
     @property

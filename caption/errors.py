@@ -9,6 +9,11 @@ class ConfigError(CaptionError, ValueError):
     """A config value that is invalid or conflicts with another (raised before any work starts)."""
 
 
+class CaptionWarning(UserWarning):
+    """Something left out or worked around (a skipped image, an unreadable checkpoint passed over): the message says
+    what and why; `caption` prints it as one `caption: warning:` line, without the source line."""
+
+
 class CheckpointError(CaptionError):
     """A checkpoint that cannot be used: unreadable, unsafe, foreign, or made for other data."""
 

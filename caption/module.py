@@ -14,10 +14,11 @@ from typing import Any, Literal
 
 import lightning as L
 import torch
-from lightning.pytorch.cli import LightningCLI, instantiate_class
+from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero_warn
 from torch import Tensor
 
+from caption.class_paths import instantiate, scheduler_bases
 from caption.attention import AttentionSettings
 from caption.decoder import Decoder, DecoderSettings
 from caption.decoding import Decoded, DecodingSettings, beam_search, check_decoding, greedy
@@ -307,7 +308,8 @@ class CaptionModule(L.LightningModule):
             optimizer = torch.optim.Adam(parameters, lr=optimization.learning_rate, fused=not mixed)
         if self.hparams.lr_scheduler is None:
             return optimizer
-        scheduler = instantiate_class(optimizer, self.hparams.lr_scheduler)
+        scheduler = instantiate(self.hparams.lr_scheduler, optimizer, base=scheduler_bases(), key="model.lr_scheduler",
+                                origin="the model's settings")
         return LightningCLI.configure_optimizers(self, optimizer, scheduler)
 
     # ------------------------------------------------------------------------ evaluation

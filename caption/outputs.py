@@ -4,12 +4,16 @@ computes for hours and then loses everything at its first save.
 
 Files are written atomically in their own folder (`write_atomically`: a temporary file beside the target,
 flushed to disk, then renamed over it), so a failed or interrupted write leaves the previous file intact and
-no partial file; on a full disk the message names the folder, the space the file needs and what is free.
+no partial file; on a full disk the message names the folder, the space the file needs and what is free. Figures
+are rendered in memory first and written the same way. A write never follows a link out of its folder: the
+temporary file is always a new file (never a link planted at its name), and the rename replaces a link at the
+target itself, leaving whatever it pointed to untouched.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import shutil
 import tempfile
@@ -63,7 +67,9 @@ def write_atomically(path: str | Path, data: bytes | memoryview, *, what: str = 
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "wb") as file:
+        if temporary.is_symlink() or temporary.is_file():  # left by an interrupted write of this process id, or planted
+            temporary.unlink()
+        with open(temporary, "wb", opener=new_file_only) as file:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
@@ -76,6 +82,11 @@ def write_atomically(path: str | Path, data: bytes | memoryview, *, what: str = 
             raise OutputError(f"{failure}{kept}") from None
         raise
     sync_folder(path.parent)
+
+
+def new_file_only(path: str, flags: int) -> int:
+    """`os.open` for `open(..., opener=)`: creates the file, and fails if anything (a file, a link) is there."""
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
 
 
 def sync_folder(folder: Path) -> None:
@@ -113,8 +124,8 @@ def write_text(path: Path, text: str) -> None:
 
 
 def save_figure(figure: Figure, path: Path, *, dpi: int = 100) -> None:
-    """`figure.savefig(path)`; an OSError becomes an OutputError naming `path`."""
-    try:
-        figure.savefig(path, dpi=dpi)
-    except OSError as error:
-        raise cannot_write(path, error) from None
+    """`figure.savefig(path)`, rendered in memory (the format from `path`'s suffix) and written with
+    `write_atomically`: a full disk or an interruption leaves no partial figure."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=Path(path).suffix.removeprefix(".").lower() or None, dpi=dpi)
+    write_atomically(path, buffer.getbuffer(), what="figure")

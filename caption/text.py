@@ -16,6 +16,7 @@ from pathlib import Path
 from nltk.tokenize import TreebankWordTokenizer
 
 from caption.errors import CheckpointError
+from caption.outputs import write_text
 
 _TOKENIZER = TreebankWordTokenizer()
 
@@ -129,7 +130,7 @@ class Vocabulary:
 
     def save(self, path: str | Path) -> None:
         """Write the vocabulary to ``path`` as JSON: ``{"words": [...]}``."""
-        Path(path).write_text(json.dumps({"words": self.itos}, ensure_ascii=False, indent=0), encoding="utf-8")
+        write_text(Path(path), json.dumps({"words": self.itos}, ensure_ascii=False, indent=0))
 
     @classmethod
     def load(cls, path: str | Path) -> Vocabulary:

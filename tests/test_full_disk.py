@@ -4,69 +4,20 @@ The disk is a real one where the test may mount a small tmpfs (root in a contain
 simulated by a write budget on the project's own file writes (`caption.outputs`), which is where checkpoints go.
 """
 
-import errno
-import os
 import shutil
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kit.cli import failed
+from kit.disk import disk  # noqa: F401  the fixture
 from kit.tiny import fit_args, tiny_run_args
 from lightning.pytorch.loggers import CSVLogger
 
-from caption import outputs
 from caption.checkpoints import read_checkpoint
 from caption.cli import main
 from caption.commands.run_outputs import guard_logger_writes
 from caption.outputs import OutputError
-
-
-class Disk:
-    """A folder on a small disk that `fill` leaves `free` bytes on: a 1 MiB tmpfs, or a simulated write budget."""
-
-    def __init__(self, folder: Path, *, mounted: bool, monkeypatch: pytest.MonkeyPatch):
-        self.folder, self.mounted, self.monkeypatch = folder, mounted, monkeypatch
-
-    def fill(self, *, free: int) -> None:
-        if self.mounted:
-            filler = self.folder / "filler"
-            filler.write_bytes(b"\0" * max(0, shutil.disk_usage(self.folder).free - free))
-            return
-        budget = [free]
-        real_open = open
-
-        def budgeted_open(file, mode="r", *args, **kwargs):  # outputs.write_atomically's temporary file
-            handle = real_open(file, mode, *args, **kwargs)
-            if "w" not in mode or not str(file).startswith(str(self.folder)):
-                return handle
-            write = handle.write
-
-            def write_within_budget(data):
-                if len(data) > budget[0]:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                budget[0] -= len(data)
-                return write(data)
-
-            handle.write = write_within_budget
-            return handle
-
-        self.monkeypatch.setattr(outputs, "open", budgeted_open, raising=False)
-
-
-@pytest.fixture
-def disk(tmp_path, monkeypatch) -> Iterator[Disk]:
-    folder = tmp_path / "disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(folder)],
-                             capture_output=True, check=False).returncode == 0
-    try:
-        yield Disk(folder, mounted=mounted, monkeypatch=monkeypatch)
-    finally:
-        if mounted:
-            subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, positive_int
-from caption.errors import CaptionError
+from caption.errors import CaptionError, CaptionWarning
 from caption.outputs import save_figure, writable_folder
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def batches(files: list[tuple[Path, bool]], size: int) -> Iterator[list[tuple[Pa
         except BadImageError as error:
             if explicit:
                 raise BadImageError(f"{path}: {error}") from None
-            warnings.warn(f"skipping {path}: {error}")
+            warnings.warn(f"skipping {path}: {error}", CaptionWarning)
             continue
         if len(batch) == size:
             yield batch

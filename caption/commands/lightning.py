@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from jsonargparse import Namespace
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -97,12 +98,22 @@ class CaptionArgumentParser(LightningArgumentParser):
         if not self.exit_on_error:  # jsonargparse catches these itself
             return super().error(message, ex)
         where = f"config file {self.config_file}: " if self.config_file else ""
+        if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
+            message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
         from caption.compat import renamed_hint  # only a refused key is looked up among the names of 0.1
 
         message = " ".join(message.split())
         hint = renamed_hint(message)
         sys.exit(f"caption: error: {where}{message}{'. ' + hint if hint else ''} "
                  "(every setting: `caption fit --help`)")
+
+
+def holds_nothing(config_file: Any) -> bool:
+    """Whether `config_file` is a YAML file without settings (empty, or only comments)."""
+    try:
+        return config_file is not None and yaml.safe_load(Path(str(config_file)).read_text(encoding="utf-8")) is None
+    except (OSError, ValueError, yaml.YAMLError):
+        return False
 
 
 def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:

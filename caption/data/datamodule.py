@@ -27,7 +27,7 @@ from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord, absolute_paths
 from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
-from caption.errors import ConfigError
+from caption.errors import CaptionWarning, ConfigError
 from caption.text import Vocabulary, tokenize
 
 LongCaptions = Literal["truncate", "drop"]
@@ -434,11 +434,12 @@ class CaptionDataModule(L.LightningDataModule):
         """Count the images `collate` left out because they failed to load; stop past `max_skipped_share`."""
         bad_images = batch.pop("bad_images", [])
         for bad in [bad for bad in bad_images if bad.split == PREDICTED]:  # files from outside the dataset
-            rank_zero_warn(f"skipping {bad.file}: {bad.reason}")
+            rank_zero_warn(f"skipping {bad.file}: {bad.reason}", category=CaptionWarning)
         new = [bad for bad in bad_images if bad.split != PREDICTED and bad.image_id not in self.failed]
         for bad in new:
             self.failed[bad.image_id] = bad
-            rank_zero_warn(f"skipping {bad} (data.on_bad_image: skip); {len(self.failed)} such images so far")
+            rank_zero_warn(f"skipping {bad} (data.on_bad_image: skip); {len(self.failed)} such images so far",
+                           category=CaptionWarning)
         if new and len(self.failed) > self.max_skipped_share * (total := len(self.records())):
             raise BadImageError(
                 f"{len(self.failed)} of {total} images failed while loading, more than data.max_skipped_share="
@@ -451,4 +452,4 @@ class CaptionDataModule(L.LightningDataModule):
         """List, at the end, the images that failed while loading and were skipped."""
         if self.failed:
             rank_zero_warn(f"skipped {len(self.failed)} images that failed while loading (data.on_bad_image: skip): "
-                           f"{list_bad_images(list(self.failed.values()))}")
+                           f"{list_bad_images(list(self.failed.values()))}", category=CaptionWarning)

@@ -197,6 +197,7 @@ def start(folder: Path, *, encoder: nn.Module, config: dict[str, Any], source: I
     with torch.inference_mode():
         _, locations, dim = encoder(torch.zeros(1, 3, side, side, device=device)).shape  # (1, L, D)
     shape = [len(records), locations, dim]
+    (folder / ARRAY).unlink(missing_ok=True)  # a new file: never written through a link left at its name
     np.lib.format.open_memmap(folder / ARRAY, mode="w+", dtype=np.float16, shape=tuple(shape)).flush()
     write_json(folder / MANIFEST, {**config, "shape": shape, "dtype": "float16", "complete": False, "skipped": []})
     progress = {"done": 0, "skipped": [image.to_dict() for image in bad]}

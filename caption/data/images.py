@@ -31,7 +31,7 @@ from torchvision.transforms._presets import ImageClassification
 
 from caption.data.records import BadImage, CaptionSource, ImageRecord, ObjectBox
 from caption.encoder import TORCHVISION_ENCODERS, imagenet_weights
-from caption.errors import CaptionError, ConfigError
+from caption.errors import CaptionError, CaptionWarning, ConfigError
 
 # The preset of the ImageNet VGG weights (VGG19_Weights.IMAGENET1K_V1 has the same one), also used for
 # small_vgg on image files.
@@ -87,6 +87,10 @@ def inspect_image(path: str, *, min_side: int) -> None:
 def _to_8bit(image: Image.Image) -> Image.Image:
     """A 16/32-bit integer or float grayscale image rescaled to 8-bit "L" (not clipped at 255)."""
     pixels = np.asarray(image, dtype=np.float64)  # (H, W)
+    finite = np.isfinite(pixels)
+    if not finite.all():
+        raise BadImageError(f"{pixels.size - int(finite.sum())} of its {pixels.size} pixels are NaN or infinite: "
+                            "not an image (check how it was made)")
     peak = float(pixels.max(initial=0.0))
     if image.mode.startswith("I;16"):
         scale = 65535.0
@@ -187,7 +191,7 @@ def report_bad_images(bad: list[BadImage], *, total: int, on_bad_image: str) -> 
     summary = f"{len(bad)} of {total} images cannot be used: {list_bad_images(bad)}"
     if on_bad_image == "error":
         raise BadImageError(f"{summary}. Fix or remove them, or set data.on_bad_image: skip to leave them out")
-    rank_zero_warn(f"leaving out {summary} (data.on_bad_image: skip)")
+    rank_zero_warn(f"leaving out {summary} (data.on_bad_image: skip)", category=CaptionWarning)
 
 
 class ImageFileSource(CaptionSource):

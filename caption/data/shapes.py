@@ -19,9 +19,9 @@ the same parameters always give byte-identical images and captions.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,7 @@ from PIL import Image, ImageDraw
 
 from caption.data.records import CaptionSource, ImageRecord, ObjectBox
 from caption.errors import ConfigError
+from caption.outputs import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -240,14 +241,10 @@ def generate_shapes(
 
 
 def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    """Write a file via a temporary sibling and a rename, so readers never see a partial file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write a file in memory, then with `caption.outputs.write_atomically`: readers never see a partial file."""
+    buffer = io.BytesIO()
+    write(buffer)
+    write_atomically(path, buffer.getbuffer())
 
 
 def _read_cache(directory: Path, params: dict[str, Any]) -> tuple[np.ndarray, list[ImageRecord]]:

@@ -30,7 +30,7 @@ from torchvision.transforms.functional import to_pil_image
 from caption.checkpoints import download_checkpoint
 from caption.data.images import BadImageError, image_transform, read_rgb, to_rgb
 from caption.decoding import Caption
-from caption.errors import ConfigError
+from caption.errors import CaptionWarning, ConfigError
 from caption.inference.inputs import (
     Captions,
     Failure,
@@ -179,7 +179,7 @@ class Captioner:
                     if on_error == "raise":
                         raise ImageInputError(f"{where}: {failure.reason}{kept(captions) if many else ''}",
                                               index=index, captions=captions) from None
-                    warnings.warn(f"skipping {where}: {failure.reason}", stacklevel=2)
+                    warnings.warn(f"skipping {where}: {failure.reason}", CaptionWarning, stacklevel=2)
                     failed.append(failure)
             if prepared:
                 pixels = torch.stack([tensor for _, tensor in prepared])  # (B, 3, H, W)

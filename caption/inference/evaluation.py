@@ -18,6 +18,7 @@ from lightning.pytorch.cli import instantiate_module
 from tqdm import tqdm
 
 from caption.data.datamodule import CaptionDataModule
+from caption.class_paths import checked, source_base
 from caption.decoding import Caption
 from caption.errors import ConfigError
 from caption.evaluation import Captioned, captioned_batch, score_split
@@ -30,8 +31,9 @@ from caption.results import result, write_results
 
 def build_data(settings: dict[str, Any], origin: str) -> CaptionDataModule:
     """The data module described by `settings` (as in a config's `data:` section)."""
-    try:
-        return instantiate_module(CaptionDataModule, settings)
+    source = checked(settings.get("source"), base=source_base(), key="data.source", origin=origin)
+    try:  # jsonargparse finds the class `checked` found, already imported
+        return instantiate_module(CaptionDataModule, {**settings, "source": source})
     except Exception as error:
         raise ConfigError(f"invalid data settings from {origin}: {error}") from error
 

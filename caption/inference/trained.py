@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.cli import instantiate_class
 from lightning.pytorch.core.saving import _load_state
 from PIL import Image
 from torch import Tensor
 
 from caption.checkpoints import DATA_LINKS, has_encoder, read_checkpoint
+from caption.class_paths import ForeignClassError, checked, instantiate, source_base
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
 from caption.packaged_configs import data_section
@@ -92,7 +92,7 @@ def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: s
         # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
         model = dotted(checkpoint["hyper_parameters"])
         linked = {data_key: model[model_key] for model_key, data_key in DATA_LINKS.items() if model_key in model}
-        return {**data, **linked}
+        return {**data, **linked, **checked_data_source(data, key="data.source", origin=f"config {config}")}
     settings = checkpoint.get("datamodule_hyper_parameters")
     if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
         saved = sorted(Path(path).parent.parent.rglob("config.yaml"), key=lambda file: file.stat().st_mtime)
@@ -101,7 +101,17 @@ def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: s
             "outside `caption fit`): pass the training config (--config)"
             + (f", e.g. {saved[-1]} (saved by that run)" if saved else "")
         )
-    return {key: value for key, value in settings.items() if key != "_instantiator"}
+    settings = {key: value for key, value in settings.items() if key != "_instantiator"}
+    return {**settings, **checked_data_source(settings, key="datamodule_hyper_parameters.source",
+                                              origin=f"checkpoint {path}")}
+
+
+def checked_data_source(data: dict[str, Any], *, key: str, origin: str) -> dict[str, Any]:
+    """{"source": the data source of `data`, checked to be a known `CaptionSource`}, or {} when `data` names none
+    (the data module then says what is missing)."""
+    if data.get("source") is None:
+        return {}
+    return {"source": checked(data["source"], base=source_base(), key=key, origin=origin)}
 
 
 def source_inputs(
@@ -110,7 +120,9 @@ def source_inputs(
     """The input transform and normalization of the data source in `settings` for `encoder` (the source is built,
     not read: sources load their records lazily, so the dataset's files need not be on this machine)."""
     try:
-        source = instantiate_class((), settings["source"])
+        source = instantiate(settings.get("source"), base=source_base(), key="data.source", origin=origin)
+    except ForeignClassError:
+        raise
     except Exception as error:
         raise ConfigError(f"cannot rebuild the data source from {origin}: {error}") from error
     source.use_encoder(encoder)

@@ -1,0 +1,68 @@
+"""Messages that say what is wrong and nothing misleading: the keys they name exist, hints fit the case, and the
+project's warnings are one line without the source line."""
+
+import pickle
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from kit.cli import failed
+from PIL import Image
+
+from caption.checkpoints import read_checkpoint
+from caption.cli import one_line_warning
+from caption.data.images import BadImageError, to_rgb
+from caption.encoder import EncoderWeightsError, SmallVGG
+from caption.errors import CaptionWarning, CheckpointError
+
+
+@pytest.fixture(autouse=True)
+def command_line(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+
+
+def test_a_pickle_of_another_protocol_is_refused_without_torchs_note_first(tmp_path, recwarn):
+    path = tmp_path / "notes.ckpt"
+    path.write_bytes(pickle.dumps({"notes": 1}, protocol=5))
+    with pytest.raises(CheckpointError, match="not a PyTorch checkpoint"):
+        read_checkpoint(path)
+    assert not [warning for warning in recwarn if "pickle protocol" in str(warning.message)]
+
+
+def test_an_empty_config_file_is_named_with_the_reason(tmp_path):
+    config = tmp_path / "empty.yaml"
+    config.write_text("# nothing yet\n")
+    line = failed(["fit", "--config", str(config)])
+    assert f"config file {config}: it holds no settings" in line, line
+
+
+def test_an_all_nan_float_image_is_refused_not_captioned_black():
+    image = Image.fromarray(np.full((8, 8), np.nan, dtype=np.float32), mode="F")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's cast warning would be an error here
+        with pytest.raises(BadImageError, match="64 of its 64 pixels are NaN or infinite"):
+            to_rgb(image)
+
+
+def test_the_projects_warnings_print_as_one_line_without_the_source_line():
+    line = one_line_warning("skipping a.png:\n not an image", CaptionWarning, "describe.py", 41, "warnings.warn(...)")
+    assert line == "caption: warning: skipping a.png: not an image\n"
+    assert "describe.py:41" in one_line_warning("other", UserWarning, "describe.py", 41, None)
+
+
+def encoder_error(weights) -> str:
+    with pytest.raises(EncoderWeightsError) as error:
+        SmallVGG(channels=(4, 8)).load_from_run(str(weights))
+    return str(error.value)
+
+
+def test_bad_encoder_weights_suggest_training_only_for_a_run_folder_without_checkpoints(tmp_path):
+    untrained = tmp_path / "run"
+    untrained.mkdir()
+    assert "Train that run first" in encoder_error(untrained)
+    broken = tmp_path / "broken.ckpt"
+    broken.write_bytes(b"not a checkpoint")
+    message = encoder_error(broken)
+    assert "not a PyTorch checkpoint" in message or "not a readable" in message
+    assert "Train that run first" not in message

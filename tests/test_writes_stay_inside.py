@@ -1,0 +1,87 @@
+"""The project writes only inside its output folders and never leaves a partial file: a link planted at a file it
+writes (a figure, captions.json, a temporary file's name) is replaced, not written through, so the file it points to
+outside is untouched; a figure is rendered in memory and written atomically, so a full disk leaves none half done."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+from kit.cli import failed
+from kit.data import write_image
+from kit.disk import disk  # noqa: F401  the fixture
+
+from caption.cli import main
+from caption.outputs import OutputError, save_figure, write_text
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure  # noqa: E402
+
+PRECIOUS = b"a file outside the output folder\n"
+
+
+@pytest.fixture(autouse=True)
+def command_line(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+
+
+def outside_link(link: Path, target: Path) -> Path:
+    """A link at `link` to `target`, a file outside the output folder holding PRECIOUS."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(PRECIOUS)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    return target
+
+
+def test_describe_replaces_links_at_its_figure_and_captions_and_leaves_their_targets_alone(tiny_runs, tmp_path):
+    images, out = write_image(tmp_path / "images" / "good.png").parent, tmp_path / "out"
+    figure = outside_link(out / "good.png", tmp_path / "outside" / "figure.png")
+    captions = outside_link(out / "captions.json", tmp_path / "outside" / "captions.json")
+    main(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), str(images),
+          "--out", str(out)])
+    assert figure.read_bytes() == PRECIOUS and captions.read_bytes() == PRECIOUS
+    assert not (out / "good.png").is_symlink() and (out / "good.png").read_bytes().startswith(b"\x89PNG")
+    assert json.loads((out / "captions.json").read_text())[0]["figure"] == str(out / "good.png")
+
+
+def test_a_link_planted_at_the_temporary_name_is_not_written_through(tmp_path):
+    out = tmp_path / "out"
+    target = outside_link(out / f".metrics.json.{os.getpid()}.tmp", tmp_path / "outside" / "metrics.json")
+    write_text(out / "metrics.json", '{"bleu4": 0.25}\n')
+    assert target.read_bytes() == PRECIOUS
+    assert (out / "metrics.json").read_text() == '{"bleu4": 0.25}\n'
+    assert sorted(path.name for path in out.iterdir()) == ["metrics.json"]
+
+
+def noisy_figure() -> Figure:
+    """A figure of some tens of KB (noise does not compress), well under the small disk's 1 MiB."""
+    figure = Figure(figsize=(3, 3))
+    figure.add_subplot().imshow(np.random.default_rng(0).random((64, 64, 3)))
+    return figure
+
+
+def test_a_full_disk_leaves_the_previous_figure_and_no_partial_one(disk):
+    previous = disk.folder / "previous.png"
+    save_figure(noisy_figure(), previous)
+    kept = previous.read_bytes()
+    disk.fill(free=1000)
+    with pytest.raises(OutputError, match=f"cannot write figure {disk.folder / 'new.png'}: the disk holding"):
+        save_figure(noisy_figure(), disk.folder / "new.png")
+    with pytest.raises(OutputError, match="kept as it was"):
+        save_figure(noisy_figure(), previous)
+    assert previous.read_bytes() == kept
+    assert sorted(path.name for path in disk.folder.iterdir() if path.name != "filler") == ["previous.png"]
+
+
+def test_describe_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_figure(tiny_runs, disk, tmp_path):
+    images, out = write_image(tmp_path / "images" / "good.png").parent, disk.folder / "out"
+    out.mkdir()
+    disk.fill(free=1000)
+    line = failed(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), str(images),
+                   "--out", str(out)])
+    assert f"cannot write figure {out / 'good.png'}" in line and "is full" in line, line
+    assert list(out.iterdir()) == []
