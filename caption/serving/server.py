@@ -81,10 +81,10 @@ class AttentionHandler(BaseHTTPRequestHandler):
             raise RequestError(HTTPStatus.NOT_FOUND, f"no page {path}")
         viewer = self.server.viewer
         num_captions = query.get("num_captions", viewer.num_captions)
-        body = self.upload()
         if "test_image" in query:
             index = whole_number(query["test_image"], "test image")
             return as_json(viewer.caption_test_image(index, num_captions=num_captions)), "application/json"
+        body = self.upload()
         if not body:
             raise RequestError(HTTPStatus.BAD_REQUEST, "no image: drop an image file on the page")
         try:
