@@ -2,8 +2,8 @@
 
 An image (an upload, or a test image of the first model's data) is captioned by every model with `Captioner`; each
 word's panel is drawn as `captioner.plot` draws it (`caption.visualize.overlay_pixels`: the heat map of α,
-upsampled and smoothed, over the grey image the encoder saw) and sent as a PNG, on one colour scale for every panel
-of every model, as `caption compare` draws them side by side.
+upsampled and smoothed, over the grey image the encoder saw) and sent as a PNG, on one colour scale for all the
+panels of a model: each model's column is the figure `captioner.plot(image, num_captions=k)` draws.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ class AttentionViewer:
 
     def caption_image(self, image: Image.Image, *, num_captions: int) -> dict[str, Any]:
         """Every model's `num_captions` best captions of `image`, each word with its overlay (a PNG data URL), its
-        gate β and, for hard attention, the grid cell it chose; `vmax` and `colours`: the colour scale of them all."""
+        gate β and, for hard attention, the grid cell it chose; `colours`: the colour map, from 0 to each model's
+        `vmax`."""
         num_captions = check_num_captions(num_captions)
         answers = []
         with self.lock:
@@ -127,17 +128,16 @@ class AttentionViewer:
                 pixels = model.captioner.prepare(image)  # (3, H, W)
                 ranked = model.captioner.caption_batch({"image": pixels[None]}, num_captions=num_captions)[0]
                 answers.append((model, [model.captioner.overlay(pixels, caption) for caption in ranked], ranked))
-        vmax = shared_vmax([overlay for _, overlays, _ in answers for overlay in overlays])
         return {
-            "vmax": vmax,
             "colours": [to_hex(colormaps[COLORMAP](x)) for x in np.linspace(0.0, 1.0, COLOUR_BAR_STOPS)],
-            "models": [model_answer(model, overlays, ranked, vmax=vmax) for model, overlays, ranked in answers],
+            "models": [model_answer(model, overlays, ranked) for model, overlays, ranked in answers],
         }
 
 
-def model_answer(model: Model, overlays: list[Overlay], ranked: list[Caption], *, vmax: float) -> dict[str, Any]:
-    """One model's part of an answer: the image it saw, its attention grid and its ranked captions."""
-    image = overlays[0].image
+def model_answer(model: Model, overlays: list[Overlay], ranked: list[Caption]) -> dict[str, Any]:
+    """One model's part of an answer: the image it saw, its attention grid, the top of its colour scale (the largest
+    smoothed α of its panels, as `captioner.plot` scales them) and its ranked captions."""
+    image, vmax = overlays[0].image, shared_vmax(overlays)
     grid = attention_grid(ranked[0].alpha.shape[-1], image.shape[:2])
     return {
         "name": model.name,
@@ -145,6 +145,7 @@ def model_answer(model: Model, overlays: list[Overlay], ranked: list[Caption], *
         "image": png_data_url(image),
         "size": list(image.shape[:2]),
         "grid": list(grid),
+        "vmax": vmax,
         "captions": [caption_answer(overlay, caption, grid=grid, vmax=vmax)
                      for overlay, caption in zip(overlays, ranked)],
     }
