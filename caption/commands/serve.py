@@ -15,10 +15,8 @@ import argparse
 from pathlib import Path
 
 from caption.commands.common import add_device, positive_int
-from caption.comparison.models import read_models
 from caption.errors import ConfigError
-from caption.serving.server import AttentionServer
-from caption.serving.viewer import MAX_CAPTIONS, AttentionViewer
+from caption.serving import MAX_CAPTIONS
 
 
 def main(argv: list[str]) -> None:
@@ -49,6 +47,10 @@ def main(argv: list[str]) -> None:
         parser.error(f"--num_captions must be at most {MAX_CAPTIONS}, got {args.num_captions}")
     if args.test_images < 0 or args.max_upload_mb <= 0:
         parser.error("--test_images must be >= 0 and --max_upload_mb > 0")
+    from caption.comparison.models import read_models  # torch and Lightning: imported after --help has answered
+    from caption.serving.server import AttentionServer
+    from caption.serving.viewer import AttentionViewer
+
     models = read_models(args.ckpt_paths, names=args.names, device=args.device, config=args.config)
     viewer = AttentionViewer(models, num_captions=args.num_captions, test_images=args.test_images)
     try:
@@ -60,6 +62,8 @@ def main(argv: list[str]) -> None:
         print(f"{model.name}: {model.checkpoint}")
     if viewer.test_images.problem is not None:
         print(viewer.test_images.problem)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"listening on {args.host}: anyone who can reach this machine can use the page")
     print(f"serving on {server.url} (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()

@@ -26,9 +26,9 @@ from caption.decoding import Caption
 from caption.errors import CaptionError, ConfigError
 from caption.inference import training_data
 from caption.metrics import attention_grid
+from caption.serving import MAX_CAPTIONS
 from caption.visualize import COLORMAP, Overlay, overlay_pixels, shared_vmax, to_uint8
 
-MAX_CAPTIONS = 10  # the most captions per image a page may ask for (each is a beam of the search)
 COLOUR_BAR_STOPS = 11  # colours of the colour bar's gradient
 
 
