@@ -62,7 +62,8 @@ def server(tmp_path):
 def request(server: AttentionServer, path: str, body: bytes | None = None) -> tuple[int, bytes]:
     """(status, body) of GET `path`, or of POST `body` to it."""
     try:
-        with urllib.request.urlopen(urllib.request.Request(server.url + path.lstrip("/"), data=body), timeout=60) as got:
+        url = server.url + path.lstrip("/")
+        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=60) as got:
             return got.status, got.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
@@ -175,3 +176,13 @@ def test_a_model_without_its_data_offers_no_test_images_and_says_why():
 
 def test_serve_names_a_missing_checkpoint_in_one_line(tmp_path):
     failed(["serve", "--ckpt_path", str(tmp_path / "missing.ckpt")])
+
+
+def test_an_unforeseen_failure_is_one_line_on_the_page_and_its_traceback_in_the_console(server, monkeypatch, capfd):
+    def fail(*args, **kwargs):
+        raise RuntimeError("out of memory\nwhile decoding")
+
+    monkeypatch.setattr(server.viewer, "caption_test_image", fail)
+    status, body = request(server, "/api/caption?test_image=0", b"")
+    assert (status, json.loads(body)) == (500, {"error": "the server failed: RuntimeError: out of memory while decoding"})
+    assert "Traceback" in capfd.readouterr().err

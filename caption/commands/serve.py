@@ -35,7 +35,8 @@ def main(argv: list[str]) -> None:
                              "to the network)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any free port)")
     parser.add_argument("--num_captions", type=positive_int, default=1,
-                        help=f"captions per image the page starts with, best first (default: 1; at most {MAX_CAPTIONS})")
+                        help=f"captions per image the page starts with, best first (default: 1; at most "
+                             f"{MAX_CAPTIONS})")
     parser.add_argument("--test_images", type=int, default=12,
                         help="test images of the first model's data offered on the page (default: 12)")
     parser.add_argument("--max_upload_mb", type=float, default=20.0, help="largest image accepted (default: 20 MB)")

@@ -121,8 +121,8 @@ class AttentionHandler(BaseHTTPRequestHandler):
             body, content_type, status = error_json(str(error)), "application/json", HTTPStatus.BAD_REQUEST
         except Exception as error:  # unforeseen: one line on the page, the traceback in the console
             traceback.print_exc(file=sys.stderr)
-            body, content_type = error_json(f"the server failed: {error.__class__.__name__}: {error}"), "application/json"
-            status = HTTPStatus.INTERNAL_SERVER_ERROR
+            message = f"the server failed: {error.__class__.__name__}: {error}"
+            body, content_type, status = error_json(message), "application/json", HTTPStatus.INTERNAL_SERVER_ERROR
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
