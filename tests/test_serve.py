@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from kit.cli import failed
+from kit.cli import PATIENCE_S, failed
 from kit.data import write_image
 from kit.models import tiny_module
 from matplotlib import colormaps
@@ -63,7 +63,7 @@ def request(server: AttentionServer, path: str, body: bytes | None = None) -> tu
     """(status, body) of GET `path`, or of POST `body` to it."""
     try:
         url = server.url + path.lstrip("/")
-        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=60) as got:
+        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=PATIENCE_S) as got:
             return got.status, got.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
@@ -160,7 +160,7 @@ def test_bad_requests_get_one_line_messages_that_say_what_to_do(server, tmp_path
         error = json.loads(answer)["error"]
         assert (got, message in error) == (status, True), (path, got, error)
         assert "\n" not in error and "Traceback" not in error
-    connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=60)
+    connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=PATIENCE_S)
     connection.putrequest("POST", "/api/caption")  # no Content-Length
     connection.endheaders()
     response = connection.getresponse()

@@ -128,7 +128,10 @@ class AttentionHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the page was closed or reloaded meanwhile
+            pass
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the page shows what went wrong; an unforeseen failure prints its traceback."""
