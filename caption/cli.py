@@ -1,6 +1,6 @@
 """The `caption` command: one entry point for training, captioning, scoring and comparing.
 
-    caption --help                                          # the nine commands, a line each
+    caption --help                                          # the commands, a line each
     caption fit --config shapes_soft           # train (Lightning), then test the best checkpoint
     caption describe --ckpt_path runs/shapes_soft/checkpoints/last.ckpt photo.jpg --out figures
     caption evaluate --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --out eval/soft

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure, SubFigure
@@ -34,6 +35,7 @@ from caption.metrics import attention_grid
 SIGMA_CELLS = 1.0  # Gaussian σ in grid cells (ours; the original code's 20 px at 16 px per cell is 1.25)
 COLORMAP = "inferno"
 PANEL_INCHES = 2.0
+HEAT_OPACITY = 0.6  # the heat map over the grey image
 
 
 @dataclass
@@ -82,6 +84,21 @@ def attention_map(alpha: Tensor, image_size: tuple[int, int]) -> Tensor:
     return maps.reshape(*alpha.shape[:-1], height, width)
 
 
+def grey(image: np.ndarray) -> np.ndarray:
+    """The image (H, W, 3) uint8 as grey levels 0..255 (H, W): the heat map reads best over a grey image."""
+    return image.mean(axis=-1)
+
+
+def overlay_pixels(image: np.ndarray, alpha: Tensor, *, vmax: float) -> np.ndarray:
+    """What each word's panel shows, as pixels: the heat map of α (T, L) on the colour scale 0..`vmax`, at
+    HEAT_OPACITY over the grey image (H, W, 3) uint8 -> (T, H, W, 3) uint8, at the image's size (as drawn by
+    `draw_overlays`, for pages and files that show panels without matplotlib's figure)."""
+    heat = colormaps[COLORMAP](Normalize(0.0, vmax, clip=True)(attention_map(alpha, image.shape[:2]).numpy()))[..., :3]
+    under = grey(image)[None, :, :, None] / 255.0  # (1, H, W, 1)
+    pixels = HEAT_OPACITY * heat + (1 - HEAT_OPACITY) * under  # (T, H, W, 3) in 0..1
+    return (pixels * 255).round().clip(0, 255).astype(np.uint8)
+
+
 def panel_rows(words: int, columns: int) -> int:
     """Rows of panels for the image plus one panel per word."""
     return math.ceil((words + 1) / columns)
@@ -97,7 +114,7 @@ def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int,
     axes[0].imshow(overlay.image)
     axes[0].set_title(overlay.label, fontsize=9)
     grid = attention_grid(overlay.alpha.shape[-1], image_size)
-    gray = overlay.image.mean(axis=-1)  # the heat map reads best over a grey image  (H, W)
+    gray = grey(overlay.image)  # (H, W)
     maps = attention_map(overlay.alpha, image_size).numpy() if overlay.words else None  # (T, H, W)
     for t, (ax, word) in enumerate(zip(axes[1:], overlay.words)):
         ax.set_axis_on()
@@ -105,7 +122,7 @@ def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int,
         ax.set_yticks([])
         ax.set_label("word")
         ax.imshow(gray, cmap="gray", vmin=0, vmax=255)
-        ax.imshow(maps[t], cmap=COLORMAP, norm=mappable.norm, alpha=0.6)
+        ax.imshow(maps[t], cmap=COLORMAP, norm=mappable.norm, alpha=HEAT_OPACITY)
         ax.set_xlabel(f"{word}\nβ = {float(overlay.beta[t]):.2f}", fontsize=10)
         if t < len(overlay.boxes) and overlay.boxes[t] is not None:  # the object this word names, dashed
             x0, y0, x1, y1 = overlay.boxes[t]

@@ -17,9 +17,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "caption"
 def test_help_lists_every_command_with_a_line(capsys):
     main(["--help"])
     out = capsys.readouterr().out
-    for name in ("fit", "validate", "test", "predict", "features", "describe", "evaluate", "compare"):
+    for name in ("fit", "validate", "test", "predict", "features", "describe", "evaluate", "compare", "serve"):
         assert any(line.split()[:1] == [name] and len(line.split()) > 3 for line in out.splitlines()), name
-    assert len(COMMANDS) == 9
+    assert len(COMMANDS) == 10
 
 
 def test_version(capsys):

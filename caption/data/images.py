@@ -14,6 +14,7 @@ training, so the data module can stop or leave them out (`data.on_bad_image`).
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
 from abc import abstractmethod
@@ -54,13 +55,17 @@ class BadImageError(CaptionError, ValueError):
         self.bad = bad
 
 
-def _open(path: str, *, min_side: int) -> Image.Image:
-    """Open `path` lazily (the header only) and check it exists, is an image, and has a sane size."""
-    if os.path.isdir(path):
+def _open(path: str | io.BytesIO, *, min_side: int) -> Image.Image:
+    """Open `path` (or a file's bytes) lazily (the header only) and check it exists, is an image, and has a sane
+    size."""
+    if isinstance(path, io.BytesIO):
+        if not path.getbuffer().nbytes:
+            raise BadImageError("empty file (0 bytes)")
+    elif os.path.isdir(path):
         raise BadImageError("a folder, not an image file")
-    if not os.path.isfile(path):
+    elif not os.path.isfile(path):
         raise BadImageError("file not found")
-    if os.path.getsize(path) == 0:
+    elif os.path.getsize(path) == 0:
         raise BadImageError("empty file (0 bytes)")
     try:
         with warnings.catch_warnings():
@@ -110,8 +115,8 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
-def read_rgb(path: str, *, min_side: int) -> Image.Image:
-    """Decode `path` fully, apply its EXIF orientation and return it as 8-bit RGB.
+def read_rgb(path: str | io.BytesIO, *, min_side: int) -> Image.Image:
+    """Decode `path` (or a file's bytes, e.g. an upload) fully, apply its EXIF orientation and return it as 8-bit RGB.
 
     Raises `BadImageError` (with the reason) for anything that is not a whole, usable image.
     """
