@@ -4,7 +4,7 @@ Its settings come in typed groups, each a dataclass beside the module it configu
 `caption.encoder`, `DecoderSettings`, `AttentionSettings`, the objectives' `SoftObjectiveSettings` and
 `HardObjectiveSettings`, `DecodingSettings`) and set from a config's `model:` section, one YAML mapping per group.
 They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
-inference (checkpoints of the flat settings before issue 17 are read too):
+inference (checkpoints of version 0.1's flat settings are read too):
 
     module = caption.inference.load_trained(path).module      # weights_only=True
 """

@@ -59,7 +59,7 @@ print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "li
 
 
 def test_help_version_and_a_mistyped_command_import_neither_torch_nor_lightning():
-    """They answer at once (benchmarks/cli_startup.py: under 0.1 s): only the commands that need them import them."""
+    """They answer at once: only the commands that need them import them."""
     out = subprocess.run([sys.executable, "-c", QUICK], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent).stdout
     assert out.strip() == "[]", out
