@@ -40,6 +40,7 @@ from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 from caption.data.records import Box, ObjectBox
 
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
+METEOR_TIMEOUT = 120.0  # seconds before METEOR counts as missing (Java hung or too slow)
 
 
 PTB_JAVA = "ptb-java"  # coco-caption's own PTBTokenizer (Stanford CoreNLP 3.4.1): official numbers
@@ -141,7 +142,7 @@ def score_captions(
     references: dict[int, list[str]],
     *,
     metrics: Iterable[str] = METRICS,
-    meteor_timeout: float = 120.0,
+    meteor_timeout: float = METEOR_TIMEOUT,
 ) -> dict[str, float]:
     """Corpus scores of one tokenised candidate per image against its tokenised references.
 
@@ -203,7 +204,7 @@ def coco_scores(
     references: dict[int, list[str]],
     *,
     metrics: Iterable[str] = METRICS,
-    meteor_timeout: float = 120.0,
+    meteor_timeout: float = METEOR_TIMEOUT,
     cache: PTBCache | None = None,
 ) -> tuple[dict[str, float], str]:
     """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer (`cache`: one
