@@ -8,7 +8,8 @@ step: the attention map W_a a_i + W_h h_{t-1} alone is B·k·L·A floats (77 MB 
 Raising both thresholds makes glibc keep what was freed and hand it out again (most steps then
 reuse old pages; glibc's placement still puts a block on fresh pages now and then). The gain and its price,
 the process keeping its peak memory until it exits, are measured by benchmarks/allocator.py and
-benchmarks/speed.py (--default-malloc for the comparison); the figures are in docs/measurements.md. jemalloc or tcmalloc (LD_PRELOAD) do the same job.
+benchmarks/speed.py (--default-malloc for the comparison); the figures are in docs/measurements.md.
+jemalloc or tcmalloc (LD_PRELOAD) do the same job.
 
 malloc is process-wide, so nothing in the library calls this: importing `caption` or using `Captioner`
 leaves malloc as it is. It is asked for explicitly: `caption fit --keep_freed_memory true` (also

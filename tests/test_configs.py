@@ -1,6 +1,6 @@
 """The configs are composed (README "Configs"), and every named run keeps its effective settings: `caption fit
-<its --config arguments> --print_config` equals the print stored in tests/fixtures/print_config/<name>.yaml, made by
-version 0.1 from the single config file the name stood for then (a stage-2 `*_finetune` file run after its stage-1 file)."""
+<its --config arguments> --print_config` equals the print stored in tests/fixtures/print_config/<name>.yaml, made
+by version 0.1 from the single config file the name stood for then (a stage-2 `*_finetune` file after its stage 1)."""
 
 import contextlib
 import functools
