@@ -6,7 +6,8 @@ go through the same tokenisation first: `score_captions` expects both already to
 joined by spaces); `ptb_tokenize` applies coco-caption's PTB tokenizer (Java) for official numbers.
 Without Java it falls back, with a warning, to `python_ptb_tokenize`, a pure-Python stand-in that
 splits words and punctuation as the Stanford PTBTokenizer does; the tokenizer used is returned
-with the tokens and recorded in every metrics.json (how far its scores are from Java's: README).
+with the tokens and recorded in every metrics.json (how far its scores are from Java's:
+docs/measurements.md).
 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
