@@ -30,7 +30,8 @@ if case == "caption library":
     from caption.module import CaptionModule
     vocabulary = ["<pad>", "<start>", "<end>", "<unk>", "a", "circle"]
     module = CaptionModule(vocabulary=vocabulary, encoder={"name": "small_vgg", "weights": "none", "freeze": False,
-                           "channels": (4, 8)}, decoder={"embed_dim": 8, "hidden_dim": 16}, attention={"dim": 8})
+                           "channels": (4, 8)}, decoder={"embed_dim": 8, "hidden_dim": 16, "init_layers": 1},
+                           attention={"dim": 8, "layers": 1})
     captioner = Captioner(module, transform=lambda image: torch.zeros(3, 32, 32),
                           normalization=((0,) * 3, (1,) * 3))
     captioner([torch.rand(3, 32, 32) for _ in range(4)])

@@ -72,7 +72,8 @@ class StepTimer(L.Callback):
 def train_speed(data: CaptionDataModule, weights: Path, args: argparse.Namespace) -> float:
     torch.manual_seed(0)
     model = CaptionModule(vocabulary=data.vocabulary, encoder={"name": "vgg16", "weights": str(weights)},
-                          decoder={"embed_dim": args.embed_dim, "hidden_dim": args.hidden_dim}, attention={"dim": 512})
+                          decoder={"embed_dim": args.embed_dim, "hidden_dim": args.hidden_dim, "init_layers": 1},
+                          attention={"dim": 512, "layers": 1})
     timer = StepTimer()
     trainer = L.Trainer(accelerator="cpu", max_steps=args.steps + 1, limit_val_batches=0, num_sanity_val_steps=0,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[timer])

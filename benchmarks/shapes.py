@@ -48,8 +48,8 @@ RUNS: dict[str, tuple[str, list[str], str]] = {
 }
 HARD_ABLATIONS: dict[str, tuple[str, list[str], str]] = {
     "hard_from_scratch": (HARD, ["--model.encoder.weights", "none", "--model.encoder.freeze", "false"],
-                          "the encoder trained from scratch under REINFORCE (before this work)"),
-    "hard_reinforce_0.1": (HARD, ["--model.hard.reinforce_weight", "0.1"], "λ_r = 0.1 per caption (shipped before)"),
+                          "the encoder trained from scratch under REINFORCE"),
+    "hard_reinforce_0.1": (HARD, ["--model.hard.reinforce_weight", "0.1"], "λ_r = 0.1 per caption"),
     "hard_entropy_0.128": (HARD, ["--model.hard.entropy_weight", "0.128"],
                            "λ_e = 0.002·B = 0.128, the original's effective entropy weight"),
     "hard_samples_4": (HARD, ["--model.hard.samples", "4"], "N = 4 samples per caption, moving-average baseline"),

@@ -57,7 +57,9 @@ from caption.data.sampler import LengthBatchSampler
 from caption.flops import DecoderFlops
 from caption.module import CaptionModule
 from caption.text import Vocabulary
-from coco_lengths import coco_like_words
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from kit.lengths import coco_like_words  # noqa: E402  (the COCO-like caption lengths the tests use too)
 
 LOCATIONS, ANNOTATION_DIM, VOCABULARY = 196, 512, 10_000
 COCO_CAPTIONS = 566_435  # Karpathy train + restval: 113,287 images × ~5 captions

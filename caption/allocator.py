@@ -6,10 +6,10 @@ so the big temporaries of every step are page-faulted and zeroed by the kernel a
 step: the attention map W_a a_i + W_h h_{t-1} alone is B·k·L·A floats (77 MB in beam search over
 64 images with k = 3, L = 196, A = 512), and a training step's saved activations are hundreds of MB.
 Raising both thresholds makes glibc keep what was freed and hand it out again (most steps then
-reuse old pages; glibc's placement still puts a block on fresh pages now and then). Measured on 2
-CPU cores (benchmarks/speed.py, --default-malloc for the comparison): that broadcast add 51 -> 16 ms,
-beam search about 1.3x faster, a training step about 1.1x; the price is that the process keeps its
-peak memory until it exits (benchmarks/allocator.py). jemalloc or tcmalloc (LD_PRELOAD) do the same job.
+reuse old pages; glibc's placement still puts a block on fresh pages now and then). The gain and its price,
+the process keeping its peak memory until it exits, are measured by benchmarks/allocator.py and
+benchmarks/speed.py (--default-malloc for the comparison); the figures are in docs/measurements.md.
+jemalloc or tcmalloc (LD_PRELOAD) do the same job.
 
 malloc is process-wide, so nothing in the library calls this: importing `caption` or using `Captioner`
 leaves malloc as it is. It is asked for explicitly: `caption fit --keep_freed_memory true` (also

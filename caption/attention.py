@@ -47,11 +47,11 @@ class AttentionSettings:
         inverse_temperature: multiplies the attention logits before the softmax (0: uniform α).
     """
 
-    kind: AttentionKind = "soft"
-    dim: int = 512
-    layers: int = 1
-    gate: bool = True
-    inverse_temperature: float = 1.0
+    kind: AttentionKind = "soft"            # paper: both; soft is the one trained by backpropagation alone
+    dim: int = 512                          # original code: f_att's hidden layer is ctx_dim (512) wide
+    layers: int = 2                         # original code (COCO): n_layers_att=2
+    gate: bool = True                       # paper sec. 4.2.1; original code: selector=True
+    inverse_temperature: float = 1.0        # original code: temperature=1
 
     def __post_init__(self) -> None:
         check_range("attention.dim", self.dim, low=1)

@@ -77,12 +77,12 @@ class DecoderSettings:
         dropout: dropout probability on h_t and on the deep output's hidden layer.
     """
 
-    embed_dim: int = 512
-    hidden_dim: int = 1800
-    init_layers: int = 1
-    prev_word_output: bool = True
-    context_output: bool = True
-    dropout: float = 0.5
+    embed_dim: int = 512            # original code (COCO): dim_word=512
+    hidden_dim: int = 1800          # original code (COCO): dim=1800
+    init_layers: int = 2            # original code (COCO): n_layers_init=2
+    prev_word_output: bool = True   # paper eq. 7; original code: prev2out=True
+    context_output: bool = True     # paper eq. 7; original code: ctx2out=True
+    dropout: float = 0.5            # paper: dropout; original code: use_dropout=True, p = 0.5
 
     def __post_init__(self) -> None:
         check_range("decoder.init_layers", self.init_layers, low=1)

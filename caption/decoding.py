@@ -34,10 +34,10 @@ class DecodingSettings:
             "sample".
     """
 
-    max_caption_length: int = 20
-    beam_size: int = 3
-    length_penalty: float = 0.0
-    hard_eval_context: HardEvalContext = "expected"
+    max_caption_length: int = 30                      # ours (original code: maxlen=200, never reached)
+    beam_size: int = 5                                # original code: generate_caps.py k=5
+    length_penalty: float = 0.0                       # original code: generate_caps.py normalize=False
+    hard_eval_context: HardEvalContext = "expected"   # original code: decodes with the expected context
 
     def __post_init__(self) -> None:
         check_decoding(beam_size=self.beam_size, max_caption_length=self.max_caption_length)

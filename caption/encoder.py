@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from torchvision import models
 
 from caption.checkpoints import find_checkpoint, read_checkpoint
-from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
 
 EncoderName = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "small_vgg"]
 
@@ -44,6 +44,7 @@ TORCHVISION_RESNET = {
 }
 TORCHVISION_ENCODERS = (*TORCHVISION_VGG, *TORCHVISION_RESNET)
 RESNET_GRID = 14  # the ResNets' grid when model.encoder.grid is not set: the paper's L = 196
+STAGES = 5  # ResNet: stem, layer1-4; VGG: conv blocks 1-5 (`.stages` of the torchvision encoders)
 
 
 @dataclass(frozen=True)
@@ -69,16 +70,34 @@ class EncoderSettings:
         coordinates: small_vgg only: add x and y as input channels, so annotations know their place.
     """
 
-    name: EncoderName = "vgg16"
-    weights: str = "imagenet"
-    freeze: bool = True
-    frozen_epochs: int = 0
-    finetune_stages: int | None = None
-    learning_rate: float | None = None
-    grid: int | None = None
-    channels: tuple[int, ...] = (16, 32, 64, 128)
-    kernel_sizes: tuple[int, ...] | None = None
-    coordinates: bool = False
+    name: EncoderName = "vgg16"                     # paper: Oxford VGGnet, depth not stated (vgg19 works too)
+    weights: str = "imagenet"                       # paper: pretrained on ImageNet
+    freeze: bool = True                             # paper: not fine-tuned (what lets the feature cache work)
+    frozen_epochs: int = 0                          # ours: fine-tuning is beyond the paper
+    finetune_stages: int | None = None              # ours: all stages
+    learning_rate: float | None = None              # ours: the model's
+    grid: int | None = None                         # paper: VGG's conv5 map as it is, 14x14 (L = 196) at 224x224
+    channels: tuple[int, ...] = (16, 32, 64, 128)   # ours: small_vgg, the built-in data's CNN
+    kernel_sizes: tuple[int, ...] | None = None     # ours: 3x3 as VGG's
+    coordinates: bool = False                       # ours
+
+    def __post_init__(self) -> None:
+        check_range("encoder.frozen_epochs", self.frozen_epochs, low=0)
+        check_range("encoder.learning_rate", self.learning_rate, low=0, strict=True)
+        check_range("encoder.grid", self.grid, low=1)
+        if self.finetune_stages is not None and not 1 <= self.finetune_stages <= STAGES:
+            raise ConfigError(f"model.encoder.finetune_stages must be 1..{STAGES} (the last k of the stem/first block "
+                              f"and 4 more stages) or null for all, got {self.finetune_stages}")
+        scheduled = [key for key, value in (("frozen_epochs", self.frozen_epochs != 0),
+                                            ("finetune_stages", self.finetune_stages is not None),
+                                            ("learning_rate", self.learning_rate is not None)) if value]
+        named = ", ".join(f"model.encoder.{key}" for key in scheduled)
+        if scheduled and self.freeze:
+            raise ConfigError(f"{named} schedule the encoder's training, but model.encoder.freeze is true: set it to "
+                              "false, or leave them unset")
+        if scheduled and self.name not in TORCHVISION_ENCODERS:
+            raise ConfigError(f"{named} fine-tune a pretrained torchvision encoder; {self.name} trains from scratch "
+                              "with the decoder: leave them unset")
 
 
 class EncoderWeightsError(CaptionError):
@@ -334,8 +353,6 @@ def build_encoder(settings: EncoderSettings) -> nn.Module:
     """The encoder named in a config; every encoder has `.dim` (D) and maps images to (B, L, D); the
     torchvision ones also have `.grid` (see `annotation_grid`) and `.stages`."""
     name, weights, freeze, grid = settings.name, settings.weights, settings.freeze, settings.grid
-    if grid is not None and grid < 1:
-        raise ConfigError(f"model.encoder.grid must be >= 1 (or null), got {grid}")
     if name == "small_vgg":
         if weights == "imagenet":
             raise ConfigError("encoder small_vgg has no ImageNet weights: set model.encoder.weights to none (train "

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from caption.data.records import ObjectBox
 from caption.decoding import Caption
-from caption.metrics import METRICS, PTBCache, coco_scores, localisation, mean_entropy, step_entropy
+from caption.metrics import METEOR_TIMEOUT, METRICS, PTBCache, coco_scores, localisation, mean_entropy, step_entropy
 from caption.report import Evaluation
 
 Key = TypeVar("Key")
@@ -75,7 +75,7 @@ def gather_by_image(items: dict[Key, Item], *, world_size: int) -> dict[Key, Ite
 
 def score_split(
     captioned: Iterable[Captioned], *, split: str, beam_size: int, image_size: tuple[int, int] | None,
-    word_labels: Mapping[str, str], metrics: tuple[str, ...] = METRICS, meteor_timeout: float = 120.0,
+    word_labels: Mapping[str, str], metrics: tuple[str, ...] = METRICS, meteor_timeout: float = METEOR_TIMEOUT,
     cache: PTBCache | None = None,
 ) -> Evaluation:
     """Score the captions of a split: coco-caption `metrics` (PTB-tokenised candidates and references), the mean

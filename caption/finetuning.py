@@ -33,34 +33,11 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from caption.checkpoints import read_checkpoint
-from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings
+from caption.encoder import STAGES
 from caption.errors import ConfigError
 from caption.text import check_vocabulary
 
-STAGES = 5  # ResNet: stem, layer1-4; VGG: conv blocks 1-5 (`.stages` of the torchvision encoders)
 GROUP = "encoder"  # the optimizer parameter group of the fine-tuned stages (LearningRateMonitor: lr-Adam/encoder)
-
-
-def check_finetuning(settings: EncoderSettings) -> None:
-    """ConfigError naming the `model.encoder.` key of the fine-tuning schedule that cannot work with the others."""
-    stages, learning_rate = settings.finetune_stages, settings.learning_rate
-    scheduled = [key for key, value in (("frozen_epochs", settings.frozen_epochs != 0),
-                                        ("finetune_stages", stages is not None),
-                                        ("learning_rate", learning_rate is not None)) if value]
-    named = ", ".join(f"model.encoder.{key}" for key in scheduled)
-    if scheduled and settings.freeze:
-        raise ConfigError(f"{named} schedule the encoder's training, but model.encoder.freeze is true: set it to "
-                          "false, or leave them unset")
-    if scheduled and settings.name not in TORCHVISION_ENCODERS:
-        raise ConfigError(f"{named} fine-tune a pretrained torchvision encoder; {settings.name} trains from scratch "
-                          "with the decoder: leave them unset")
-    if settings.frozen_epochs < 0:
-        raise ConfigError(f"model.encoder.frozen_epochs must be >= 0, got {settings.frozen_epochs}")
-    if stages is not None and not 1 <= stages <= STAGES:
-        raise ConfigError(f"model.encoder.finetune_stages must be 1..{STAGES} (the last k of the stem/first block "
-                          f"and 4 more stages) or null for all, got {stages}")
-    if learning_rate is not None and not learning_rate > 0:
-        raise ConfigError(f"model.encoder.learning_rate must be > 0, got {learning_rate}")
 
 
 def stage_parameters(encoder: nn.Module, stages: int | None) -> list[nn.Parameter]:

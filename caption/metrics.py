@@ -6,8 +6,9 @@ go through the same tokenisation first: `score_captions` expects both already to
 joined by spaces); `ptb_tokenize` applies coco-caption's PTB tokenizer (Java) for official numbers.
 Without Java it falls back, with a warning, to `python_ptb_tokenize`, a pure-Python stand-in that
 splits words and punctuation as the Stanford PTBTokenizer does; the tokenizer used is returned
-with the tokens and recorded in every metrics.json (how far its scores are from Java's: README). Java's note after
-each call (`PTBTokenizer tokenized N tokens at ...`) is logged at debug level, not printed (`caption -v` shows it).
+with the tokens and recorded in every metrics.json (how far its scores are from Java's: docs/measurements.md). Java's
+note after each call (`PTBTokenizer tokenized N tokens at ...`) is logged at debug level, not printed (`caption -v`
+shows it).
 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced.
@@ -45,6 +46,7 @@ from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 from caption.data.records import Box, ObjectBox
 
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
+METEOR_TIMEOUT = 120.0  # seconds before METEOR counts as missing (Java hung or too slow)
 log = logging.getLogger(__name__)
 
 
@@ -180,7 +182,7 @@ def score_captions(
     references: dict[int, list[str]],
     *,
     metrics: Iterable[str] = METRICS,
-    meteor_timeout: float = 120.0,
+    meteor_timeout: float = METEOR_TIMEOUT,
 ) -> dict[str, float]:
     """Corpus scores of one tokenised candidate per image against its tokenised references.
 
@@ -242,7 +244,7 @@ def coco_scores(
     references: dict[int, list[str]],
     *,
     metrics: Iterable[str] = METRICS,
-    meteor_timeout: float = 120.0,
+    meteor_timeout: float = METEOR_TIMEOUT,
     cache: PTBCache | None = None,
 ) -> tuple[dict[str, float], str]:
     """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer (`cache`: one

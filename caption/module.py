@@ -4,7 +4,7 @@ Its settings come in typed groups, each a dataclass beside the module it configu
 `caption.encoder`, `DecoderSettings`, `AttentionSettings`, the objectives' `SoftObjectiveSettings` and
 `HardObjectiveSettings`, `DecodingSettings`) and set from a config's `model:` section, one YAML mapping per group.
 They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
-inference (checkpoints of the flat settings before issue 17 are read too):
+inference (checkpoints of version 0.1's flat settings are read too):
 
     module = caption.inference.load_trained(path).module      # weights_only=True
 """
@@ -25,7 +25,7 @@ from caption.decoding import Decoded, DecodingSettings, beam_search, check_decod
 from caption.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
 from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
 from caption.evaluation import EpochCaptions
-from caption.finetuning import EncoderFinetuning, check_finetuning, load_weights
+from caption.finetuning import EncoderFinetuning, load_weights
 from caption.metrics import METRICS
 from caption.objectives import (
     HardAttentionObjective,
@@ -66,11 +66,11 @@ class OptimizationSettings:
         compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
     """
 
-    optimizer: Literal["adam", "rmsprop"] = "adam"
-    learning_rate: float = 1e-3
-    on_nonfinite_loss: Literal["error", "skip"] = "error"
-    init_from: str | None = None
-    compile: bool = False
+    optimizer: Literal["adam", "rmsprop"] = "adam"          # paper: Adam for COCO and Flickr30k
+    learning_rate: float = 2e-4                             # original code: its Adam steps 2e-4 (optimizers.py)
+    on_nonfinite_loss: Literal["error", "skip"] = "error"   # ours
+    init_from: str | None = None                            # ours: a new run starts from scratch
+    compile: bool = False                                   # ours
 
     def __post_init__(self) -> None:
         check_range("optimization.learning_rate", self.learning_rate, low=0, strict=True)
@@ -155,7 +155,6 @@ class CaptionModule(L.LightningModule):
         super().__init__()
         self.settings = settings = ModuleSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
                                                      hard=hard, decoding=decoding, optimization=optimization)
-        check_finetuning(settings.encoder)  # each group checks its own values when made (`__post_init__`)
         # plain dicts in the checkpoint, which loads with weights_only=True
         self.save_hyperparameters({"vocabulary": vocabulary, **settings.as_dicts(), "lr_scheduler": lr_scheduler,
                                    "image_size": image_size})

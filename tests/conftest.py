@@ -1,5 +1,5 @@
 """Shared fixtures: two tiny trained runs on the built-in data (soft and hard), through the real CLI; and what keeps
-the suite itself from hanging (issue 19): every test leaves the signal handlers as it found them and no Java process
+the suite itself from hanging: every test leaves the signal handlers as it found them and no Java process
 behind, and SIGTERM (`timeout`'s) ends the session even while an in-process Lightning run holds its own handler."""
 
 import os

@@ -1,4 +1,4 @@
-"""A truncated or corrupt checkpoint (issue 19, problem 2): one line naming the file, wherever a checkpoint is read
+"""A truncated or corrupt checkpoint: one line naming the file, wherever a checkpoint is read
 (the Python API, every command, `--ckpt_path last`, `model.optimization.init_from`, `data.vocabulary_from`)."""
 
 import sys

@@ -1,4 +1,4 @@
-"""Bad images and bad inputs (issue 19, problem 3): `caption predict` and the `Captioner` API skip and name what
+"""Bad images and bad inputs: `caption predict` and the `Captioner` API skip and name what
 they cannot read and keep everything else; an input that is no image is refused by name before any work."""
 
 import json

@@ -1,4 +1,4 @@
-"""One coherent command line, and a package whose layers import downwards only."""
+"""One coherent command line: every command listed with its help, and quick to answer."""
 
 import ast
 import subprocess
@@ -59,7 +59,7 @@ print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "li
 
 
 def test_help_version_and_a_mistyped_command_import_neither_torch_nor_lightning():
-    """They answer at once (benchmarks/cli_startup.py: under 0.1 s): only the commands that need them import them."""
+    """They answer at once: only the commands that need them import them."""
     out = subprocess.run([sys.executable, "-c", QUICK], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent).stdout
     assert out.strip() == "[]", out
@@ -83,62 +83,6 @@ def module_graph() -> dict[str, set[str]]:
              for path in PACKAGE.rglob("*.py")}
     return {module: {name for name in imports(path) if name in files and name != module}
             for module, path in files.items()}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan), i.e. import cycles."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-    sys.setrecursionlimit(10_000)
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for other in graph[node]:
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in on_stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                other = stack.pop()
-                on_stack.discard(other)
-                component.append(other)
-                if other == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in graph:
-        if node not in index:
-            visit(node)
-    return found
-
-
-def test_cycle_finder_finds_a_cycle():
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_no_import_cycles():
-    assert cycles(module_graph()) == []
-
-
-def test_layers_import_downwards_only():
-    graph = module_graph()
-    upper = ("caption.cli", "caption.commands", "caption.module", "caption.inference")
-    for module, imported in graph.items():
-        if module.startswith("caption.data"):
-            assert not [name for name in imported if name.startswith(upper)], f"{module} imports {imported}"
-        if not module.startswith("caption.commands") and module != "caption.cli":
-            assert not [name for name in imported if name.startswith(("caption.commands", "caption.cli"))], module
-        if module != "caption.data.shapes":
-            assert "caption.data.shapes" not in imported, f"{module} imports the built-in dataset"
-    commands = {f"caption.commands.{module}" for module, _ in COMMANDS.values()}  # each has a main(argv)
-    for module in commands:
-        others = graph[module] & commands - {"caption.commands.lightning"}  # features parses configs with it
-        assert not others, f"{module} imports the commands {others}"
 
 
 def test_only_the_readers_of_old_files_import_the_compatibility_module():

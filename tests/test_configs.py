@@ -1,6 +1,6 @@
-"""The configs are composed (README "Configs"), and every config a user ran before they were keeps its effective
-settings: `caption fit <its --config arguments> --print_config` now equals what main printed at fd211b7, stored in
-tests/fixtures/print_config/<name>.yaml (a stage-2 `*_finetune` file was run after its stage-1 config)."""
+"""The configs are composed (README "Configs"), and every named run keeps its effective settings: `caption fit
+<its --config arguments> --print_config` equals the print stored in tests/fixtures/print_config/<name>.yaml, made
+by version 0.1 from the single config file the name stood for then (a stage-2 `*_finetune` file after its stage 1)."""
 
 import contextlib
 import functools
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "print_config"
 OLD_CONFIGS = sorted(path.stem for path in FIXTURES.glob("*.yaml"))
 STAGE2 = "_finetune"
-MOST_SHARED_LINES = 10  # issue 17: no two config files share more than this
+MOST_SHARED_LINES = 10  # no two config files share more than this
 
 
 def old_command(name: str) -> tuple[str, ...]:
@@ -65,7 +65,7 @@ def fixture(name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", OLD_CONFIGS)
-def test_every_old_config_keeps_its_effective_settings(name):
+def test_every_named_run_keeps_its_effective_settings(name):
     assert normalise(printed(*old_command(name))) == normalise(fixture(name))
 
 

@@ -1,4 +1,4 @@
-"""Settings that conflict with a checkpoint (issue 19, problem 4): refused in one line naming both values and where
+"""Settings that conflict with a checkpoint: refused in one line naming both values and where
 the setting was given, or applied and said so (`model.optimization.init_from` across attention kinds); never dropped silently."""
 
 import logging

@@ -59,7 +59,7 @@ def write_config(root: Path) -> Path:
                     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                                "init_args": {"save_dir": str(root / "run"), "name": "logs"}}},
         "model": {"encoder": {"name": "small_vgg", "weights": "none", "freeze": False, "channels": [4, 8]},
-                  "decoder": {"embed_dim": 8, "hidden_dim": 16}, "attention": {"dim": 8},
+                  "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1}, "attention": {"dim": 8, "layers": 1},
                   "decoding": {"max_caption_length": 8, "beam_size": 2}, "optimization": {"learning_rate": 0.01}},
         "data": {"source": {"class_path": "caption.data.karpathy.KarpathySource",
                             "init_args": {"annotations": str(messy_dataset(root)), "images": str(root / "images"),

@@ -23,7 +23,7 @@ from caption.data.features import FeatureCache, FeatureCacheError, build_cache, 
 from caption.data.karpathy import KarpathySource
 from caption.encoder import EncoderSettings, build_encoder
 from caption.errors import ConfigError
-from caption.finetuning import check_finetuning, stage_parameters
+from caption.finetuning import stage_parameters
 
 SIZES = {"resize_size": 64, "crop_size": 64}  # ResNet-50 on 64x64 crops: layer4 is 2x2, fast on a CPU
 GRID = 2
@@ -88,8 +88,8 @@ def test_conflicting_settings_are_refused_naming_the_keys(dataset):
     ]
     for settings, message in cases:
         with pytest.raises(ConfigError, match=message):
-            check_finetuning(EncoderSettings(**settings))
-    check_finetuning(EncoderSettings(name="resnet50", freeze=False, frozen_epochs=3, finetune_stages=3, learning_rate=1e-4))
+            EncoderSettings(**settings)
+    EncoderSettings(name="resnet50", freeze=False, frozen_epochs=3, finetune_stages=3, learning_rate=1e-4)
 
 
 def test_fine_tuned_stages_leave_batch_norm_out():
@@ -123,7 +123,7 @@ def write_configs(tmp_path: Path, root: Path, annotations: Path, weights: Path) 
         },
         "checkpoint": {"filename": "best", "enable_version_counter": False},
         "model": {"encoder": {"name": "resnet50", "weights": str(weights), "grid": GRID},
-                  "decoder": {"embed_dim": 8, "hidden_dim": 16}, "attention": {"dim": 8},
+                  "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1}, "attention": {"dim": 8, "layers": 1},
                   "decoding": {"max_caption_length": 6, "beam_size": 1}, "optimization": {"learning_rate": 0.01}},
         "data": {
             "source": {"class_path": "caption.data.karpathy.KarpathySource",

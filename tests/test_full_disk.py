@@ -1,4 +1,4 @@
-"""A full disk and unreadable checkpoints (issue 19, problem 1), through `caption fit`, `test` and `compare`.
+"""A full disk and unreadable checkpoints, through `caption fit`, `test` and `compare`.
 
 The disk is a real one where the test may mount a small tmpfs (root in a container); elsewhere ENOSPC is
 simulated by a write budget on the project's own file writes (`caption.outputs`), which is where checkpoints go.

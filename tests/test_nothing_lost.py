@@ -1,4 +1,4 @@
-"""Nothing lost (issue 11), through the `caption` command where a user meets each problem:
+"""Nothing lost, through the `caption` command where a user meets each problem:
 
 1. an unusable output location stops the run before any work, in one line naming it; captions are
    written before scoring; 2. without Java every metric but METEOR is still scored; 3. decoding and

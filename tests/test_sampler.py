@@ -2,9 +2,7 @@
 every DDP rank (also after Lightning injects its distributed sampler), and almost no padding. Image batches:
 every caption of an image in one batch, each image encoded once per step."""
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,9 +17,8 @@ from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
 from caption.errors import ConfigError
 from caption.module import first_occurrences
 from caption.text import Vocabulary
+from kit.lengths import coco_like_words as coco_like_lengths
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from coco_lengths import coco_like_words as coco_like_lengths  # noqa: E402
 
 
 class WordsSource(CaptionSource):

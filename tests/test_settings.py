@@ -1,4 +1,4 @@
-"""Typed settings (issue 17): each knob in one dataclass beside its module; checkpoints of the flat settings before
+"""Typed settings: each knob in one dataclass beside its module; checkpoints of the flat settings before
 0.2 still load and caption as their model did; old config keys are refused by name and `caption migrate-config` moves them."""
 
 from dataclasses import asdict, fields
@@ -26,8 +26,8 @@ def test_the_module_takes_at_most_ten_arguments_and_each_setting_is_a_field_of_o
     assert set(RENAMED.values()) <= set(names), "every setting of before 0.2 has a new home"
 
 
-# the hyperparameters a checkpoint of main at fd211b7 (0.1, before the groups) holds, every key, as it wrote them
-FD211B7_KEYS = {
+# the hyperparameters a checkpoint of version 0.1 (before the groups) holds, every key, as it wrote them
+VERSION_0_1_KEYS = {
     "_instantiator", "alpha_c", "attention", "attention_dim", "attention_layers", "baseline", "baseline_decay",
     "beam_size", "compile", "context_output", "credit", "dropout", "embed_dim", "encoder", "encoder_channels",
     "encoder_coordinates", "encoder_finetune_stages", "encoder_frozen_epochs", "encoder_grid", "encoder_kernel_sizes",
@@ -39,7 +39,7 @@ FD211B7_KEYS = {
 
 
 def flat_checkpoint(module: CaptionModule) -> dict:
-    """`module` saved as main at fd211b7 saved it: every setting a flat key (both attention kinds' included)."""
+    """`module` saved as version 0.1 saved it: every setting a flat key (both attention kinds' included)."""
     unused = {"soft": asdict(SoftObjectiveSettings()), "hard": asdict(HardObjectiveSettings())}  # all at defaults
     settings = dotted(unused | {key: value for key, value in module.hparams.items() if value is not None})
     flat = {old: settings[new] for old, new in RENAMED.items()}
@@ -49,8 +49,8 @@ def flat_checkpoint(module: CaptionModule) -> dict:
 
 
 @pytest.mark.parametrize("kind", ["soft", "hard"])
-def test_a_checkpoint_written_before_the_settings_were_grouped_loads_and_captions_as_it_did(kind, tmp_path):
-    """A checkpoint in 0.1's form (the key set of one main at fd211b7 wrote) loads with every setting in its group,
+def test_a_version_0_1_checkpoint_loads_into_groups_and_captions_as_it_did(kind, tmp_path):
+    """A checkpoint in 0.1's form (every key 0.1 wrote) loads with every setting in its group,
     the other kind's settings left out, and captions as the model it was saved from."""
     weights = {"hard": {"reinforce_weight": 3.2, "entropy_weight": 0.01}} if kind == "hard" else {}
     module = tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a", "red", "circle", "square"], kind,
@@ -58,7 +58,7 @@ def test_a_checkpoint_written_before_the_settings_were_grouped_loads_and_caption
     path = tmp_path / "old.ckpt"
     torch.save(flat_checkpoint(module), path)
     raw = torch.load(path, weights_only=True)["hyper_parameters"]
-    assert set(raw) == FD211B7_KEYS and raw["embed_dim"] == 12  # really the old, flat form
+    assert set(raw) == VERSION_0_1_KEYS and raw["embed_dim"] == 12  # really the old, flat form
     loaded = load_trained(path).module
     assert loaded.settings == module.settings, "every setting in its group, the unused kind's left out"
     annotations = torch.randn(3, 16, module.encoder.dim)

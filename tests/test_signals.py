@@ -1,4 +1,4 @@
-"""True messages on signals and quiet ends (issue 19, problem 6): SIGTERM before the first step claims no save,
+"""True messages on signals and quiet ends: SIGTERM before the first step claims no save,
 Ctrl-C is one line in every command, and scoring without Java leaves no traceback behind."""
 
 import math

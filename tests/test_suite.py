@@ -1,4 +1,4 @@
-"""The test suite itself (issue 19, problem 9): `timeout`'s SIGTERM ends a session even after an in-process Lightning
+"""The test suite itself: `timeout`'s SIGTERM ends a session even after an in-process Lightning
 run left its SIGTERM handler installed (Lightning's handler only sets a flag), and no Java process outlives a test."""
 
 import os

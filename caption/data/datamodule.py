@@ -27,6 +27,7 @@ from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord, absolute_paths
 from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
+from caption.encoder import EncoderSettings
 from caption.errors import CaptionWarning, ConfigError
 from caption.text import Vocabulary, tokenize
 
@@ -243,10 +244,10 @@ class CaptionDataModule(L.LightningDataModule):
         features: str | None = None,
         predict: str = "test",
         vocabulary_from: str | None = None,
-        encoder: str = "vgg16",
-        encoder_weights: str = "imagenet",
-        freeze_encoder: bool = True,
-        encoder_grid: int | None = None,
+        encoder: str = EncoderSettings.name,  # the four linked settings default as model.encoder's do
+        encoder_weights: str = EncoderSettings.weights,
+        freeze_encoder: bool = EncoderSettings.freeze,
+        encoder_grid: int | None = EncoderSettings.grid,
     ):
         super().__init__()
         # Under the CLI the hyperparameters are the config (the source as class_path + init_args): the

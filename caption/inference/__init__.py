@@ -6,7 +6,7 @@
 
 from caption.decoding import Caption
 from caption.inference.captioner import Captioner, pick_device
-from caption.inference.evaluation import build_data, evaluate, training_data, write_captions, write_evaluation
+from caption.inference.split import build_data, evaluate, training_data, write_captions, write_evaluation
 from caption.inference.inputs import Captions, Failure, ImageInputError
 from caption.inference.trained import TrainedModel, load_trained
 from caption.report import Evaluation

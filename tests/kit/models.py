@@ -10,11 +10,12 @@ from caption.attention import AttentionSettings
 from caption.decoder import Decoder, DecoderSettings
 from caption.module import CaptionModule
 
-# a tiny CaptionModule's groups: a two-block small_vgg trained from scratch, an 8/16-unit decoder
+# a tiny CaptionModule's groups: a two-block small_vgg trained from scratch, an 8/16-unit decoder, one layer in f_init
+# and in f_att's annotation side
 TINY_GROUPS: dict[str, dict[str, Any]] = {
     "encoder": {"name": "small_vgg", "weights": "none", "freeze": False, "channels": (4, 8)},
-    "decoder": {"embed_dim": 8, "hidden_dim": 16},
-    "attention": {"dim": 8},
+    "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1},
+    "attention": {"dim": 8, "layers": 1},
     "decoding": {"max_caption_length": 8, "beam_size": 2},
 }
 
@@ -24,8 +25,10 @@ def tiny_decoder(
     attention_dim: int = 5, semi_sampling: float = 0.5, eval_context: str = "expected", **options: Any,
 ) -> Decoder:
     """A seeded Decoder; `options` are fields of DecoderSettings (dropout, init_layers ...) or AttentionSettings
-    (gate, layers ...). Hard attention semi-samples half the images unless told otherwise (sec. 4.1)."""
+    (gate, layers ...); f_init and f_att have one layer unless told otherwise. Hard attention semi-samples half the
+    images unless told otherwise (sec. 4.1)."""
     torch.manual_seed(seed)
+    options = {"init_layers": 1, "layers": 1} | options
     names = {field.name for field in fields(DecoderSettings)}
     settings = DecoderSettings(embed_dim=embed_dim, hidden_dim=hidden_dim,
                                **{key: value for key, value in options.items() if key in names})

@@ -1,4 +1,4 @@
-"""Caption lengths spread like COCO's, for padding and throughput measurements without the data."""
+"""Caption lengths spread like COCO's, for the sampler's tests and the speed benchmark, without the data."""
 
 import numpy as np
 

@@ -23,7 +23,7 @@ from caption.decoding import Caption
 from caption.errors import ConfigError
 from caption.evaluation import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
-from caption.metrics import PTBCache
+from caption.metrics import METEOR_TIMEOUT, PTBCache
 from caption.outputs import write_text
 from caption.report import Evaluation
 from caption.results import result, write_results
@@ -52,7 +52,7 @@ def evaluate(
     split: str = "test",
     beam_size: int | None = None,
     max_length: int | None = None,
-    meteor_timeout: float = 120.0,
+    meteor_timeout: float = METEOR_TIMEOUT,
     description: str = "decoding",
     out: Path | None = None,
     cache: PTBCache | None = None,
