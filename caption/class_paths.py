@@ -3,7 +3,7 @@
 A checkpoint (shared between labs, downloaded from URLs) and a config given to `caption describe/evaluate/compare`
 name classes by path: the data source (`data.source`), the learning-rate schedule (`model.lr_scheduler`). Such a
 path is looked up only among the classes already imported that are subclasses of the expected base: the project's own
-(its data sources, imported here first), torch's schedulers, and a class of your own once its module is imported in
+(a module of `caption` it names is imported first: the project's code is trusted), torch's schedulers, and a class of your own once its module is imported in
 Python. Anything else (`os.system`, `builtins.eval`, a project class of another kind, a path that names nothing, a
 value that is no path) is refused in one line naming the file, the key and the value, before anything is imported,
 called or built.
@@ -14,6 +14,7 @@ called or built.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from typing import Any
 
@@ -69,6 +70,8 @@ def checked(settings: Any, *, base: type | tuple[type, ...], key: str, origin: s
         raise ForeignClassError(f"{where} is {short(settings)}, not a {{class_path, init_args}} mapping of a "
                                 f"{base_names(base)}: refused, nothing was imported or run")
     class_path, init_args = settings.get("class_path"), settings.get("init_args") or {}
+    if isinstance(class_path, str):
+        import_own_module(class_path)
     kind = known_classes(base).get(class_path) if isinstance(class_path, str) else None
     if kind is None:
         raise ForeignClassError(
@@ -87,13 +90,22 @@ def instantiate(settings: Any, *args: Any, base: type | tuple[type, ...], key: s
     return known_classes(base)[settings["class_path"]](*args, **settings["init_args"])
 
 
-def source_base() -> type:
-    """What `data.source` may name: `caption.data.records.CaptionSource`, the project's own sources imported first."""
-    import caption.data.karpathy  # noqa: F401  the project's sources: known before any lookup
-    import caption.data.shapes  # noqa: F401
-    from caption.data.records import CaptionSource
+def import_own_module(class_path: str) -> None:
+    """Import the module of `class_path` when it is one of this project's own (`caption.data.shapes.ShapesSource`):
+    the project's code is trusted, so its classes are known to the lookup. No other module is imported."""
+    module = class_path.rpartition(".")[0]
+    if module.split(".")[0] != "caption":
+        return
+    try:
+        importlib.import_module(module)
+    except ImportError:  # names no module of the project: refused by the lookup, by name
+        pass
 
-    return CaptionSource
+
+def source_base() -> type:
+    """What `data.source` may name: `caption.data.records.CaptionSource` (looked up by name: the checkpoint reader,
+    which checks a checkpoint's data source, sits below the data layer)."""
+    return importlib.import_module("caption.data.records").CaptionSource
 
 
 def scheduler_bases() -> tuple[type, ...]:

@@ -43,6 +43,7 @@ from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer import ptbtokenizer
 from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 
+from caption.data.category_words import named_labels
 from caption.data.records import Box, ObjectBox
 
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
@@ -315,17 +316,6 @@ def cell_centres(locations: int, image_size: tuple[int, int]) -> list[tuple[floa
 def inside(box: Box, point: tuple[float, float]) -> bool:
     x0, y0, x1, y1 = box
     return x0 <= point[0] < x1 and y0 <= point[1] < y1  # x1/y1 exclusive
-
-
-def named_labels(words: Sequence[str], word_labels: Mapping[str, str]) -> list[str | None]:
-    """The label each word names, or None: a two-word phrase of `word_labels` ("hot dog", "teddy bear") is named
-    at its last word, before that word alone ("dog", "bear"); its first word names nothing on its own."""
-    named: list[str | None] = []
-    for index, word in enumerate(words):
-        phrase = f"{words[index - 1]} {word}" if index else None
-        starts = index + 1 < len(words) and f"{word} {words[index + 1]}" in word_labels
-        named.append(word_labels[phrase] if phrase in word_labels else None if starts else word_labels.get(word))
-    return named
 
 
 def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels: Mapping[str, str]) -> Localisation:

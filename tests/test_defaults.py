@@ -28,7 +28,7 @@ GROUPS: dict[str, type] = {
 # keys a config may state at their default: a fragment that selects the attention kind names it
 SELECTORS = {"model.attention.kind"}
 # files and settings classes the policy is still to be applied to; remove an entry once it is
-POLICY_PENDING_CONFIGS = {"hard.yaml", "shapes.yaml", "shapes_stage1.yaml", "shapes_stage2.yaml"}
+POLICY_PENDING_CONFIGS: set[str] = set()
 POLICY_PENDING_CLASSES = {"SoftObjectiveSettings", "HardObjectiveSettings"}
 
 

@@ -3,7 +3,7 @@ for the categories of any COCO-format instances file.
 
 - Each category names itself, singular and plural (`caption.data.coco_categories.plural`), in lower case: "house",
   "houses", "table lamp", "table lamps" (a name of two words is matched at its last word:
-  `caption.metrics.named_labels`).
+  `named_labels`).
 - A category of COCO's 80 is named as COCO's map says (`COCO_WORD_LABELS`: its name and synonyms, "men" -> person,
   "puppy" -> dog; "orange" alone left out, being mostly the colour); those synonyms only for COCO's categories, and
   never over another category's own name.
@@ -52,8 +52,17 @@ def references_name_a_label(records: Sequence[ImageRecord], word_labels: Mapping
                             limit: int = 2000) -> bool:
     """Whether a reference caption of the first `limit` images with boxes names a label of its boxes' data (the
     words of `word_labels`); True without boxes."""
-    from caption.metrics import named_labels  # the scorer's own matching (imported here: pycocoevalcap is slow)
-
     boxed = [record for record in records if record.objects][:limit]
     return not boxed or any(label is not None for record in boxed for reference in record.references
                             for label in named_labels(tokenize(reference), word_labels))
+
+
+def named_labels(words: Sequence[str], word_labels: Mapping[str, str]) -> list[str | None]:
+    """The label each word names, or None: a two-word phrase of `word_labels` ("hot dog", "teddy bear") is named
+    at its last word, before that word alone ("dog", "bear"); its first word names nothing on its own."""
+    named: list[str | None] = []
+    for index, word in enumerate(words):
+        phrase = f"{words[index - 1]} {word}" if index else None
+        starts = index + 1 < len(words) and f"{word} {words[index + 1]}" in word_labels
+        named.append(word_labels[phrase] if phrase in word_labels else None if starts else word_labels.get(word))
+    return named

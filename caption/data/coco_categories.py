@@ -8,7 +8,7 @@ airplane by plane, jet; tv by television, monitor; and so on (`SYNONYMS`).
 
 Rules:
 - every name is a caption token (lower case, as `caption.text.tokenize` splits) or a two-word phrase such as
-  "hot dog", "teddy bear", "traffic light" (`caption.metrics.named_labels` matches a phrase at its last word,
+  "hot dog", "teddy bear", "traffic light" (`caption.data.category_words.named_labels` matches a phrase at its last word,
   before the single words: "hot dog" names hot dog, not dog);
 - each name also counts in its plural (`plural`: -s, -es after s/x/z/ch/sh, consonant + y -> -ies, and the
   irregular forms of `IRREGULAR`: men, women, children, people, knives, mice, geese, ...);
