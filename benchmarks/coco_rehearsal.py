@@ -122,8 +122,13 @@ class Rehearsal:
         return ["--trainer.accelerator", "gpu", "--trainer.devices", "1"] if self.device == "cuda" else []
 
     def record(self, stage: str, **figures: object) -> None:
-        self.results[stage] = figures
-        (self.out / "results.json").write_text(json.dumps(self.results, indent=1))
+        """Add a stage's figures to <out>/results.json (kept from earlier rehearsals of other stages)."""
+        path = self.out / "results.json"
+        results = json.loads(path.read_text()) if path.exists() else {}
+        results[stage] = {**figures, "device": self.device, "steps": figures.get("steps", self.steps),
+                          "date": time.strftime("%Y-%m-%d %H:%M")}
+        self.results[stage] = results[stage]
+        path.write_text(json.dumps(results, indent=1))
         print(f"{stage}: {figures}", flush=True)
 
     def vocabulary(self) -> None:

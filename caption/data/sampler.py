@@ -71,13 +71,18 @@ class GroupedBatchSampler(BatchSampler):
         self.epoch_started: int | None = None  # the epoch whose batches were handed out last
         self.batches_done = 0  # of that epoch, the batches handed to training on this rank (`ResumableLoader`)
         self._resume_at: dict[str, Any] | None = None  # a checkpoint's place, taken up when its epoch starts
+        self._epoch_batches: tuple[int, list[list[int]]] | None = None  # (epoch, its global batches)
 
     def cut(self, groups: dict[int, list[int]]) -> list[list[int]]:
         """This epoch's batches from the items of each group, in shuffled order within each group."""
         raise NotImplementedError
 
     def global_batches(self) -> list[list[int]]:
-        """Every batch of this epoch, identical on every rank."""
+        """Every batch of this epoch, identical on every rank (made once per epoch: Lightning asks the length
+        several times, and at COCO's size one shuffle of the captions in Python takes a noticeable fraction of a
+        second)."""
+        if self._epoch_batches is not None and self._epoch_batches[0] == self.sampler.epoch:
+            return self._epoch_batches[1]
         generator = torch.Generator().manual_seed(self.seed + self.sampler.epoch)
         count = len(self.groups)
         order = torch.randperm(count, generator=generator).tolist() if self.shuffle else range(count)
@@ -89,6 +94,7 @@ class GroupedBatchSampler(BatchSampler):
             batches = [batch for batch in batches if len(batch) == self.batch_size]
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+        self._epoch_batches = (self.sampler.epoch, batches)
         return batches
 
     def rank_batches(self) -> list[list[int]]:
