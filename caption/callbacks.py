@@ -27,6 +27,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from caption.errors import ConfigError
 from caption.flops import DecoderFlops
 from caption.outputs import cannot_write
+from caption.preemption import SigtermAgreement
 from caption.text import Vocabulary
 
 LAST = "last.ckpt"
@@ -34,8 +35,9 @@ LAST = "last.ckpt"
 
 class PeriodicCheckpoint(Callback):
     """Writes `last.ckpt` every N optimizer steps, after every validation, at the end of training, and
-    when the run receives SIGTERM (Lightning stops after the current batch; this saves before it exits)
-    or SIGINT (Ctrl-C: saved where the run stopped; a second Ctrl-C during the save stops at once).
+    when the run receives SIGTERM (Lightning stops after the current batch; this saves before it exits; on several
+    processes every rank stops after the same batch, `caption.preemption`) or SIGINT (Ctrl-C: saved where the run
+    stopped; a second Ctrl-C during the save stops at once).
 
     Args:
         every_n_train_steps: save every this many optimizer steps (0: only at validation, end and SIGTERM).
@@ -47,20 +49,30 @@ class PeriodicCheckpoint(Callback):
             raise ConfigError(f"periodic_checkpoint.every_n_train_steps must be >= 0, got {every_n_train_steps}")
         self.every_n_train_steps = every_n_train_steps
         self._saved_step = -1
+        self._sigterm = SigtermAgreement()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._sigterm.start(trainer)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
         if self.every_n_train_steps and trainer.global_step % self.every_n_train_steps == 0:
             self._save(trainer)
+        self._sigterm.agree(trainer)
+
+    def on_validation_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any, **__: Any) -> None:
+        self._sigterm.agree(trainer)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
             self._save(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._sigterm.stop()  # before Lightning puts back the handlers it found
         self._save(trainer)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         """Save on SIGTERM and Ctrl-C, and say what was saved; nothing is claimed that was not written."""
+        self._sigterm.stop()
         if trainer.state.fn != TrainerFn.FITTING:
             return
         if isinstance(exception, KeyboardInterrupt):

@@ -1,6 +1,7 @@
 """Same-length batches: every caption once per epoch, one length per batch, the same number of batches on
 every DDP rank (also after Lightning injects its distributed sampler), and almost no padding. Image batches:
-every caption of an image in one batch, each image encoded once per step."""
+every caption of an image in one batch, each image encoded once per step. Every kind continues an epoch from the
+place a checkpoint saved (tests/test_preemption.py stops and resumes real runs)."""
 
 from collections import Counter
 
@@ -13,7 +14,7 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from caption.data.datamodule import CaptionDataModule
 from caption.data.records import CaptionSource, ImageRecord
-from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
+from caption.data.sampler import ImageBatchSampler, LengthBatchSampler, RandomBatchSampler, ResumableLoader
 from caption.errors import ConfigError
 from caption.module import first_occurrences
 from caption.text import Vocabulary
@@ -134,3 +135,55 @@ def test_first_occurrences_picks_each_distinct_id_once():
     first, rows = first_occurrences(ids)
     assert first.tolist() == [1, 0, 4]  # ids 3, 7, 9 in sorted order, each at its first row
     assert torch.equal(ids[first][rows], ids)
+
+
+def loader_at_epoch(epoch: int, *, batch_size: int = 8, num_workers: int = 0, **grouping) -> ResumableLoader:
+    """A fresh training loader over 400 COCO-like captions, its sampler set to `epoch` (as Lightning does)."""
+    source = WordsSource(coco_like_lengths(400, seed=5))
+    loader = CaptionDataModule(source=source, batch_size=batch_size, num_workers=num_workers,
+                               **grouping).train_dataloader()
+    loader.batch_sampler.sampler.set_epoch(epoch)
+    return loader
+
+
+def ids_of(batches) -> list[list[int]]:
+    return [batch["image_id"].tolist() + batch["caption"].flatten().tolist() for batch in batches]
+
+
+@pytest.mark.parametrize("grouping", [{"same_length_batches": True}, {"batch_by_image": True}, {}],
+                         ids=["same_length", "by_image", "random"])
+def test_a_loader_continues_the_epoch_from_the_place_it_saved(grouping):
+    whole = ids_of(loader_at_epoch(2, **grouping))
+    first = loader_at_epoch(2, num_workers=2, **grouping)  # workers prepare batches ahead of those handed out
+    iterator = iter(first)
+    taken = [next(iterator) for _ in range(5)]
+    state = first.state_dict()
+    assert state["epoch"] == 2 and state["batches_done"] == 5, "the batches handed to training, not those prepared"
+    del iterator
+    resumed = loader_at_epoch(0, **grouping)  # as a new process builds it, before Lightning sets the epoch
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state, "a place loaded but not yet taken up is the place saved"
+    resumed.batch_sampler.sampler.set_epoch(2)
+    rest = list(resumed)
+    assert ids_of(taken) + ids_of(rest) == whole
+    assert resumed.state_dict()["batches_done"] == len(whole), "counted on from the place it resumed at"
+    resumed.batch_sampler.sampler.set_epoch(3)
+    assert len(list(resumed)) == len(resumed), "the next epoch starts at its beginning"
+
+
+def test_random_batches_take_every_caption_once_per_epoch():
+    loader = loader_at_epoch(1)
+    assert isinstance(loader.batch_sampler, RandomBatchSampler)
+    indices = [i for batch in loader.batch_sampler for i in batch]
+    assert sorted(indices) == list(range(400)) and indices != sorted(indices)
+
+
+def test_a_place_saved_with_other_batches_is_not_kept_and_says_so():
+    first = loader_at_epoch(1, same_length_batches=True)
+    iterator = iter(first)
+    next(iterator)
+    state = first.state_dict()
+    other = loader_at_epoch(1, same_length_batches=True, batch_size=16)
+    with pytest.warns(UserWarning, match=r"saved 1 batches into epoch 1 with other training batches \(batch_size 8 -> 16\)"):
+        other.load_state_dict(state)
+    assert len(list(other)) == len(other), "the epoch is drawn anew"

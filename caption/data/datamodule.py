@@ -26,7 +26,13 @@ from caption.data.category_words import LABELS_KEY, references_name_a_label
 from caption.data.features import FeatureCache, cache_config
 from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
 from caption.data.records import BadImage, CaptionSource, ImageRecord, absolute_paths
-from caption.data.sampler import ImageBatchSampler, LengthBatchSampler
+from caption.data.sampler import (
+    GroupedBatchSampler,
+    ImageBatchSampler,
+    LengthBatchSampler,
+    RandomBatchSampler,
+    ResumableLoader,
+)
 from caption.encoder import EncoderSettings
 from caption.errors import CaptionWarning, ConfigError
 from caption.text import Vocabulary, tokenize
@@ -386,19 +392,26 @@ class CaptionDataModule(L.LightningDataModule):
             f"{' from the feature cache ' + self.features if self._cache else ''}; {touched} captions longer than "
             f"data.max_length={self.max_length} words were {TOUCHED[self.long_captions]}."
         )
-        if not (self.same_length_batches or self.batch_by_image):
-            return self._loader(dataset, self.batch_size, True)
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
-        grouping, groups = ((ImageBatchSampler, [image for image, _ in dataset.items]) if self.batch_by_image
-                            else (LengthBatchSampler, dataset.lengths))
+        grouping, groups = self.batch_grouping(dataset)
         sampler = grouping(
             DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False),
             batch_size=self.batch_size,
             groups=groups,
             seed=int(os.environ.get("PL_GLOBAL_SEED", 0)),  # the seed Lightning gives its distributed samplers
         )
-        return DataLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
-                          persistent_workers=self.num_workers > 0)
+        # resumable: a run stopped mid-epoch continues the epoch where it stopped (caption.data.sampler)
+        return ResumableLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
+                               persistent_workers=self.num_workers > 0)
+
+    def batch_grouping(self, dataset: CaptionPairs) -> tuple[type[GroupedBatchSampler], list[int]]:
+        """The training batch sampler (`same_length_batches`, `batch_by_image`, else random batches) and every
+        item's group for it."""
+        if self.batch_by_image:
+            return ImageBatchSampler, [image for image, _ in dataset.items]
+        if self.same_length_batches:
+            return LengthBatchSampler, dataset.lengths
+        return RandomBatchSampler, [0] * len(dataset)
 
     def _images_loader(self, split: str, *, allow_empty: bool = False) -> DataLoader:
         images = Images(self.source, self.usable(split), self._cache, skip_bad=self.skip_bad)

@@ -1,12 +1,14 @@
-"""Training batches grouped by caption length (the paper, sec. 4.3) or by image, on one process or several.
+"""Training batches grouped by caption length (the paper, sec. 4.3), by image, or at random, on one process or
+several, resumable mid-epoch.
 
 The paper trains on minibatches whose captions all have the same length, so no step is spent on
 padding; the original code's `HomogeneousData` groups captions by length, shuffles each group and
 cuts it into batches. `LengthBatchSampler` does the same. `ImageBatchSampler` puts every caption of an
 image into the same batch, so that a trained encoder sees each image once per step, not once per
 caption (self-critical.pytorch's `seq_per_img`; the module encodes each distinct image of a batch once).
+`RandomBatchSampler` cuts the shuffled captions into batches, with no grouping.
 
-Both work under DDP: every rank builds the same list of batches (same seed, same epoch) and takes every
+All work under DDP: every rank builds the same list of batches (same seed, same epoch) and takes every
 `num_replicas`-th batch, after the list is padded with batches from its start so that every rank gets as
 many batches.
 
@@ -14,15 +16,26 @@ The rank and the number of ranks come from the `DistributedSampler` given as `sa
 module makes one for the trainer's world, and under DDP Lightning injects its own (with the same
 ranks) into any `BatchSampler`, then calls its `set_epoch` every epoch. Only its `num_replicas`,
 `rank` and `epoch` are used; the shuffling is this sampler's own.
+
+Resuming mid-epoch: an epoch's batches follow from (seed, epoch) alone, so the place in the epoch is one number,
+the batches this rank has handed to training. `ResumableLoader` counts them and gives Lightning the sampler's
+`state_dict()`, which Lightning keeps in every checkpoint (`loops.fit_loop.state_dict.combined_loader`); on
+`--ckpt_path last` it hands it back through `load_state_dict()`, and the epoch continues with the next batch, so
+no caption of the epoch is trained on twice and none is skipped.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
-from torch.utils.data import BatchSampler, DistributedSampler
+from lightning.pytorch.utilities import rank_zero_warn
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+
+# what must be the same on resuming for the saved place to mean the same batches
+SAME_ON_RESUME = ("seed", "replicas", "batch_size", "items", "kind")
 
 
 class GroupedBatchSampler(BatchSampler):
@@ -55,13 +68,21 @@ class GroupedBatchSampler(BatchSampler):
         self.groups = [int(group) for group in groups]
         self.shuffle = shuffle
         self.seed = seed
+        self.epoch_started: int | None = None  # the epoch whose batches were handed out last
+        self.batches_done = 0  # of that epoch, the batches handed to training on this rank (`ResumableLoader`)
+        self._resume_at: dict[str, Any] | None = None  # a checkpoint's place, taken up when its epoch starts
+        self._epoch_batches: tuple[int, list[list[int]]] | None = None  # (epoch, its global batches)
 
     def cut(self, groups: dict[int, list[int]]) -> list[list[int]]:
         """This epoch's batches from the items of each group, in shuffled order within each group."""
         raise NotImplementedError
 
     def global_batches(self) -> list[list[int]]:
-        """Every batch of this epoch, identical on every rank."""
+        """Every batch of this epoch, identical on every rank (made once per epoch: Lightning asks the length
+        several times, and at COCO's size one shuffle of the captions in Python takes a noticeable fraction of a
+        second)."""
+        if self._epoch_batches is not None and self._epoch_batches[0] == self.sampler.epoch:
+            return self._epoch_batches[1]
         generator = torch.Generator().manual_seed(self.seed + self.sampler.epoch)
         count = len(self.groups)
         order = torch.randperm(count, generator=generator).tolist() if self.shuffle else range(count)
@@ -73,9 +94,11 @@ class GroupedBatchSampler(BatchSampler):
             batches = [batch for batch in batches if len(batch) == self.batch_size]
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+        self._epoch_batches = (self.sampler.epoch, batches)
         return batches
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def rank_batches(self) -> list[list[int]]:
+        """This rank's batches of this epoch, in order: every `num_replicas`-th of the padded (or trimmed) list."""
         batches = self.global_batches()
         replicas, rank = self.sampler.num_replicas, self.sampler.rank
         if self.drop_last:
@@ -83,13 +106,54 @@ class GroupedBatchSampler(BatchSampler):
         elif batches:
             padding = -len(batches) % replicas
             batches = batches + (batches * (padding // len(batches) + 1))[:padding]
-        return iter(batches[rank::replicas])
+        return batches[rank::replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        """This rank's batches of the epoch set on `sampler`, from the place a loaded checkpoint saved, if it saved
+        one in this epoch."""
+        start = self._take_resume_place()
+        self.epoch_started, self.batches_done = self.sampler.epoch, start
+        return iter(self.rank_batches()[start:])
 
     def __len__(self) -> int:
         total = len(self.global_batches())
         if self.drop_last:
             return total // self.sampler.num_replicas
         return -(-total // self.sampler.num_replicas)
+
+    def identity(self) -> dict[str, Any]:
+        """What makes the batches of an epoch the same ones: `SAME_ON_RESUME`."""
+        return {"kind": type(self).__name__, "seed": self.seed, "replicas": self.sampler.num_replicas,
+                "batch_size": self.batch_size, "items": len(self.groups)}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The place in the epoch: its number and the batches this rank has handed to training, with `identity()`."""
+        if self._resume_at is not None:  # loaded, but its epoch has not started yet: still the place to resume at
+            return dict(self._resume_at)
+        epoch = self.sampler.epoch if self.epoch_started is None else self.epoch_started
+        return {**self.identity(), "epoch": epoch, "batches_done": self.batches_done}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the saved epoch after its last batch handed to training (when that epoch starts). A place saved
+        with other batches (another seed, number of processes, batch size or dataset) cannot be kept: a warning says
+        so, and the epoch's remaining steps draw from a new order."""
+        changed = [f"{key} {state.get(key)} -> {value}" for key, value in self.identity().items()
+                   if state.get(key) != value]
+        if changed:
+            rank_zero_warn(
+                f"--ckpt_path: the checkpoint was saved {state.get('batches_done')} batches into epoch "
+                f"{state.get('epoch')} with other training batches ({', '.join(changed)}), so that place cannot be "
+                "kept: the rest of the epoch draws from a new order, and some captions may be seen twice or not at all"
+            )
+            return
+        self._resume_at = dict(state)
+
+    def _take_resume_place(self) -> int:
+        """The batches of this epoch already trained on, from a loaded checkpoint saved in this epoch; else 0."""
+        place, self._resume_at = self._resume_at, None
+        if place is None or place["epoch"] != self.sampler.epoch:
+            return 0
+        return min(int(place["batches_done"]), len(self))
 
 
 class LengthBatchSampler(GroupedBatchSampler):
@@ -112,3 +176,30 @@ class ImageBatchSampler(GroupedBatchSampler):
                 batches.append([])
             batches[-1].extend(captions)
         return [batch for batch in batches if batch]
+
+
+class RandomBatchSampler(LengthBatchSampler):
+    """Batches of `batch_size` shuffled captions, not grouped (`groups`: the same for every item), the last one
+    smaller."""
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over a `GroupedBatchSampler` whose place in the epoch Lightning saves in checkpoints and restores
+    on `--ckpt_path last` (Lightning's Stateful protocol: `state_dict`, `load_state_dict`).
+
+    It counts the batches it hands out in the main process, not those its workers prepare ahead, so the place saved is
+    the batches trained on. Iterating starts nothing until the first batch is asked for: Lightning creates the
+    iterator of a resumed run before it sets the sampler's epoch, and the batches must be those of that epoch.
+    """
+
+    def __iter__(self) -> Iterator[Any]:  # a generator: the sampler is asked for batches only from the first one on
+        sampler = self.batch_sampler
+        for batch in super().__iter__():
+            sampler.batches_done += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.batch_sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.batch_sampler.load_state_dict(state)

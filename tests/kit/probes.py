@@ -17,6 +17,8 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from caption.text import Vocabulary
+
 
 def read_records(folder: Path, name: str) -> list[dict[str, Any]]:
     """The records in `folder`/`name`.jsonl so far (a line still being written is left out)."""
@@ -120,3 +122,27 @@ class EncoderProbe(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
         self._write(trainer, pl_module, "batch_end")
+
+
+class CaptionProbe(Callback):
+    """Every training batch's captions, as [image id, token ids without padding...] rows, with its rank, epoch and step, in
+    $CAPTION_PROBE_DIR/captions<rank>.jsonl."""
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           *_: Any) -> None:
+        rows = [[int(image), *(int(token) for token in caption if token != Vocabulary.PAD)]
+                for image, caption in zip(batch["image_id"], batch["caption"])]
+        append_record(f"captions{trainer.global_rank}", {"epoch": trainer.current_epoch,
+                                                          "global_step": trainer.global_step, "captions": rows})
+
+
+class SigtermAtStep(Callback):
+    """Sends SIGTERM to rank 0's process at the end of the training batch of optimizer step `step`, as a scheduler
+    pre-empting the run does (Lightning passes it on to the other ranks)."""
+
+    def __init__(self, step: int = 1) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
+        if trainer.global_rank == 0 and trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
