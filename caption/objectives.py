@@ -249,7 +249,7 @@ class SoftObjectiveSettings:
             caption; see the module docstring).
     """
 
-    alpha_c: float = 1.0
+    alpha_c: float = 1.0  # paper (eq. 14) and original code (COCO: alpha_c=1.0)
 
     def __post_init__(self) -> None:
         check_range("soft.alpha_c", self.alpha_c, low=0)
@@ -275,16 +275,16 @@ class HardObjectiveSettings:
             early stopping, with max_epochs an upper bound, give the number here).
     """
 
-    samples: int = 1
-    reinforce_weight: float = 6.4
-    entropy_weight: float = 0.128
-    baseline: BaselineKind = "moving_average"
-    baseline_decay: float = 0.9
-    reward: Reward = "mean"
-    credit: Credit = "caption"
-    semi_sampling: float = 0.5
-    semi_sampling_final: float | None = None
-    semi_sampling_epochs: int | None = None
+    samples: int = 1  # original code: one Monte Carlo sample per caption
+    reinforce_weight: float = 6.4  # original code: 0.1 per caption (hard-coded /10) summed over B = 64
+    entropy_weight: float = 0.128  # original code: alpha_entropy_c = 0.002 per caption summed over B = 64
+    baseline: BaselineKind = "moving_average"  # paper (sec. 4.1)
+    baseline_decay: float = 0.9  # paper: b_k = 0.9 b_(k-1) + 0.1 log p(y|s,a)
+    reward: Reward = "mean"  # original code: the mean per-token log-likelihood
+    credit: Credit = "caption"  # paper: each location gets the caption's reward
+    semi_sampling: float = 0.5  # paper: the expected context with probability 0.5 per image
+    semi_sampling_final: float | None = None  # paper: a constant semi-sampling probability
+    semi_sampling_epochs: int | None = None  # ours: the schedule spans trainer.max_epochs
 
     def __post_init__(self) -> None:
         check_range("hard.samples", self.samples, low=1)

@@ -28,8 +28,6 @@ GROUPS: dict[str, type] = {
 # keys a config may state at their default: a fragment that selects the attention kind names it
 SELECTORS = {"model.attention.kind"}
 # files and settings classes the policy is still to be applied to; remove an entry once it is
-POLICY_PENDING_CONFIGS: set[str] = set()
-POLICY_PENDING_CLASSES = {"SoftObjectiveSettings", "HardObjectiveSettings"}
 
 
 def plain(value: Any) -> Any:
@@ -87,8 +85,6 @@ def restated(config: dict[str, Any], earlier: list[dict[str, Any]] = ()) -> list
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda path: path.name)
 def test_no_config_line_restates_a_default(path):
-    if path.name in POLICY_PENDING_CONFIGS:
-        pytest.skip("the defaults policy is still to be applied to this file")
     name = path.stem
     found = set(restated(read(name)))
     for fragments in NAMED_RUNS.values():  # in a named run, a line may set back what an earlier fragment changed
@@ -110,8 +106,6 @@ def test_a_restated_default_is_found_and_an_override_is_not():
 
 @pytest.mark.parametrize("settings", list(GROUPS.values()), ids=lambda settings: settings.__name__)
 def test_every_setting_names_the_source_of_its_default(settings):
-    if settings.__name__ in POLICY_PENDING_CLASSES:
-        pytest.skip("the defaults policy is still to be applied to this class")
     lines = inspect.getsource(settings).splitlines()
     unsourced = []
     for field in dataclasses.fields(settings):
