@@ -27,7 +27,6 @@ GROUPS: dict[str, type] = {
 }
 # keys a config may state at their default: a fragment that selects the attention kind names it
 SELECTORS = {"model.attention.kind"}
-# files and settings classes the policy is still to be applied to; remove an entry once it is
 
 
 def plain(value: Any) -> Any:
