@@ -112,6 +112,14 @@ def test_monte_carlo_gradient_is_unbiased():
     assert (biased - exact).norm() / exact.norm() > 0.1
 
 
+def spread_out(baseline: torch.nn.Module, expected_reward: torch.Tensor) -> None:
+    """A learned baseline b(h_{t-1}) that moves with the state, around the mean reward-to-go of the two steps (share 1
+    and 1/2)."""
+    with torch.no_grad():
+        baseline.layer.weight.mul_(20.0)
+        baseline.layer.bias.fill_(0.75 * expected_reward)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("credit", "baseline"), [("step", "moving_average"), ("caption", "leave_one_out"),
                                                   ("step", "leave_one_out"), ("step", "learned")])
@@ -123,10 +131,8 @@ def test_estimators_beyond_the_paper_are_unbiased(credit, baseline):
     objective = HardAttentionObjective(settings, hidden_dim=5).double()
     if baseline == "moving_average":
         objective.baseline.value.fill_(expected_reward)
-    if baseline == "learned":  # input-dependent, around the mean reward-to-go of the two steps (share 1 and 1/2)
-        with torch.no_grad():
-            objective.baseline.layer.weight.mul_(20.0)
-            objective.baseline.layer.bias.fill_(0.75 * expected_reward)
+    if baseline == "learned":
+        spread_out(objective.baseline, expected_reward)
     decoder.zero_grad()
     torch.manual_seed(0)
     annotations, captions = annotations.expand(SAMPLES, -1, -1), captions.expand(SAMPLES, -1)
@@ -187,9 +193,7 @@ def test_a_learned_baseline_that_sees_its_sample_is_caught():
     decoder, annotations, captions = make_problem()
     expected_reward, exact = exact_lower_bound(decoder, annotations, captions)
     objective = HardAttentionObjective(HardObjectiveSettings(baseline="learned"), hidden_dim=5).double()
-    with torch.no_grad():
-        objective.baseline.layer.weight.mul_(20.0)
-        objective.baseline.layer.bias.fill_(0.75 * expected_reward)
+    spread_out(objective.baseline, expected_reward)
     decoder.zero_grad()
     torch.manual_seed(0)
     annotations, captions = annotations.expand(SAMPLES, -1, -1), captions.expand(SAMPLES, -1)
