@@ -221,7 +221,7 @@ class ModelFlopsUtilization(ThroughputMonitor):
     def _record_forward(self, decoder: torch.nn.Module, inputs: tuple[torch.Tensor, torch.Tensor]) -> None:
         """The decoder's teacher-forced forward is the training step's: (B, L, D) annotations, (B, T+1) captions
         (with hard attention's Monte Carlo copies). Tokens stay on the device: read after the step, not during it."""
-        annotations, captions = inputs
+        annotations, captions = inputs[:2]  # (images, when given, are the third)
         tokens = (captions[:, 1:] != Vocabulary.PAD).sum()
         self._forwards.append((annotations.shape[1], captions.shape[0], tokens))
 

@@ -2,7 +2,7 @@
 
     Epoch 3: 100%|██████████| 250/250 [01:02<00:00, 4.00it/s, loss=21.30, val/bleu4=0.412, val/attention_accuracy=0.631]
     ...
-    best epoch 5 by val/bleu4, validation: bleu4 0.9123, cider 2.345, attention_accuracy 0.8123, alpha_entropy 1.234
+    kept epoch 5 (best by val/bleu4), validation: bleu4 0.9123, cider 2.345, attention_accuracy 0.8123, alpha_entropy 1.234
     test (best checkpoint): bleu1 0.9712, bleu4 0.9105, meteor 0.6012, rouge_l 0.9311, cider 2.311, ...
     checkpoints: runs/shapes_soft/checkpoints (best: best-epoch5-step1500.ckpt; last.ckpt)
     logs: runs/shapes_soft/logs/version_0 (metrics.csv, hparams.yaml, config.yaml)
@@ -117,13 +117,18 @@ class FitSummary(Callback):
         figures = {name: float(value) for name, value in trainer.callback_metrics.items() if name.startswith("val/")}
         self.validations.append((trainer.current_epoch, figures))
 
-    def best(self, trainer: L.Trainer) -> tuple[int, dict[str, float]] | None:
-        """The validation whose figure the model-selection checkpoint was kept for (the first to reach it)."""
+    def kept(self, trainer: L.Trainer) -> tuple[int, dict[str, float], str] | None:
+        """The validation of the epoch whose checkpoint model selection kept (the first to reach the monitored figure;
+        without a monitor, the last epoch), and why it was kept."""
         checkpoint = trainer.checkpoint_callback
-        score = getattr(checkpoint, "best_model_score", None)
-        if score is None or not checkpoint.monitor:
+        if checkpoint is None or not self.validations:
             return None
-        return next(((epoch, figures) for epoch, figures in self.validations
+        if not checkpoint.monitor:
+            return *self.validations[-1], "the last"
+        score = checkpoint.best_model_score
+        if score is None:
+            return None
+        return next(((epoch, figures, f"best by {checkpoint.monitor}") for epoch, figures in self.validations
                      if figures.get(checkpoint.monitor) == float(score)), None)
 
 
@@ -152,10 +157,10 @@ def summary(trainer: L.Trainer, history: FitSummary | None, test: dict[str, floa
     folders of the checkpoints and logs."""
     lines = []
     checkpoint = trainer.checkpoint_callback
-    best = history.best(trainer) if history is not None else None
-    if best is not None:
-        epoch, figures = best
-        lines.append(f"best epoch {epoch} by {checkpoint.monitor}, validation: {figures_line(figures, prefix='val/')}")
+    kept = history.kept(trainer) if history is not None else None
+    if kept is not None:
+        epoch, figures, why = kept
+        lines.append(f"kept epoch {epoch} ({why}), validation: {figures_line(figures, prefix='val/')}")
     if test:
         source = "best checkpoint" if checkpoint is not None and checkpoint.best_model_path else "final weights"
         lines.append(f"test ({source}): {figures_line(test, prefix='test/')}")

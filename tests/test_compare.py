@@ -3,6 +3,7 @@ and why, and calls two runs trained on other data only when what defines the dat
 
 import shutil
 import sys
+import warnings
 
 import pytest
 import torch
@@ -42,7 +43,8 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
     moved = copied_run(tiny_runs["soft"], tmp_path / "moved", root=str(tmp_path / "elsewhere" / "shapes"))
     logged_to_tensorboard_only(moved)
     out = tmp_path / "report"
-    with pytest.warns() as warned:
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
         main(["compare", str(tiny_runs["soft"]), str(moved), "--names", "csv", "tensorboard", "--out", str(out),
               "--images", "0", "--split", "val"])
     assert not [str(w.message) for w in warned if "other data" in str(w.message)], "a moved data folder is the same data"

@@ -2,9 +2,6 @@
 <its --config arguments> --print_config` equals the print stored in tests/fixtures/print_config/<name>.yaml, made
 by version 0.1 from the single config file the name stood for then (a stage-2 `*_finetune` file after its stage 1)."""
 
-import contextlib
-import functools
-import io
 import itertools
 import re
 from collections import Counter
@@ -14,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from caption.cli import main
+from kit.cli import printed
+
 from caption.objectives import HardObjectiveSettings, SoftObjectiveSettings
 from caption.compat import grouped
 
@@ -49,16 +47,6 @@ boxes)."""
         if group == kind:
             model[group] = asdict(settings()) | (value or {})
     return config | {"model": model, "data": config["data"] | {"source": source}}
-
-
-@functools.cache
-def printed(*args: str) -> dict:
-    """`caption fit *args --print_config`, in this process (a subprocess would start Lightning each time)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
-        main(["fit", *args, "--print_config"])
-    assert not done.value.code, done.value.code
-    return yaml.safe_load(out.getvalue())
 
 
 def fixture(name: str) -> dict:

@@ -50,8 +50,8 @@ def test_fit_prints_progress_figures_that_move_each_epoch_once_then_the_best_epo
         assert len(finished) == 1, f"epoch {epoch}'s finished bar printed {len(finished)} times:\n{fit.stdout}"
         assert "loss=" in finished[0] and "val/bleu4=" in finished[0] and "chance" not in finished[0], finished[0]
     assert not re.search(r"\d\.\d{6,}", output), "figures at a few significant digits, not 16"
-    best = next(line for line in lines if line.startswith("best epoch "))
-    assert re.fullmatch(r"best epoch [01] by val/bleu4, validation: bleu4 \S+, cider \S+.*", best), best
+    kept = next(line for line in lines if line.startswith("kept epoch "))
+    assert re.fullmatch(r"kept epoch 1 \(the last\), validation: bleu4 \S+, cider \S+.*", kept), kept
     assert any(line.startswith("test (best checkpoint): bleu1 ") for line in lines)
     assert f"checkpoints: {run / 'checkpoints'} (best: best-epoch" in output
     assert f"logs: {run / 'logs' / 'version_0'} (" in output and "metrics.csv" in output

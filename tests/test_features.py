@@ -271,7 +271,7 @@ def test_dataset_configs_parse(name, capsys):
     assert config["data"]["same_length_batches"] and config["data"]["batch_size"] == 64
     assert model["optimization"]["optimizer"] == ("rmsprop" if dataset == "flickr8k" else "adam")
     if kind == "hard":  # the original's effective weights at B = 64 (tests/test_original_objective.py)
-        assert (model["hard"]["entropy_weight"], model["hard"]["reinforce_weight"]) == (0.128, 6.4)
+        assert (model["hard"]["entropy_weight"], model["hard"]["reinforce_weight"]) == (0.002, 6.4)
     else:
         assert model["soft"]["alpha_c"] == 0.33
 

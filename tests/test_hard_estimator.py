@@ -16,7 +16,7 @@ biased, so the same comparison then fails.
 The estimators beyond the paper must stay unbiased too, and are held to the same tolerance: the per-step
 credit (reward-to-go, with the moving average scaled to the words still to come), the leave-one-out
 baseline over N = 4 samples of a caption, and the learned baseline b(h_{t-1}) (untrained here: random weights large
-enough that b moves with the state by about as much as the reward does, and a bias near the mean reward-to-go; its
+enough that b moves with the state by more than the reward does, and a bias near the mean reward-to-go; its
 value changes the variance, not the mean). Each has a negative control: the same check fails for a baseline that
 sees the sample it is subtracted from.
 """
@@ -113,10 +113,10 @@ def test_monte_carlo_gradient_is_unbiased():
 
 
 def spread_out(baseline: torch.nn.Module, expected_reward: torch.Tensor) -> None:
-    """A learned baseline b(h_{t-1}) that moves with the state, around the mean reward-to-go of the two steps (share 1
-    and 1/2)."""
+    """A learned baseline b(h_{t-1}) that moves with the state (b_2 with s_1 by more than the reward-to-go R_2 does, whose
+    standard deviation is 0.085 here), around the mean reward-to-go of the two steps (share 1 and 1/2)."""
     with torch.no_grad():
-        baseline.layer.weight.mul_(20.0)
+        baseline.layer.weight.mul_(2.0)
         baseline.layer.bias.fill_(0.75 * expected_reward)
 
 
@@ -141,7 +141,7 @@ def test_estimators_beyond_the_paper_are_unbiased(credit, baseline):
     objective(output, targets, torch.ones_like(targets, dtype=torch.double)).loss.backward()
     if baseline == "learned":  # b_2 = b(h_1) moves with s_1 by about as much as the reward-to-go R_2 does
         values = objective.baseline(None, hidden=output.hidden, share=None)[:, 1].detach()
-        assert values.std() > 0.5 * abs(float(expected_reward)) / 2, "the learned baseline is nearly constant"
+        assert values.std() > 0.1, "the learned baseline is nearly constant"
     estimate = -flat_grad(decoder)
     attention = scorer_slice(decoder)
     for part, name in ((slice(None), "all"), (attention, "f_att")):

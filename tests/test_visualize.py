@@ -12,7 +12,7 @@ from matplotlib.patches import Rectangle
 from PIL import Image
 from torchvision.transforms.functional import gaussian_blur
 
-import caption.commands.describe
+import caption.visualize
 from caption.cli import main
 from caption.data.karpathy import KarpathySource
 from caption.data.shapes import ShapesSource
@@ -140,7 +140,7 @@ def test_describe_photographs_awkward_images_and_a_folder(tiny_runs, tmp_path, m
         figures.append((item, overlay_figure(item, **kwargs)))
         return figures[-1][1]
 
-    monkeypatch.setattr(caption.commands.describe, "overlay_figure", recording_figure)
+    monkeypatch.setattr(caption.visualize, "overlay_figure", recording_figure)  # describe imports it when it runs
     expected = awkward_images(tmp_path / "images")
     out = tmp_path / "out"
     with pytest.warns(UserWarning, match="broken.jpg"):

@@ -6,8 +6,6 @@ command line reads the same across `caption fit/test/predict` and `caption descr
 
 import argparse
 
-from caption.metrics import METEOR_TIMEOUT
-
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
@@ -43,5 +41,5 @@ def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None) -> N
 def add_scoring(parser: argparse.ArgumentParser) -> None:
     """--split and --meteor_timeout, for the commands that score a split."""
     parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
-    parser.add_argument("--meteor_timeout", type=float, default=METEOR_TIMEOUT,
-                        help=f"seconds before METEOR counts as missing (default: {METEOR_TIMEOUT:g})")
+    parser.add_argument("--meteor_timeout", type=float, default=None,
+                        help="seconds before METEOR counts as missing (default: caption.metrics.METEOR_TIMEOUT)")

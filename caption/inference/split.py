@@ -52,7 +52,7 @@ def evaluate(
     split: str = "test",
     beam_size: int | None = None,
     max_length: int | None = None,
-    meteor_timeout: float = METEOR_TIMEOUT,
+    meteor_timeout: float | None = None,
     description: str = "decoding",
     out: Path | None = None,
     cache: PTBCache | None = None,
@@ -77,7 +77,8 @@ def evaluate(
     if out is not None:
         write_captions({item.image_id: item.caption for item in captioned}, out, file_names=file_names)
     evaluation = score_split(captioned, split=split, beam_size=beam_size, image_size=tuple(data.image_size),
-                             word_labels=data.source.word_labels, meteor_timeout=meteor_timeout, cache=cache)
+                             word_labels=data.source.word_labels, cache=cache,
+                             meteor_timeout=METEOR_TIMEOUT if meteor_timeout is None else meteor_timeout)
     return replace(evaluation, file_names=file_names)
 
 

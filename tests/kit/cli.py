@@ -2,6 +2,9 @@
 or in a subprocess (`caption`, `start`) where a test needs the process's own signals, exit status or Lightning's DDP
 launcher; and reading its one-line errors."""
 
+import contextlib
+import functools
+import io
 import os
 import subprocess
 import sys
@@ -10,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from caption.cli import main
 
@@ -78,3 +82,13 @@ def failed(args: list[str]) -> str:
     with pytest.raises(SystemExit) as exit_:
         main(args)
     return one_line_error(str(exit_.value.code))
+
+
+@functools.cache
+def printed(*args: str) -> dict:
+    """`caption fit *args --print_config`, in this process (a subprocess would start Lightning each time)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+        main(["fit", *args, "--print_config"])
+    assert not done.value.code, done.value.code
+    return yaml.safe_load(out.getvalue())
