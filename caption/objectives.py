@@ -21,7 +21,7 @@ choice); b_t = b, the moving average b ← 0.9 b + 0.1 r̄ (sec. 4.1). Images ma
 expected context: they carry no REINFORCE term, and the NLL's gradient through α (exact for the expected
 context) is kept, as in the original's scan.
 
-Beyond the paper (each off by default; README "Hard attention" measures them), lower-variance estimators:
+Beyond the paper (each off by default; docs/measurements.md measures them), lower-variance estimators:
   - `credit: step`: location s̃_t is credited only with the words it can affect, R_t = Σ_{t'≥t} ℓ_t'
     (divided by the caption's length n for "mean"): the reward-to-go of REINFORCE (Williams, 1992), still
     unbiased, since s̃_t cannot change the words before t. The moving average then stands for the share of
