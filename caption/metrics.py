@@ -371,6 +371,7 @@ def step_entropy(alpha: torch.Tensor) -> torch.Tensor:
 
 
 def mean_entropy(entropies: Iterable[torch.Tensor]) -> float:
-    """The mean over every generated step of per-caption `step_entropy`s; NaN without any step."""
-    steps = torch.cat([torch.zeros(0), *entropies])
+    """The mean over every generated step of per-caption `step_entropy`s; NaN without any step. Summed in float64, so
+    the order the ranks gathered the captions in does not change the figure."""
+    steps = torch.cat([torch.zeros(0, dtype=torch.float64), *(entropy.double() for entropy in entropies)])
     return float(steps.mean()) if len(steps) else float("nan")
