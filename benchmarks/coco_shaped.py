@@ -118,7 +118,8 @@ class SyntheticVGG(nn.Module):
 
 def write_cache(out: Path, *, num_workers: int) -> None:
     """The feature cache of out/dataset_coco.json, through `build_cache`, for the shipped coco_soft config."""
-    from caption.commands.lightning import CaptionArgumentParser, CaptionCLI
+    from caption.commands.argument_parser import CaptionArgumentParser
+    from caption.commands.lightning import CaptionCLI
     from caption.data.datamodule import CaptionDataModule
     from caption.data.features import build_cache
     from caption.module import CaptionModule

@@ -6,7 +6,8 @@ import inspect
 import pytest
 from jsonargparse import ArgumentParser
 
-from caption.commands.lightning import CaptionArgumentParser, CaptionCLI
+from caption.commands.argument_parser import CaptionArgumentParser
+from caption.commands.lightning import CaptionCLI
 from caption.data.datamodule import CaptionDataModule
 from caption.data.karpathy import CocoSource, KarpathySource
 from caption.data.records import CaptionSource

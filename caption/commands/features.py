@@ -22,7 +22,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--config", action="append", required=True, metavar="CONFIG",
                         help="the training config (YAML); may be given more than once, as for `caption fit`")
     args, overrides = parser.parse_known_args(argv)
-    from caption.commands.lightning import CaptionArgumentParser, CaptionCLI
+    from caption.commands.argument_parser import CaptionArgumentParser
+    from caption.commands.lightning import CaptionCLI
     from caption.data.datamodule import CaptionDataModule
     from caption.data.features import FeatureCacheError, build_cache
     from caption.module import CaptionModule
