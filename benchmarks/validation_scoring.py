@@ -16,7 +16,8 @@ import statistics
 import time
 from datetime import date
 
-from caption.metrics import PTBCache, coco_scores, score_captions
+from caption.metrics import coco_scores, score_captions
+from caption.ptb_tokenizer import PTBCache
 from caption.text import tokenize
 
 WORDS = "a man 's dog is running on the green grass near two red cars and a small white house".split()

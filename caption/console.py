@@ -5,7 +5,7 @@
 
 Left out by default: deprecation warnings that the dependencies raise about each other (e.g. Lightning's use of a
 torch name torch deprecates), Lightning's advertising tips, and the notes the project's own libraries log at
-debug level (coco-caption's Java tokenizer saying how many tokens it read: `caption.metrics`). Warnings raised
+debug level (coco-caption's Java tokenizer saying how many tokens it read: `caption.ptb_tokenizer`). Warnings raised
 about this project's own code and every other warning still show. All of it holds for the duration of one
 command only (`console`, around `caption.cli.main`): importing or calling the library changes no warning filter
 and no logger.

@@ -4,8 +4,8 @@ Validation and `caption test` (inside Lightning, `EpochCaptions`), `caption eval
 (`caption.inference.evaluate`) all turn each decoded batch into `Captioned` items (`captioned_batch`), gather them
 by image id (`gather_by_image`, which `caption predict`'s writer uses too) and score them with `score_split`: raw
 candidates and raw references through coco-caption's PTB tokenizer, pycocoevalcap's scorers, the mean entropy of
-α per step and, where the data has object boxes, where each object noun looked (`caption.metrics.localisation`).
-The references' tokens are kept in a `PTBCache`, so each epoch's validation runs the tokenizer (Java) on the new
+α per step and, where the data has object boxes, where each object noun looked
+(`caption.attention_scores.localisation`). The references' tokens are kept in a `PTBCache`, so each epoch's validation runs the tokenizer (Java) on the new
 candidates only. The result is an `Evaluation`; its table and metrics.json are in `caption.report`.
 """
 
@@ -19,9 +19,11 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from caption.attention_scores import localisation, mean_entropy, step_entropy
 from caption.data.records import ObjectBox
 from caption.decoding import Caption
-from caption.metrics import METEOR_TIMEOUT, METRICS, PTBCache, coco_scores, localisation, mean_entropy, step_entropy
+from caption.metrics import METEOR_TIMEOUT, METRICS, coco_scores
+from caption.ptb_tokenizer import PTBCache
 from caption.report import Evaluation
 
 Key = TypeVar("Key")

@@ -11,8 +11,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from caption.attention_scores import Localisation
 from caption.decoding import Caption
-from caption.metrics import METRICS, PTB_JAVA, Localisation
+from caption.metrics import METRICS
+from caption.ptb_tokenizer import PTB_JAVA
 
 METRIC_NAMES = {
     "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4",
@@ -33,7 +35,7 @@ class Evaluation:
     captions: dict[int, Caption] = field(repr=False)  # image id -> caption, in the loader's order
     localisation: Localisation | None = None  # None when the data has no object boxes
     alpha_entropy: float = float("nan")  # mean H(α_t) over generated steps
-    tokenizer: str = PTB_JAVA  # caption.metrics.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
+    tokenizer: str = PTB_JAVA  # caption.ptb_tokenizer.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
     references: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # image id -> raw references
     locations: int = 0  # L, the attention locations (log L: the entropy of uniform α); 0 when unknown
     file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any

@@ -30,7 +30,7 @@ from matplotlib.figure import Figure, SubFigure
 from matplotlib.patches import Rectangle
 from torch import Tensor
 
-from caption.metrics import attention_grid
+from caption.attention_grid import attention_grid
 
 SIGMA_CELLS = 1.0  # Gaussian σ in grid cells (ours; the original code's 20 px at 16 px per cell is 1.25)
 COLORMAP = "inferno"

@@ -15,7 +15,8 @@ import re
 import tempfile
 
 from caption.data.shapes import ShapesSource
-from caption.metrics import PTB_JAVA, PTB_PYTHON, ptb_tokenize, python_ptb_tokenize, score_captions
+from caption.metrics import score_captions
+from caption.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, ptb_tokenize, python_ptb_tokenize
 
 SCORED = ("bleu1", "bleu2", "bleu3", "bleu4", "rouge_l", "cider")
 FRAGMENTS = (

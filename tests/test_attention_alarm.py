@@ -9,10 +9,11 @@ import pytest
 import torch
 from kit.models import tiny_groups
 
+from caption.attention_grid import cell_centres, inside
+from caption.attention_scores import Localisation
 from caption.data.datamodule import CaptionDataModule
 from caption.data.shapes import ShapesSource
 from caption.decoding import Caption
-from caption.metrics import Localisation, cell_centres, inside
 from caption.module import CaptionModule
 from caption.report import Evaluation, not_looking
 

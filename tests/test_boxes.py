@@ -14,17 +14,17 @@ import torch
 from kit.data import coco_instances, coco_official, karpathy_dataset
 from PIL import Image
 
+from caption.attention_scores import Localisation, localisation
 from caption.cli import main
 from caption.data.annotation_files import DatasetFormatError
-from caption.data.category_words import category_word_labels
+from caption.data.category_words import category_word_labels, named_labels
 from caption.data.coco_categories import COCO_CATEGORIES, COCO_WORD_LABELS, plural
-from caption.data.images import boxes_in_input, crop_offset, image_transform
 from caption.data.datamodule import CaptionDataModule
+from caption.data.images import boxes_in_input, crop_offset, image_transform
 from caption.data.karpathy import CocoSource, KarpathySource
 from caption.data.records import ObjectBox
 from caption.data.shapes import ShapesSource
 from caption.errors import ConfigError
-from caption.metrics import Localisation, localisation, named_labels
 from caption.report import Evaluation
 
 REPO = Path(__file__).resolve().parents[1]

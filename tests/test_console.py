@@ -12,7 +12,7 @@ from kit.cli import REPO, caption, environment
 from kit.tiny import fit_args
 
 from caption.console import console
-from caption.metrics import ptb_tokenize
+from caption.ptb_tokenizer import ptb_tokenize
 
 LIGHT_COMMANDS = ("describe", "evaluate", "compare", "features", "migrate-config")
 HEAVY_MODULES = ("torch", "lightning", "matplotlib", "pycocoevalcap", "PIL")

@@ -17,22 +17,16 @@ from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 from pycocotools.coco import COCO
 
-from caption import metrics
+from caption import meteor, metrics, ptb_tokenizer
+from caption.attention_grid import attention_grid, location_center
+from caption.attention_scores import Localisation, localisation, mean_entropy, step_entropy
 from caption.cli import main
 from caption.comparison.table import dataset_name, results_table
 from caption.data.records import ObjectBox
 from caption.data.shapes import KINDS, ShapesSource
 from caption.decoding import Caption
 from caption.inference import Evaluation, load_trained, write_evaluation
-from caption.metrics import (
-    Localisation,
-    attention_grid,
-    coco_scores,
-    localisation,
-    location_center,
-    mean_entropy,
-    step_entropy,
-)
+from caption.metrics import coco_scores
 
 CANDIDATES = {
     7: "A large red circle, left of a small blue square.",
@@ -61,7 +55,7 @@ def pycocoevalcap_directly(candidates, references):
 
 
 def test_scores_equal_pycocoevalcap_called_directly():
-    assert coco_scores(CANDIDATES, REFERENCES) == (pycocoevalcap_directly(CANDIDATES, REFERENCES), metrics.PTB_JAVA)
+    assert coco_scores(CANDIDATES, REFERENCES) == (pycocoevalcap_directly(CANDIDATES, REFERENCES), ptb_tokenizer.PTB_JAVA)
 
 
 class NoJava:
@@ -84,7 +78,7 @@ class HangingMeteor:
 def test_meteor_missing_or_hanging_is_reported_missing_and_the_rest_still_scored(monkeypatch, broken, timeout):
     tokenized = {key: caption.lower() for key, caption in {1: "a red circle", 2: "a square"}.items()}
     references = {1: ["a red circle", "the circle"], 2: ["a blue square", "a square"]}
-    monkeypatch.setattr(metrics, "Meteor", broken)
+    monkeypatch.setattr(meteor, "Meteor", broken)
     reason = "FileNotFoundError: .* 'java'" if broken is NoJava else "no answer within 0.5 s"
     with pytest.warns(UserWarning, match=f"METEOR is missing \\({reason}\\)"):
         scores = metrics.score_captions(tokenized, references, meteor_timeout=timeout)
@@ -255,7 +249,7 @@ def test_evaluate_data_from_config_and_clear_errors(tiny_runs, tmp_path, capsys,
     settings.pop("_instantiator")
     settings["source"]["init_args"]["num_test"] = 3
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"attention": {"kind": "hard"}}, "data": settings}))
-    monkeypatch.setattr(metrics, "Meteor", NoJava)  # and METEOR missing: everything else is still written
+    monkeypatch.setattr(meteor, "Meteor", NoJava)  # and METEOR missing: everything else is still written
     with pytest.warns(UserWarning, match="METEOR is missing"):
         main(["evaluate", "--ckpt", str(checkpoint), "--config", str(tmp_path / "config.yaml"),
               "--out", str(tmp_path / "a")])

@@ -14,9 +14,10 @@ import yaml
 from kit.data import write_image
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-from caption import metrics
+from caption import metrics, ptb_tokenizer
 from caption.cli import main
-from caption.metrics import METRICS, PTB_JAVA, PTB_PYTHON, PTBCache
+from caption.metrics import METRICS
+from caption.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, PTBCache
 from caption.text import tokenize
 
 # what people write: capitals, commas, full stops, brackets, quotes, contractions, possessives; longer than the
@@ -81,7 +82,7 @@ def logged_test_scores(folder: Path) -> dict[str, float]:
 @pytest.mark.slow
 def test_caption_test_and_caption_evaluate_give_the_same_numbers(tmp_path):
     config = write_config(tmp_path)
-    ptb, _ = metrics.ptb_tokenize({0: references_of(0)})
+    ptb, _ = ptb_tokenizer.ptb_tokenize({0: references_of(0)})
     assert all(ptb_words != " ".join(tokenize(raw)) for ptb_words, raw in zip(ptb[0], references_of(0)))
 
     main(["fit", "--config", str(config)])
@@ -117,7 +118,7 @@ class CountingTokenizer(PTBTokenizer):
 
 @pytest.mark.skipif(not HAS_JAVA, reason="counts calls of coco-caption's Java tokenizer")
 def test_references_are_tokenised_once_then_only_new_candidates(monkeypatch):
-    monkeypatch.setattr(metrics, "PTBTokenizer", CountingTokenizer)
+    monkeypatch.setattr(ptb_tokenizer, "PTBTokenizer", CountingTokenizer)
     CountingTokenizer.lines = []
     references = {i: references_of(i) for i in range(4)}
     cache = PTBCache()

@@ -30,8 +30,8 @@ from caption import evaluation as evaluation_module
 from caption.cli import main
 from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
 from caption.inference import Captioner
-from caption.metrics import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.outputs import OutputError
+from caption.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 
 HAS_JAVA = subprocess.run(["which", "java"], capture_output=True).returncode == 0
 

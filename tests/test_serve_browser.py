@@ -22,9 +22,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from test_visualize import word_axes
 
+from caption.attention_grid import attention_grid
 from caption.checkpoints import find_checkpoint
 from caption.inference import Captioner
-from caption.metrics import attention_grid
 from caption.visualize import COLORMAP, HEAT_OPACITY, grey, to_uint8
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")

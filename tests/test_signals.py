@@ -10,7 +10,7 @@ import pytest
 from kit.cli import REPO, caption
 from kit.tiny import fit_args
 
-from caption import metrics
+from caption import meteor
 from caption.cli import INTERRUPTED, TERMINATED, main
 from caption.inference import Captioner
 from caption.module import CaptionModule
@@ -70,15 +70,15 @@ def test_evaluate_without_java_ends_without_a_meteor_traceback(tiny_runs, tmp_pa
 def test_a_hung_meteor_is_stopped_and_reaped_without_waiting_for_its_lock(monkeypatch):
     started = []
 
-    class Hanging(metrics.Meteor):
+    class Hanging(meteor.Meteor):
         def __init__(self):  # a Java process that never answers
             self.meteor_p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             self.lock = threading.Lock()
             started.append(self.meteor_p)
 
-    monkeypatch.setattr(metrics, "Meteor", Hanging)
+    monkeypatch.setattr(meteor, "Meteor", Hanging)
     with pytest.warns(UserWarning, match="no answer within 0.5 s"):
-        score = metrics._meteor({1: ["a red circle"]}, {1: ["a circle"]}, timeout=0.5)
+        score = meteor.meteor_score({1: ["a red circle"]}, {1: ["a circle"]}, timeout=0.5)
     assert math.isnan(score)
     assert started[0].returncode is not None, "killed and reaped: no defunct process is left"

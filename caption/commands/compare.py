@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     from caption.comparison.models import data_differences, read_models
     from caption.comparison.table import dataset_name, results_table, write_report
     from caption.inference import build_data, evaluate, write_evaluation
-    from caption.metrics import PTBCache
+    from caption.ptb_tokenizer import PTBCache
 
     writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
     models = read_models(args.models, names=args.names, device=args.device, config=args.config)

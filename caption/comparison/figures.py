@@ -9,8 +9,8 @@ from matplotlib.figure import Figure
 
 from caption.comparison.logs import CURVES, Curves, UnreadableLogs, read_curves
 from caption.comparison.models import Model
+from caption.data.category_words import named_labels
 from caption.data.datamodule import CaptionDataModule
-from caption.metrics import named_labels
 from caption.outputs import save_figure
 from caption.report import Evaluation
 from caption.visualize import Overlay, comparison_figure, to_uint8

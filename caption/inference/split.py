@@ -17,14 +17,15 @@ from typing import Any
 from lightning.pytorch.cli import instantiate_module
 from tqdm import tqdm
 
-from caption.data.datamodule import CaptionDataModule
 from caption.class_paths import checked, source_base
+from caption.data.datamodule import CaptionDataModule
 from caption.decoding import Caption
 from caption.errors import ConfigError
 from caption.evaluation import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
-from caption.metrics import METEOR_TIMEOUT, PTBCache
+from caption.metrics import METEOR_TIMEOUT
 from caption.outputs import write_text
+from caption.ptb_tokenizer import PTBCache
 from caption.report import Evaluation
 from caption.results import result, write_results
 

@@ -19,13 +19,13 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from PIL import Image
 
+from caption.attention_grid import attention_grid
 from caption.comparison.models import Model
 from caption.data.images import read_rgb
 from caption.data.records import CaptionSource, ImageRecord
 from caption.decoding import Caption
 from caption.errors import CaptionError, ConfigError
 from caption.inference import training_data
-from caption.metrics import attention_grid
 from caption.serving import MAX_CAPTIONS
 from caption.visualize import COLORMAP, Overlay, overlay_pixels, shared_vmax, to_uint8
 
