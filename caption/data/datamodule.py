@@ -1,198 +1,37 @@
-"""From records to batches: datasets, padding, the vocabulary, and the LightningDataModule.
+"""The LightningDataModule: a data source's records into the loaders of training, validation, test and predict.
 
 Training iterates over (image, caption) pairs, as the paper does; validation and test iterate over
-images, each carrying all its references for corpus-level scoring. The vocabulary is built from
-the training split only and handed to the model (the CLI links `data.vocabulary` to
-`model.vocabulary`), so every checkpoint carries the words it was trained with.
+images, each carrying all its references for corpus-level scoring (`caption.data.datasets`, batched by
+`caption.data.collate`). The vocabulary is built from the training split only and handed to the model (the CLI
+links `data.vocabulary` to `model.vocabulary`), so every checkpoint carries the words it was trained with. Images
+that cannot be used are found before training (`data.on_bad_image`), or skipped as they fail while loading
+(`caption.data.skipped_images`).
 """
 
 import functools
 import os
-from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal
 
 import lightning as L
-import torch
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
-from PIL import Image
-from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from caption.checkpoints import read_checkpoint
 from caption.data.category_words import LABELS_KEY, references_name_a_label
+from caption.data.collate import collate
+from caption.data.datasets import CaptionPairs, ImageFiles, Images, LongCaptions
 from caption.data.features import FeatureCache, cache_config
-from caption.data.images import BadImageError, image_files, list_bad_images, read_rgb, report_bad_images
-from caption.data.records import BadImage, CaptionSource, ImageRecord, absolute_paths
-from caption.data.sampler import (
-    GroupedBatchSampler,
-    ImageBatchSampler,
-    LengthBatchSampler,
-    RandomBatchSampler,
-    ResumableLoader,
-)
+from caption.data.images import image_files, report_bad_images
+from caption.data.records import CaptionSource, ImageRecord, absolute_paths
+from caption.data.sampler import ResumableLoader, batch_grouping
+from caption.data.skipped_images import SkippedImages
+from caption.data.usable_captions import with_usable_captions
 from caption.encoder import EncoderSettings
-from caption.errors import CaptionWarning, ConfigError
+from caption.errors import ConfigError
 from caption.text import Vocabulary, tokenize
 
-LongCaptions = Literal["truncate", "drop"]
 SPLITS = ("train", "val", "test")
-PREDICTED = "files"  # the split of `BadImage`s among the image files `caption predict` is given
 TOUCHED = {"truncate": "truncated", "drop": "left out"}  # what `long_captions` did, for the log
-
-
-def inputs(
-    source: CaptionSource, features: FeatureCache | None, record: ImageRecord, *, skip_bad: bool = False
-) -> dict[str, Any]:
-    """{"annotations": (L, D)} from the feature cache if there is one, else {"image": (3, H, W)}.
-
-    With `skip_bad`, an image that fails to load gives {"bad_image": BadImage} instead of raising;
-    `collate` leaves it out of the batch and lists it.
-    """
-    if features is not None:
-        return {"annotations": features.annotations(record.image_id)}
-    try:
-        return {"image": source.image(record)}
-    except BadImageError as error:
-        if not skip_bad:
-            raise
-        return {"bad_image": error.bad or BadImage(record.image_id, record.split, record.file, str(error))}
-
-
-def report_uncaptioned(*, empty_captions: int, uncaptioned: dict[str, list[int]]) -> None:
-    """Warn about captions without words, and name per split the images left with no usable caption."""
-    if empty_captions:
-        rank_zero_warn(f"left out {empty_captions} captions without words (empty, whitespace or punctuation only)")
-    for split, ids in uncaptioned.items():
-        shown = ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-        changed = "" if split == "train" else (
-            f": the {split} set is not the full split, so its scores are not comparable with those on the full split"
-        )
-        rank_zero_warn(f"left out {len(ids)} {split} images without a usable caption (ids {shown}){changed}")
-
-
-class CaptionPairs(Dataset):
-    """One item per (image, reference caption) of the given records.
-
-    Captions longer than `max_length` words are cut to that length or left out (`long_captions`),
-    counted in `truncated` and `dropped`. `lengths[i]` is item i's length in tokens with <start>/<end>.
-    """
-
-    def __init__(
-        self,
-        source: CaptionSource,
-        records: list[ImageRecord],
-        vocabulary: Vocabulary,
-        max_length: int,
-        long_captions: LongCaptions = "truncate",
-        features: FeatureCache | None = None,
-        skip_bad: bool = False,
-    ):
-        self.source = source
-        self.records = records
-        self.features = features
-        self.skip_bad = skip_bad
-        self.items: list[tuple[int, list[int]]] = []
-        self.truncated = self.dropped = 0
-        for index, record in enumerate(records):
-            for reference in record.references:
-                tokens = tokenize(reference)
-                if len(tokens) > max_length and long_captions == "drop":
-                    self.dropped += 1
-                    continue
-                self.truncated += len(tokens) > max_length
-                if tokens:
-                    self.items.append((index, vocabulary.encode(tokens[:max_length])))
-        self.lengths = [len(caption) for _, caption in self.items]
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        record_index, caption = self.items[index]
-        record = self.records[record_index]
-        item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)  # {"image": (3, H, W)}, ...
-        return {**item, "caption": torch.tensor(caption), "image_id": record.image_id}
-
-
-class Images(Dataset):
-    """One item per image, with all its raw references (scored after coco-caption's PTB tokenizer)."""
-
-    def __init__(
-        self, source: CaptionSource, records: list[ImageRecord], features: FeatureCache | None = None,
-        skip_bad: bool = False,
-    ):
-        self.source = source
-        self.records = records
-        self.features = features
-        self.skip_bad = skip_bad
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        record = self.records[index]
-        item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)
-        item = {**item, "image_id": record.image_id, "references": list(record.references)}
-        # boxes in the encoder input's frame, for attention accuracy; plain dicts, as Lightning moves batches through
-        # its collections
-        boxes = self.source.input_boxes(record)
-        return item | ({"objects": [box.to_dict() for box in boxes]} if boxes else {})
-
-
-class ImageFiles(Dataset):
-    """Image files from outside the dataset (`caption predict` on a folder): each prepared with the source's
-    `inference_transform`; an unreadable one is skipped with a warning (`collate` leaves it out)."""
-
-    def __init__(self, files: list[Path], transform: Callable[[Image.Image], Tensor]):
-        self.files = files
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return len(self.files)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        file = self.files[index]
-        try:
-            image = self.transform(read_rgb(str(file), min_side=1))  # (3, H, W)
-        except BadImageError as error:
-            return {"bad_image": BadImage(index, PREDICTED, str(file), str(error))}
-        return {"image": image, "image_id": index, "file": str(file)}
-
-
-def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[str, Any]:
-    """Stack images (or cached annotations), pad captions with <pad> to (B, T+1), keep references as lists.
-
-    Images that failed to load (data.on_bad_image: skip) are left out and listed in batch["bad_images"]. A batch in
-    which every image failed is an error, or with `allow_empty` (`caption predict`, which keeps the other batches'
-    captions) a batch of no images: {"image_id": empty, "bad_images": [...]}.
-    """
-    bad = [item["bad_image"] for item in items if "bad_image" in item]
-    items = [item for item in items if "bad_image" not in item]
-    if not items and allow_empty:
-        return {"image_id": torch.zeros(0, dtype=torch.long), "bad_images": bad}
-    if not items:
-        raise BadImageError(f"every image of a batch failed to load: {'; '.join(map(str, bad))} (with "
-                            "data.batch_by_image a training batch holds only a few images: set it to false, or raise "
-                            "data.batch_size, to skip such images with data.on_bad_image: skip)")
-    key = "annotations" if "annotations" in items[0] else "image"
-    batch: dict[str, Any] = {
-        key: torch.stack([item[key] for item in items]),  # (B, 3, H, W) or (B, L, D)
-        "image_id": torch.tensor([item["image_id"] for item in items]),
-        "bad_images": bad,
-    }
-    if "caption" in items[0]:
-        captions = [item["caption"] for item in items]
-        batch["caption"] = torch.nn.utils.rnn.pad_sequence(captions, batch_first=True, padding_value=Vocabulary.PAD)
-    if "references" in items[0]:
-        batch["references"] = [item["references"] for item in items]
-    if any("objects" in item for item in items):  # boxes: on some images only (COCO has unannotated ones)
-        batch["objects"] = [item.get("objects", []) for item in items]
-    if "file" in items[0]:
-        batch["file"] = [item["file"] for item in items]
-    return batch
 
 
 class CaptionDataModule(L.LightningDataModule):
@@ -294,7 +133,7 @@ class CaptionDataModule(L.LightningDataModule):
         self.batch_by_image = batch_by_image
         self.on_bad_image = on_bad_image
         self.max_skipped_share = max_skipped_share
-        self.failed: dict[int, BadImage] = {}  # images that failed while loading (on_bad_image: skip), by id
+        self.skipped = SkippedImages(max_share=max_skipped_share)  # images that failed while loading
         self.check_images = check_images
         self.features = features
         self.predict = predict
@@ -313,15 +152,7 @@ class CaptionDataModule(L.LightningDataModule):
         punctuation); an image left with no caption (or with none at all) is left out. Both are
         counted in warnings, the images named per split."""
         if self._records is None:
-            self._records, empty, uncaptioned = [], 0, defaultdict(list)
-            for record in self.source.records():
-                references = tuple(text for text in record.references if any(ch.isalnum() for ch in text))
-                empty += len(record.references) - len(references)
-                if references:
-                    self._records.append(replace(record, references=references))
-                else:
-                    uncaptioned[record.split].append(record.image_id)
-            report_uncaptioned(empty_captions=empty, uncaptioned=uncaptioned)
+            self._records = with_usable_captions(self.source.records())
             if not references_name_a_label(self._records, self.source.word_labels):
                 labels = sorted({box.label for record in self._records for box in record.objects})
                 rank_zero_warn(f"data.source has boxes of {', '.join(labels[:8])}{' ...' * (len(labels) > 8)} but no "
@@ -393,7 +224,9 @@ class CaptionDataModule(L.LightningDataModule):
             f"data.max_length={self.max_length} words were {TOUCHED[self.long_captions]}."
         )
         world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
-        grouping, groups = self.batch_grouping(dataset)
+        grouping, groups = batch_grouping(images=[image for image, _ in dataset.items], lengths=dataset.lengths,
+                                          batch_by_image=self.batch_by_image,
+                                          same_length_batches=self.same_length_batches)
         sampler = grouping(
             DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False),
             batch_size=self.batch_size,
@@ -403,15 +236,6 @@ class CaptionDataModule(L.LightningDataModule):
         # resumable: a run stopped mid-epoch continues the epoch where it stopped (caption.data.sampler)
         return ResumableLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
                                persistent_workers=self.num_workers > 0)
-
-    def batch_grouping(self, dataset: CaptionPairs) -> tuple[type[GroupedBatchSampler], list[int]]:
-        """The training batch sampler (`same_length_batches`, `batch_by_image`, else random batches) and every
-        item's group for it."""
-        if self.batch_by_image:
-            return ImageBatchSampler, [image for image, _ in dataset.items]
-        if self.same_length_batches:
-            return LengthBatchSampler, dataset.lengths
-        return RandomBatchSampler, [0] * len(dataset)
 
     def _images_loader(self, split: str, *, allow_empty: bool = False) -> DataLoader:
         images = Images(self.source, self.usable(split), self._cache, skip_bad=self.skip_bad)
@@ -446,24 +270,8 @@ class CaptionDataModule(L.LightningDataModule):
 
     def count_skipped(self, batch: dict[str, Any]) -> dict[str, Any]:
         """Count the images `collate` left out because they failed to load; stop past `max_skipped_share`."""
-        bad_images = batch.pop("bad_images", [])
-        for bad in [bad for bad in bad_images if bad.split == PREDICTED]:  # files from outside the dataset
-            rank_zero_warn(f"skipping {bad.file}: {bad.reason}", category=CaptionWarning)
-        new = [bad for bad in bad_images if bad.split != PREDICTED and bad.image_id not in self.failed]
-        for bad in new:
-            self.failed[bad.image_id] = bad
-            rank_zero_warn(f"skipping {bad} (data.on_bad_image: skip); {len(self.failed)} such images so far",
-                           category=CaptionWarning)
-        if new and len(self.failed) > self.max_skipped_share * (total := len(self.records())):
-            raise BadImageError(
-                f"{len(self.failed)} of {total} images failed while loading, more than data.max_skipped_share="
-                f"{self.max_skipped_share}: {list_bad_images(list(self.failed.values()))}. Fix or remove them, or "
-                "run `caption features` or set data.check_images: decode to find them all before training"
-            )
-        return batch
+        return self.skipped.count(batch, total=lambda: len(self.records()))
 
     def report_skipped(self) -> None:
         """List, at the end, the images that failed while loading and were skipped."""
-        if self.failed:
-            rank_zero_warn(f"skipped {len(self.failed)} images that failed while loading (data.on_bad_image: skip): "
-                           f"{list_bad_images(list(self.failed.values()))}", category=CaptionWarning)
+        self.skipped.report()

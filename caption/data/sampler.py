@@ -183,6 +183,18 @@ class RandomBatchSampler(LengthBatchSampler):
     smaller."""
 
 
+def batch_grouping(
+    *, images: list[int], lengths: list[int], batch_by_image: bool, same_length_batches: bool
+) -> tuple[type[GroupedBatchSampler], list[int]]:
+    """The training batch sampler (`same_length_batches`, `batch_by_image`, else random batches) and every item's
+    group for it, from each item's image and its caption's length."""
+    if batch_by_image:
+        return ImageBatchSampler, images
+    if same_length_batches:
+        return LengthBatchSampler, lengths
+    return RandomBatchSampler, [0] * len(lengths)
+
+
 class ResumableLoader(DataLoader):
     """A DataLoader over a `GroupedBatchSampler` whose place in the epoch Lightning saves in checkpoints and restores
     on `--ckpt_path last` (Lightning's Stateful protocol: `state_dict`, `load_state_dict`).
