@@ -9,6 +9,7 @@ rule-based and needs no downloaded NLTK data.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +20,12 @@ from caption.errors import CheckpointError
 from caption.outputs import write_text
 
 _TOKENIZER = TreebankWordTokenizer()
+# Most captions are plain ("A man riding a wave on top of a surfboard."): lowercase letters, digits, spaces, commas
+# and one final period. The Treebank tokenizer splits those at spaces, commas and the final period, so splitting there
+# directly gives its tokens ~40x faster (COCO's 616,767 captions in seconds). Left to it: a comma before a digit or
+# another comma (kept attached), its contractions ("cannot" -> "can not", "gonna" -> "gon na", ...) and anything else.
+_PLAIN = re.compile(r"[a-z0-9 ,]*\.? *")
+_NOT_PLAIN = re.compile(r",[\d,]|cannot|gimme|gonna|gotta|lemme|wanna")
 
 
 def tokenize(text: str) -> list[str]:
@@ -28,7 +35,10 @@ def tokenize(text: str) -> list[str]:
     "3d" survive while ".", "--" and the Treebank quote tokens "``"/"''" do not.
     Non-ASCII letters count as letters ("café" is kept as one token).
     """
-    tokens = _TOKENIZER.tokenize(text.lower())
+    lowered = text.lower()
+    if _PLAIN.fullmatch(lowered) and not _NOT_PLAIN.search(lowered):
+        return lowered.replace(",", " ").replace(".", " ").split()
+    tokens = _TOKENIZER.tokenize(lowered)
     return [token for token in tokens if any(ch.isalnum() for ch in token)]
 
 

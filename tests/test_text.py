@@ -3,6 +3,8 @@ import random
 
 import pytest
 
+from nltk.tokenize import TreebankWordTokenizer
+
 from caption.text import Vocabulary, tokenize
 
 
@@ -24,6 +26,19 @@ def test_tokenize_non_ascii():
 
 def _captions():
     return [tokenize(c) for c in ["a red circle", "a blue circle", "a red square", "a dog"]]
+
+
+def test_plain_captions_split_exactly_as_the_treebank_tokenizer_does():
+    """The fast path for plain captions against the Treebank tokenizer itself, on random strings of the characters and
+    words where the two could differ (commas before digits and commas, periods inside, its contractions)."""
+    treebank = TreebankWordTokenizer()
+    pieces = [*"ab1 ,.A", "cannot", "gonna", "wanna ", " can not", "gotta", "lemme", "gimme", "3,000", "st. "]
+    rng = random.Random(0)
+    for _ in range(50_000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        expected = [token for token in treebank.tokenize(text.lower()) if any(ch.isalnum() for ch in token)]
+        assert tokenize(text) == expected, text
+    assert tokenize("A man riding a wave, on top of a surfboard.") == "a man riding a wave on top of a surfboard".split()
 
 
 def test_vocabulary_specials():
