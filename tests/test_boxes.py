@@ -20,7 +20,7 @@ from caption.data.annotation_files import DatasetFormatError
 from caption.data.category_words import category_word_labels, named_labels
 from caption.data.coco_categories import COCO_CATEGORIES, COCO_WORD_LABELS, plural
 from caption.data.datamodule import CaptionDataModule
-from caption.data.images import boxes_in_input, crop_offset, image_transform
+from caption.data.image_source import boxes_in_input, crop_offset, image_transform
 from caption.data.karpathy import CocoSource, KarpathySource
 from caption.data.records import ObjectBox
 from caption.data.shapes import ShapesSource

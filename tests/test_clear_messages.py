@@ -12,7 +12,7 @@ from PIL import Image
 
 from caption.checkpoints import read_checkpoint
 from caption.cli import one_line_warning
-from caption.data.images import BadImageError, to_rgb
+from caption.data.image_files import BadImageError, to_rgb
 from caption.encoder import EncoderWeightsError, SmallVGG
 from caption.errors import CaptionWarning, CheckpointError
 

@@ -9,7 +9,7 @@ import torch
 from kit.data import resnet_weights, vgg16_weights
 from torchvision import models
 
-from caption.data.images import describe_transform, image_transform
+from caption.data.image_source import describe_transform, image_transform
 from caption.encoder import (
     TORCHVISION_RESNET,
     EncoderSettings,

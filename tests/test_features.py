@@ -15,7 +15,7 @@ from kit.data import karpathy_dataset, vgg16_weights, write_bad_files
 from caption.cli import main
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCache, FeatureCacheError, build_cache, cache_config
-from caption.data.images import BadImageError
+from caption.data.image_files import BadImageError
 from caption.data.karpathy import KarpathySource
 from caption.encoder import TorchvisionVGG
 

@@ -7,13 +7,8 @@ from kit.data import gradient, write_bad_files, write_image
 from PIL import Image
 from torchvision import models
 
-from caption.data.images import (
-    BadImageError,
-    describe_transform,
-    image_transform,
-    inspect_image,
-    read_rgb,
-)
+from caption.data.image_files import BadImageError, inspect_image, read_rgb
+from caption.data.image_source import describe_transform, image_transform
 from caption.data.karpathy import KarpathySource
 from caption.data.records import ImageRecord
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 def batches(files: list[tuple[Path, bool]], size: int) -> Iterator[list[tuple[Path, Image.Image]]]:
     """Readable images in batches; unreadable ones from folders are skipped with a warning."""
-    from caption.data.images import BadImageError, read_rgb
+    from caption.data.image_files import BadImageError, read_rgb
 
     batch = []
     for path, explicit in files:
@@ -76,7 +76,7 @@ def describe(
     columns: int = 6,
     figure_format: str = "png",
 ) -> list[Result]:
-    """Caption `files` (from `caption.data.images.image_files`); write one overlay figure per caption under `out`
+    """Caption `files` (from `caption.data.image_files.image_files`); write one overlay figure per caption under `out`
     (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each readable image's
     `Result` (image_id: its position in `files`) with its captions and figures, best first."""
     import torch
@@ -131,7 +131,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--format", default="png", choices=("png", "pdf", "svg", "jpg"), help="figure format")
     add_device(parser)
     args = parser.parse_args(argv)
-    from caption.data.images import image_files
+    from caption.data.image_files import image_files
     from caption.inference import Captioner
     from caption.results import write_results
 

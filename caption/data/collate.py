@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from caption.data.images import BadImageError
+from caption.data.image_files import BadImageError
 from caption.text import Vocabulary
 
 

@@ -21,7 +21,7 @@ from caption.data.category_words import LABELS_KEY, references_name_a_label
 from caption.data.collate import collate
 from caption.data.datasets import CaptionPairs, ImageFiles, Images, LongCaptions
 from caption.data.features import FeatureCache, cache_config
-from caption.data.images import image_files, report_bad_images
+from caption.data.image_files import image_files, report_bad_images
 from caption.data.records import CaptionSource, ImageRecord, absolute_paths
 from caption.data.sampler import ResumableLoader, batch_grouping
 from caption.data.skipped_images import SkippedImages

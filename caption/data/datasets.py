@@ -16,7 +16,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from caption.data.features import FeatureCache
-from caption.data.images import BadImageError, read_rgb
+from caption.data.image_files import BadImageError, read_rgb
 from caption.data.records import BadImage, CaptionSource, ImageRecord
 from caption.text import Vocabulary, tokenize
 

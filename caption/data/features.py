@@ -41,7 +41,8 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
 from caption.checkpoints import sha256_of
-from caption.data.images import BadImageError, ImageFileSource, read_rgb, report_bad_images
+from caption.data.image_files import BadImageError, read_rgb, report_bad_images
+from caption.data.image_source import ImageFileSource
 from caption.data.records import BadImage, CaptionSource, ImageRecord
 from caption.encoder import TORCHVISION_ENCODERS, EncoderWeightsError, annotation_grid, imagenet_weights
 from caption.errors import CaptionError

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from caption.data.annotation_files import DatasetFormatError, field, read_json
 from caption.data.category_words import LABELS_KEY, category_word_labels
 from caption.data.coco_instances import read_instances, with_boxes
-from caption.data.images import ImageFileSource
+from caption.data.image_source import ImageFileSource
 from caption.data.records import ImageRecord
 from caption.errors import ConfigError
 

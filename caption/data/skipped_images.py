@@ -11,7 +11,7 @@ from typing import Any
 from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.data.datasets import PREDICTED
-from caption.data.images import BadImageError, list_bad_images
+from caption.data.image_files import BadImageError, list_bad_images
 from caption.data.records import BadImage
 from caption.errors import CaptionWarning
 

@@ -28,7 +28,8 @@ from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
 from caption.checkpoints import download_checkpoint
-from caption.data.images import BadImageError, image_transform, read_rgb, to_rgb
+from caption.data.image_files import BadImageError, read_rgb, to_rgb
+from caption.data.image_source import image_transform
 from caption.decoding import Caption
 from caption.errors import CaptionWarning, ConfigError
 from caption.inference.inputs import (

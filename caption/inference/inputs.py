@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from caption.data.images import BadImageError
+from caption.data.image_files import BadImageError
 from caption.decoding import Caption
 from caption.errors import CaptionError
 

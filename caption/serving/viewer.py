@@ -21,7 +21,7 @@ from PIL import Image
 
 from caption.attention_grid import attention_grid
 from caption.comparison.models import Model
-from caption.data.images import read_rgb
+from caption.data.image_files import read_rgb
 from caption.data.records import CaptionSource, ImageRecord
 from caption.decoding import Caption
 from caption.errors import CaptionError, ConfigError
