@@ -8,6 +8,9 @@ coco_soft / coco_hard configs (only paths and step counts overridden), timed, wi
 The data comes from `benchmarks/coco_shaped.py` (made first if missing). Stages, each a subprocess watched with
 psutil (peak RSS of the main process, and of its children together: DataLoader workers, Java for METEOR):
 
+    cache        the full feature cache written by `benchmarks/coco_shaped.py` (the project's cache writer, synthetic
+                 annotations), killed with SIGKILL half-way and resumed: the rows written before the kill are not
+                 written again; images/s of the resumed part (skipped when the cache is complete already)
     vocabulary   read dataset_coco.json and build the vocabulary (`CaptionDataModule`, the config's settings)
     features     `caption features` on the 640x480 JPEGs, killed with SIGKILL half-way, then resumed: images/s of
                  the resumed part, extrapolated to COCO's 123,287 images; the finished rows not encoded again
@@ -99,6 +102,15 @@ def _rss(process: psutil.Process) -> int:
         return 0
 
 
+def kill_after_half(watched: Watched, progress: Path, total: int) -> None:
+    """SIGKILL once a cache writer's progress file says half of `total` images are written."""
+    while (json.loads(progress.read_text()) if progress.exists() else {"done": 0})["done"] < total // 2:
+        if watched.process.poll() is not None:
+            raise SystemExit(f"the cache writer ended before it was killed: {watched.log}")
+        time.sleep(0.2)
+    watched.kill()
+
+
 def caption(*args: str) -> list[str]:
     return [sys.executable, "-m", "caption.cli", *args]
 
@@ -112,8 +124,8 @@ def first(events: list[dict], name: str) -> dict:
 
 
 class Rehearsal:
-    def __init__(self, out: Path, *, steps: int, device: str):
-        self.out, self.steps, self.device = out, steps, device
+    def __init__(self, out: Path, *, scale: Fraction, steps: int, device: str):
+        self.out, self.scale, self.steps, self.device = out, scale, steps, device
         self.logs = out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.results: dict[str, dict] = {}
@@ -138,19 +150,36 @@ class Rehearsal:
         inner = json.loads(watched.log.read_text().splitlines()[-1])
         self.record("vocabulary", seconds=round(seconds, 1), **inner, **watched.memory())
 
+    def cache(self) -> None:
+        folder = self.out / "features"
+        manifest = folder / "manifest.json"
+        if manifest.exists() and json.loads(manifest.read_text())["complete"]:
+            print("cache: complete already (delete it to time it again)", flush=True)
+            return
+        command = [sys.executable, str(BENCHMARKS / "coco_shaped.py"), "--scale", str(self.scale), "--out", str(self.out)]
+        total = len(json.loads((self.out / "dataset_coco.json").read_text())["images"])
+        killed = Watched(command, log=self.logs / "cache_killed.log")
+        kill_after_half(killed, folder / "progress.json", total)
+        resumed = Watched(command, log=self.logs / "cache_resumed.log")
+        seconds = resumed.wait()
+        log = resumed.log.read_text()
+        match = re.search(r"Resuming the feature cache in \S+ at image (\d+)", log)
+        if match is None:
+            raise SystemExit(f"the cache writer did not resume after SIGKILL: {resumed.log}")
+        encoded, elapsed = re.search(r"(\d+) encoded in ([\d.]+) s", log).groups()
+        self.record("cache", images=total, killed_after=int(match.group(1)), encoded_after_resume=int(encoded),
+                    none_written_twice=int(match.group(1)) + int(encoded) == total,
+                    images_per_s=round(int(encoded) / float(elapsed), 1), gigabytes=round(
+                        (folder / "annotations.npy").stat().st_size / 2**30, 1) if (folder / "annotations.npy").exists()
+                    else None, seconds=round(seconds, 1), **resumed.memory())
+
     def features(self) -> None:
         folder = self.out / "features_subset"
         shutil.rmtree(folder, ignore_errors=True)
         command = caption("features", "--config", "coco_soft", *data_paths(self.out, "features_subset.json",
                                                                            "features_subset"), *self.trainer_device())
         total = len(json.loads((self.out / "features_subset.json").read_text())["images"])
-        first_run = Watched(command, log=self.logs / "features_killed.log")
-        while (json.loads((folder / "progress.json").read_text()) if (folder / "progress.json").exists()
-               else {"done": 0})["done"] < total // 2:
-            if first_run.process.poll() is not None:
-                raise SystemExit(f"caption features ended before it was killed: {first_run.log}")
-            time.sleep(0.2)
-        first_run.kill()
+        kill_after_half(Watched(command, log=self.logs / "features_killed.log"), folder / "progress.json", total)
         second = Watched(command, log=self.logs / "features_resumed.log")
         seconds = second.wait()
         log = second.log.read_text()
@@ -236,8 +265,7 @@ def vocabulary_only(out: Path) -> None:
 
     settings = data_section("coco_soft")
     started = time.perf_counter()
-    source = KarpathySource(annotations=str(out / "dataset_coco.json"), images=str(out / "images"),
-                            restval=settings["source"]["init_args"]["restval"])
+    source = KarpathySource(annotations=str(out / "dataset_coco.json"), images=str(out / "images"))
     data = CaptionDataModule(source=source, min_count=settings["min_count"], max_vocab_size=settings["max_vocab_size"])
     records = data.records()
     read = time.perf_counter()
@@ -247,7 +275,7 @@ def vocabulary_only(out: Path) -> None:
                       "words": words, "read_s": round(read - started, 2), "vocabulary_s": round(built - read, 2)}))
 
 
-STAGES = ["vocabulary", "features", "fit_soft", "resume", "evaluate", "fit_hard", "compare"]
+STAGES = ["cache", "vocabulary", "features", "fit_soft", "resume", "evaluate", "fit_hard", "compare"]
 
 
 def main(argv: list[str]) -> None:
@@ -262,8 +290,8 @@ def main(argv: list[str]) -> None:
     out = (args.out or REPO / "data" / "rehearsal" / str(args.scale).replace("/", "-")).resolve()
     if args.vocabulary_only:
         return vocabulary_only(out)
-    generate(args.scale, out, full_size_images=256, num_workers=2)
-    Rehearsal(out, steps=args.steps, device=args.device).run(args.stages)
+    generate(args.scale, out, full_size_images=256)
+    Rehearsal(out, scale=args.scale, steps=args.steps, device=args.device).run(args.stages)
 
 
 if __name__ == "__main__":

@@ -148,7 +148,8 @@ def data_paths(out: Path, annotations: str = "dataset_coco.json", features: str 
             "--model.encoder.weights", str(out / "vgg16_features.pth")]
 
 
-def generate(scale: Fraction, out: Path, *, full_size_images: int, num_workers: int) -> None:
+def generate(scale: Fraction, out: Path, *, full_size_images: int) -> None:
+    """Everything but the feature cache (`write_cache`)."""
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "dataset_coco.json").exists():
         data = dataset(scale)
@@ -157,7 +158,6 @@ def generate(scale: Fraction, out: Path, *, full_size_images: int, num_workers: 
         (out / "dataset_coco.json").write_text(json.dumps(data))
     if not (out / "vgg16_features.pth").exists():
         write_vgg16_weights(out / "vgg16_features.pth")
-    write_cache(out, num_workers=num_workers)  # says it is up to date if it is
 
 
 def main(argv: list[str]) -> None:
@@ -167,7 +167,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--full_size_images", type=int, default=256, help="640x480 JPEGs (the feature stage's)")
     parser.add_argument("--num_workers", type=int, default=2, help="processes decoding images for the cache writer")
     args = parser.parse_args(argv)
-    generate(args.scale, args.out.resolve(), full_size_images=args.full_size_images, num_workers=args.num_workers)
+    generate(args.scale, args.out.resolve(), full_size_images=args.full_size_images)
+    write_cache(args.out.resolve(), num_workers=args.num_workers)  # says it is up to date if it is
 
 
 if __name__ == "__main__":
