@@ -50,6 +50,7 @@ from caption.checkpoints import (
     has_encoder,
     newest_first,
     read_checkpoint,
+    with_run_checkpoint,
 )
 from caption.commands.given import given_model_settings, given_on_command_line
 from caption.commands.prediction_writer import CaptionWriter
@@ -165,6 +166,8 @@ class CaptionCLI(LightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
         args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
+        if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
+            args = with_run_checkpoint(args)
         if args[:1] == ["predict"]:
             args = predict_arguments(args)
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
