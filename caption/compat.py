@@ -1,4 +1,5 @@
-"""Files of caption 0.1, read by caption 0.2 and 0.3: the flat model settings, and `caption migrate-config`.
+"""Files and command lines of caption 0.1, read by caption 0.2 and 0.3: the flat model settings, `caption
+migrate-config`, and the options of describe, evaluate, compare and serve renamed to `caption fit`'s names.
 
 Removed in 0.4: checkpoints and configs of 0.1 must be migrated by then (`caption migrate-config`, or a checkpoint
 loaded and saved again by 0.2 or 0.3).
@@ -9,7 +10,9 @@ Only the places that read files of 0.1 use this module:
 
 - `caption.checkpoints.read_checkpoint` moves a checkpoint's flat hyperparameters into their groups (`grouped`);
 - `caption migrate-config FILE --in-place` rewrites a config file (`migrate_yaml`), comments kept;
-- a key the command line parser has already refused is looked up here to name its new spelling (`renamed_hint`).
+- a key the command line parser has already refused is looked up here to name its new spelling (`renamed_hint`);
+- so is an option of describe, evaluate, compare or serve spelled as in 0.1 (`--beam_size`), once their parser has
+  refused the command line (`renamed_option_hint`, `RENAMED_OPTIONS`).
 
 No torch here: the command answers at once.
 """
@@ -48,6 +51,16 @@ RENAMED = {
     "compile": "optimization.compile",
 }
 GROUPS = {new.partition(".")[0] for new in RENAMED.values()}
+# The options of `caption describe`, `evaluate`, `compare` and `serve` in 0.1, and their names since 0.2: those of
+# `caption fit`, `test` and `predict` for the same knob (caption.commands.common).
+RENAMED_OPTIONS = {
+    "--beam_size": "--model.decoding.beam_size",
+    "--max_length": "--model.decoding.max_caption_length",
+    "--batch_size": "--data.eval_batch_size",
+    "--num_captions": "--predictions.num_captions",
+    "--out": "--predictions.out",
+    "--device": "--trainer.accelerator (auto, cpu, gpu) with --trainer.devices for a GPU's index ([1]: cuda:1)",
+}
 MIGRATE_HINT = ("`caption migrate-config FILE --in-place` rewrites a config file (docs/settings.md, "
                 "\"Migration from 0.1\")")
 
@@ -113,6 +126,17 @@ def renamed_hint(message: str) -> str:
         return ""
     moves = ", ".join(f"model.{key} is now model.{RENAMED[key]}" for key in found)
     return f"model settings were grouped in caption 0.2: {moves}; {MIGRATE_HINT}"
+
+
+def renamed_option_hint(args: list[str], *, known: Any = ()) -> str:
+    """For a command line `args` that a parser refused, the sentence naming the new spelling of each option in it that
+    is spelled as in 0.1 (`--beam_size` or `--beam_size=3`) and not one of the parser's `known` options; else ""."""
+    given = [arg.partition("=")[0] for arg in args if arg.startswith("--")]
+    found = [option for option in dict.fromkeys(given) if option in RENAMED_OPTIONS and option not in known]
+    if not found:
+        return ""
+    moves = "; ".join(f"{option} is now {RENAMED_OPTIONS[option]}" for option in found)
+    return f"{moves} (since caption 0.2, the names `caption fit` and `caption predict` give the same knobs)"
 
 
 # ---- caption migrate-config -------------------------------------------------------------------------------------
