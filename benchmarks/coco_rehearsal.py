@@ -228,8 +228,9 @@ class Rehearsal:
 
     def evaluate(self) -> None:
         best = sorted((self.out / "runs" / "coco_soft" / "checkpoints").glob("best-*.ckpt"))[-1]
-        command = caption("evaluate", "--ckpt_path", str(best), "--split", "test", "--beam_size", "5",
-                          "--out", str(self.out / "reports" / "evaluate_soft"), "--device", self.device)
+        command = caption("evaluate", "--ckpt_path", str(best), "--split", "test", "--model.decoding.beam_size", "5",
+                          "--predictions.out", str(self.out / "reports" / "evaluate_soft"), "--trainer.accelerator",
+                          "gpu" if self.device == "cuda" else "cpu")
         watched = Watched(command, log=self.logs / "evaluate.log")
         seconds = watched.wait()
         images = len(json.loads((self.out / "reports" / "evaluate_soft" / "captions.json").read_text()))
@@ -238,7 +239,8 @@ class Rehearsal:
     def compare(self) -> None:
         runs = self.out / "runs"
         command = caption("compare", str(runs / "coco_soft"), str(runs / "coco_hard"), "--split", "test",
-                          "--out", str(self.out / "reports" / "compare"), "--device", self.device)
+                          "--predictions.out", str(self.out / "reports" / "compare"), "--trainer.accelerator",
+                          "gpu" if self.device == "cuda" else "cpu")
         watched = Watched(command, log=self.logs / "compare.log")
         seconds = watched.wait()
         self.record("compare", seconds=round(seconds, 1), models=2, **watched.memory())

@@ -102,17 +102,33 @@ def newest_first(paths: Iterable[Path]) -> list[Path]:
 
 def find_checkpoint(path: Path) -> Path:
     """A checkpoint file itself, or a run folder's newest readable best-*.ckpt (else last.ckpt, else any); unreadable
-    ones are skipped with a warning naming them."""
+    ones are skipped with a warning naming them. Every command and `Captioner.from_checkpoint` take a run folder
+    for a checkpoint through this one choice."""
     if path.is_file():
         return path
     if not path.is_dir():
-        raise CheckpointError(f"{path}: no such checkpoint or run folder")
+        raise CheckpointError(f"{path}: no such checkpoint file or run folder")
     checkpoints = list(path.rglob("*.ckpt"))
     kinds = [newest_first({p for p in checkpoints if p.match(kind)}) for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt")]
     found = first_readable(dict.fromkeys(p for kind in kinds for p in kind), where=str(path))  # each file once
     if found is not None:
         return found[0]
     raise CheckpointError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
+
+
+def with_run_checkpoint(args: list[str]) -> list[str]:
+    """Command-line arguments with a run folder given as `--ckpt_path DIR` (or `--ckpt_path=DIR`) replaced by the
+    checkpoint `find_checkpoint` picks there; everything else as it is."""
+    def resolved(value: str) -> str:
+        return str(find_checkpoint(Path(value))) if Path(value).is_dir() else value
+
+    result = list(args)
+    for index, arg in enumerate(result):
+        if arg == "--ckpt_path" and index + 1 < len(result):
+            result[index + 1] = resolved(result[index + 1])
+        elif arg.startswith("--ckpt_path="):
+            result[index] = "--ckpt_path=" + resolved(arg.partition("=")[2])
+    return result
 
 
 # model settings that make the trained model what it is: a checkpoint's weights only fit the values it was trained with

@@ -2,12 +2,13 @@
 
     caption --help                                          # the commands, a line each
     caption fit --config shapes_soft           # train (Lightning), then test the best checkpoint
-    caption describe --ckpt_path runs/shapes_soft/checkpoints/last.ckpt photo.jpg --out figures
-    caption evaluate --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --out eval/soft
-    caption compare runs/shapes_soft runs/shapes_hard --out reports/shapes
+    caption describe --ckpt_path runs/shapes_soft photo.jpg --predictions.out figures
+    caption evaluate --ckpt_path runs/shapes_soft --predictions.out eval/soft
+    caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
 
-Each command lives in `caption.commands`; `caption <command> --help` is its own help. Errors the
+Each command lives in `caption.commands`; `caption <command> --help` is its own help, and a knob several commands
+have is spelled the same in each (`--model.decoding.beam_size`, `--predictions.out`: `caption.commands.common`). Errors the
 project foresees (a bad file, setting or checkpoint) are printed as one `caption: error:` line.
 Lightning and torch are imported by the commands that need them, not here: `caption --help`,
 `caption --version` and a mistyped command answer at once (benchmarks/cli_startup.py). `caption -v <command>`

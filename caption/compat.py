@@ -1,4 +1,5 @@
-"""Files of caption 0.1, read by caption 0.2 and 0.3: the flat model settings and where each lives now.
+"""Files and command lines of caption 0.1, read by caption 0.2 and 0.3: the flat model settings and where each lives
+now, and the options of describe, evaluate, compare and serve renamed to `caption fit`'s names.
 
 Removed in 0.4: checkpoints and configs of 0.1 must be migrated by then (`caption migrate-config`, or a checkpoint
 loaded and saved again by 0.2 or 0.3).
@@ -10,7 +11,9 @@ Only the places that read files of 0.1 use this module:
 - `caption.checkpoints.read_checkpoint` moves a checkpoint's flat hyperparameters into their groups (`grouped`);
 - `caption migrate-config FILE --in-place` rewrites a config file, comments kept (`caption.commands.migrate_config`,
   which finds the flat keys with `is_old` and checks its edit against `moved`);
-- a key the command line parser has already refused is looked up here to name its new spelling (`renamed_hint`).
+- a key the command line parser has already refused is looked up here to name its new spelling (`renamed_hint`);
+- so is an option of describe, evaluate, compare or serve spelled as in 0.1 (`--beam_size`), once their parser has
+  refused the command line (`renamed_option_hint`, `RENAMED_OPTIONS`).
 
 No torch here: `caption migrate-config` and the parser's error path answer at once.
 """
@@ -43,6 +46,16 @@ RENAMED = {
     "compile": "optimization.compile",
 }
 GROUPS = {new.partition(".")[0] for new in RENAMED.values()}
+# The options of `caption describe`, `evaluate`, `compare` and `serve` in 0.1, and their names since 0.2: those of
+# `caption fit`, `test` and `predict` for the same knob (caption.commands.common).
+RENAMED_OPTIONS = {
+    "--beam_size": "--model.decoding.beam_size",
+    "--max_length": "--model.decoding.max_caption_length",
+    "--batch_size": "--data.eval_batch_size",
+    "--num_captions": "--predictions.num_captions",
+    "--out": "--predictions.out",
+    "--device": "--trainer.accelerator (auto, cpu, gpu) with --trainer.devices for a GPU's index ([1]: cuda:1)",
+}
 MIGRATE_HINT = ("`caption migrate-config FILE --in-place` rewrites a config file (docs/settings.md, "
                 "\"Migration from 0.1\")")
 
@@ -111,3 +124,14 @@ def renamed_hint(message: str) -> str:
 
 
 __all__ = ["GROUPS", "RENAMED", "grouped", "is_old", "moved", "renamed_hint"]
+
+
+def renamed_option_hint(args: list[str], *, known: Any = ()) -> str:
+    """For a command line `args` that a parser refused, the sentence naming the new spelling of each option in it that
+    is spelled as in 0.1 (`--beam_size` or `--beam_size=3`) and not one of the parser's `known` options; else ""."""
+    given = [arg.partition("=")[0] for arg in args if arg.startswith("--")]
+    found = [option for option in dict.fromkeys(given) if option in RENAMED_OPTIONS and option not in known]
+    if not found:
+        return ""
+    moves = "; ".join(f"{option} is now {RENAMED_OPTIONS[option]}" for option in found)
+    return f"{moves} (since caption 0.2, the names `caption fit` and `caption predict` give the same knobs)"

@@ -106,7 +106,7 @@ def sync_folder(folder: Path) -> None:
 def writable_folder(path: str | Path, *, what: str) -> Path:
     """Create folder `path` (and its parents) and check that a file can be written in it.
 
-    `what` names the setting in the message, e.g. "--out" or "trainer.default_root_dir".
+    `what` names the setting in the message, e.g. "--predictions.out" or "trainer.default_root_dir".
     """
     folder = Path(path)
     try:

@@ -252,7 +252,7 @@ def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path
     logged = list(csv.DictReader((run / "logs" / "version_0" / "metrics.csv").open()))
     assert any(row.get("val/attention_accuracy") for row in logged), "validation scores where the model looks"
     capsys.readouterr()
-    main(["evaluate", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--out", str(root / "eval")])
+    main(["evaluate", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--predictions.out", str(root / "eval")])
     printed = capsys.readouterr().out
     report = json.loads((root / "eval" / "metrics.json").read_text())
     captions = {entry["image_id"]: entry["caption"] for entry in json.loads((root / "eval" / "captions.json").read_text())}

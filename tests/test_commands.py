@@ -86,10 +86,12 @@ def module_graph() -> dict[str, set[str]]:
 
 
 def test_only_the_readers_of_old_files_import_the_compatibility_module():
-    """caption.compat (files of 0.1) is a leaf used where old files are read: checkpoints, migrate-config, and the
-    command line parser's error path (naming the new key of a refused old one)."""
+    """caption.compat (files and command lines of 0.1) is a leaf used where old files are read: checkpoints,
+    migrate-config, and the error path of the command line parsers, Lightning's and the other commands' (naming the
+    new spelling of a refused old one)."""
     graph = module_graph()
     assert not graph["caption.compat"] - {"caption.errors", "caption.outputs"}
     importers = {module for module, imported in graph.items() if "caption.compat" in imported}
-    assert importers == {"caption.checkpoints", "caption.commands.migrate_config", "caption.commands.argument_parser"}
+    assert importers == {"caption.checkpoints", "caption.commands.migrate_config", "caption.commands.argument_parser",
+                         "caption.commands.common"}
 

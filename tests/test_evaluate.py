@@ -218,7 +218,7 @@ def hits_by_hand(checkpoint, records) -> tuple[int, int]:
 @pytest.mark.slow
 def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_path, capsys):
     checkpoint = tiny_runs["soft"] / "checkpoints" / "last.ckpt"
-    main(["evaluate", "--ckpt", str(checkpoint), "--split", "test", "--out", str(tmp_path), "--batch_size", "3"])
+    main(["evaluate", "--ckpt", str(checkpoint), "--split", "test", "--predictions.out", str(tmp_path), "--data.eval_batch_size", "3"])
     printed = capsys.readouterr().out
     assert "BLEU-4" in printed and "attention accuracy" in printed
     report = json.loads((tmp_path / "metrics.json").read_text())
@@ -252,7 +252,7 @@ def test_evaluate_data_from_config_and_clear_errors(tiny_runs, tmp_path, capsys,
     monkeypatch.setattr(meteor, "Meteor", NoJava)  # and METEOR missing: everything else is still written
     with pytest.warns(UserWarning, match="METEOR is missing"):
         main(["evaluate", "--ckpt", str(checkpoint), "--config", str(tmp_path / "config.yaml"),
-              "--out", str(tmp_path / "a")])
+              "--predictions.out", str(tmp_path / "a")])
     report = json.loads((tmp_path / "a" / "metrics.json").read_text())
     assert report["images"] == 3, "--config overrides the checkpoint's data"
     assert report["metrics"]["meteor"] is None and report["metrics"]["cider"] is not None
@@ -267,17 +267,17 @@ def test_evaluate_data_from_config_and_clear_errors(tiny_runs, tmp_path, capsys,
         (["--ckpt", str(tmp_path / "foreign.ckpt")], "not a checkpoint of this project"),
         (["--ckpt", str(tmp_path / "no_data.ckpt")], "pass the training config (--config)"),
         (["--ckpt", str(checkpoint), "--config", str(tmp_path / "nodata.yaml")], "has no `data:` section"),
-        (["--ckpt", str(checkpoint), "--beam_size", "0"], "must be >= 1"),
+        (["--ckpt", str(checkpoint), "--model.decoding.beam_size", "0"], "must be >= 1"),
     ]:
         with pytest.raises(SystemExit) as exit_:
-            main(["evaluate", *args, "--out", str(tmp_path / "b")])
+            main(["evaluate", *args, "--predictions.out", str(tmp_path / "b")])
         assert message in (capsys.readouterr().err if exit_.value.code == 2 else exit_.value.code)
 
 
 @pytest.mark.slow
 def test_compare_soft_and_hard_writes_report_and_figures(tiny_runs, tmp_path):
     out = tmp_path / "report"
-    main(["compare", str(tiny_runs["soft"]), str(tiny_runs["hard"] / "checkpoints" / "last.ckpt"), "--out", str(out),
+    main(["compare", str(tiny_runs["soft"]), str(tiny_runs["hard"] / "checkpoints" / "last.ckpt"), "--predictions.out", str(out),
           "--images", "2"])
     report = (out / "report.md").read_text()
     for kind in ("soft", "hard"):

@@ -89,7 +89,7 @@ def test_caption_test_and_caption_evaluate_give_the_same_numbers(tmp_path):
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     main(["test", "--config", str(config), "--ckpt_path", str(last),
           "--trainer.limit_test_batches", "1.0", "--trainer.logger.init_args.save_dir", str(tmp_path / "test")])
-    main(["evaluate", "--ckpt_path", str(last), "--split", "test", "--out", str(tmp_path / "evaluate")])
+    main(["evaluate", "--ckpt_path", str(last), "--split", "test", "--predictions.out", str(tmp_path / "evaluate")])
 
     tested = logged_test_scores(tmp_path / "test")
     evaluated = json.loads((tmp_path / "evaluate" / "metrics.json").read_text())

@@ -214,5 +214,5 @@ def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(datase
     captioner = Captioner.from_checkpoint(last, device="cpu")
     assert captioner.prepare(GRACE_HOPPER).shape == (3, SIZES["crop_size"], SIZES["crop_size"])
     assert captioner(GRACE_HOPPER, max_length=4).alpha.shape[1] == GRID**2
-    main(["describe", "--ckpt_path", str(last), GRACE_HOPPER, "--out", str(tmp_path / "figures"), "--max_length", "4"])
+    main(["describe", "--ckpt_path", str(last), GRACE_HOPPER, "--predictions.out", str(tmp_path / "figures"), "--model.decoding.max_caption_length", "4"])
     assert (tmp_path / "figures" / "grace_hopper.png").is_file()

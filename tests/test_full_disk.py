@@ -83,7 +83,7 @@ def test_compare_and_ckpt_path_last_skip_unreadable_checkpoints(tiny_runs, tmp_p
     shutil.copy(best, cut)
     truncate(cut)
 
-    main(["compare", str(run), "--out", str(tmp_path / "report"), "--images", "0"])
+    main(["compare", str(run), "--predictions.out", str(tmp_path / "report"), "--images", "0"])
     assert f"skipping an unreadable checkpoint: {cut}: not a readable PyTorch checkpoint" in str(recwarn[0].message)
     assert f"`{best}`" in (tmp_path / "report" / "report.md").read_text(), "the newest readable best is compared"
 

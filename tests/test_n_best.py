@@ -1,5 +1,5 @@
 """Several captions per image: the k best beams, with their scores and attention, from beam search, `Captioner`
-and `caption describe --num_captions k`; and `Captioner.plot`, the paper's figure in one call."""
+and `caption describe --predictions.num_captions k`; and `Captioner.plot`, the paper's figure in one call."""
 
 import json
 import math
@@ -90,7 +90,7 @@ def test_captioner_returns_the_k_best_and_plots_them(tiny_runs):
 def test_describe_writes_the_k_best_with_their_scores(tiny_runs, tmp_path, capsys):
     out = tmp_path / "out"
     main(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), GRACE_HOPPER,
-          "--num_captions", "3", "--out", str(out)])
+          "--predictions.num_captions", "3", "--predictions.out", str(out)])
     [entry] = json.loads((out / "captions.json").read_text())
     assert [item["figure"].rsplit("/", 1)[1] for item in entry["n_best"]] == [
         "grace_hopper_1.png", "grace_hopper_2.png", "grace_hopper_3.png"]

@@ -73,8 +73,8 @@ def test_evaluate_describe_compare_refuse_an_unusable_out_before_decoding(traine
     for command in (["evaluate", "--ckpt", str(best(root))], ["describe", "--ckpt", str(best(root)), str(taken)],
                     ["compare", str(root)]):
         for out in (taken, Path("/proc/caption-out")):
-            line = failed([*command, "--out", str(out)])
-            assert "--out" in line and str(out) in line
+            line = failed([*command, "--predictions.out", str(out)])
+            assert "--predictions.out" in line and str(out) in line
     assert not decoded, "nothing was decoded"
 
 
@@ -86,7 +86,7 @@ def test_evaluate_writes_the_captions_before_scoring(trained, tmp_path, monkeypa
         raise OSError(28, "No space left on device", str(tmp_path / "scratch"))
 
     monkeypatch.setattr(evaluation_module, "coco_scores", scoring_fails)
-    line = failed(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "eval")])
+    line = failed(["evaluate", "--ckpt", str(best(root)), "--predictions.out", str(tmp_path / "eval")])
     assert "scratch" in line and "No space left" in line
     captions = json.loads((tmp_path / "eval" / "captions.json").read_text())
     assert len(captions) == 6 and all(set(entry) == {"image_id", "caption", "file_name", "log_prob"}
@@ -121,10 +121,10 @@ def test_the_python_tokenizer_splits_like_the_java_one():
 def test_evaluate_without_java_scores_everything_but_meteor(trained, tmp_path, monkeypatch, capsys):
     root, _ = trained
     if HAS_JAVA:
-        main(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "java")])
+        main(["evaluate", "--ckpt", str(best(root)), "--predictions.out", str(tmp_path / "java")])
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # no `java` anywhere
     with pytest.warns(UserWarning, match="pure-Python stand-in"):
-        main(["evaluate", "--ckpt", str(best(root)), "--out", str(tmp_path / "python")])
+        main(["evaluate", "--ckpt", str(best(root)), "--predictions.out", str(tmp_path / "python")])
     assert f"tokenizer {PTB_PYTHON} (no Java" in capsys.readouterr().out
     report = json.loads((tmp_path / "python" / "metrics.json").read_text())
     assert report["tokenizer"] == PTB_PYTHON and report["metrics"]["meteor"] is None
@@ -223,7 +223,7 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
     assert "the val set is not the full split" in warned
 
     recwarn.clear()
-    main(["evaluate", "--ckpt", str(best(run)), "--out", str(tmp_path / "eval")])
+    main(["evaluate", "--ckpt", str(best(run)), "--predictions.out", str(tmp_path / "eval")])
     assert f"skipping {test}" in "\n".join(str(warning.message) for warning in recwarn)
     assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["images"] == 1, "2 test images, 1 bad"
 
@@ -244,7 +244,7 @@ def test_caption_test_refuses_ckpt_path_last_without_a_checkpoint(tmp_path):
 @pytest.mark.parametrize("seed", range(12))  # bytes that fail torch.load in several different ways
 def test_random_bytes_are_not_called_a_code_running_pickle(tmp_path, seed):
     (tmp_path / "random.ckpt").write_bytes(random.Random(seed).randbytes(4096))
-    line = failed(["evaluate", "--ckpt", str(tmp_path / "random.ckpt"), "--out", str(tmp_path / "out")])
+    line = failed(["evaluate", "--ckpt", str(tmp_path / "random.ckpt"), "--predictions.out", str(tmp_path / "out")])
     assert "random.ckpt: not a" in line and "PyTorch checkpoint" in line and "run code" not in line
 
 

@@ -91,9 +91,9 @@ def test_predict_evaluate_and_describe_write_one_schema_that_load_res_reads(tiny
     predict("--ckpt_path", str(checkpoint), "--data.predict", str(photos), "--predictions.out", str(tmp_path / "files"),
             "--predictions.num_captions", "3")
     predict("--ckpt_path", str(checkpoint), "--data.predict", "test", "--predictions.out", str(tmp_path / "split"))
-    main(["evaluate", "--ckpt_path", str(checkpoint), "--out", str(tmp_path / "evaluate")])
-    main(["describe", "--ckpt_path", str(checkpoint), str(photos), "--out", str(tmp_path / "describe"),
-          "--num_captions", "3"])
+    main(["evaluate", "--ckpt_path", str(checkpoint), "--predictions.out", str(tmp_path / "evaluate")])
+    main(["describe", "--ckpt_path", str(checkpoint), str(photos), "--predictions.out", str(tmp_path / "describe"),
+          "--predictions.num_captions", "3"])
 
     test_ids = [entry["image_id"] for entry in json.loads((tmp_path / "evaluate" / "captions.json").read_text())]
     for name, image_ids in (("files", [0, 1]), ("split", test_ids), ("evaluate", test_ids), ("describe", [0, 1])):
@@ -140,6 +140,6 @@ def test_predict_and_describe_on_only_unreadable_files_fail_with_one_line(tiny_r
                 str(tmp_path / "predicted"), "--trainer.enable_progress_bar", "false", "--trainer.accelerator", "cpu"])
     assert not (tmp_path / "predicted" / "captions.json").exists()
     with pytest.warns(UserWarning, match="skipping"):
-        line = failed(["describe", "--ckpt_path", checkpoint, str(folder), "--out", str(tmp_path / "described")])
+        line = failed(["describe", "--ckpt_path", checkpoint, str(folder), "--predictions.out", str(tmp_path / "described")])
     assert "none of the 2 image files found could be read" in line
     assert not (tmp_path / "described" / "captions.json").exists()

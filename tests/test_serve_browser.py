@@ -44,7 +44,7 @@ WAIT_S = 120  # for a caption on a busy machine
 def served(tiny_runs):
     """`caption serve` on the tiny soft and hard runs, on a free port: its URL; stopped with Ctrl-C afterwards."""
     process = start("serve", "--ckpt_path", str(tiny_runs["soft"]), "--ckpt_path", str(tiny_runs["hard"]),
-                    "--port", "0", "--device", "cpu")
+                    "--port", "0", "--trainer.accelerator", "cpu")
     watchdog = threading.Timer(PATIENCE_S, process.kill)
     watchdog.start()
     lines = []

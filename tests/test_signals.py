@@ -45,7 +45,7 @@ def test_ctrl_c_is_one_line_in_every_command(tiny_runs, tmp_path, monkeypatch, c
             "evaluate": ["evaluate", "--ckpt_path", str(checkpoint)],
             "compare": ["compare", str(tiny_runs["soft"]), "--images", "0"]}[command]
     with pytest.raises(SystemExit) as stopped:
-        main([*args, "--out", str(tmp_path / "out")])
+        main([*args, "--predictions.out", str(tmp_path / "out")])
     assert stopped.value.code == INTERRUPTED
     assert capsys.readouterr().err.strip().splitlines()[-1:] == ["caption: stopped by Ctrl-C"]
 
@@ -61,7 +61,7 @@ def test_ctrl_c_in_a_lightning_command_ends_without_a_traceback(tiny_runs, tmp_p
 
 def test_evaluate_without_java_ends_without_a_meteor_traceback(tiny_runs, tmp_path):
     result = caption("evaluate", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"),
-                     "--out", str(tmp_path / "out"), env={"PATH": str(tmp_path / "no-bin")})
+                     "--predictions.out", str(tmp_path / "out"), env={"PATH": str(tmp_path / "no-bin")})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "METEOR is missing" in result.stderr
     assert "Exception ignored" not in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]

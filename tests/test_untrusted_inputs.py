@@ -102,9 +102,9 @@ def command_args(command: str, checkpoint: Path, tmp_path: Path) -> list[str]:
     lightning = tiny_run_args("soft", checkpoint.parent.parent, tmp_path / "data")
     images = write_image(tmp_path / "images" / "photo.png").parent
     return {
-        "describe": ["describe", "--ckpt_path", str(checkpoint), str(images), "--out", str(tmp_path / "out")],
-        "evaluate": ["evaluate", "--ckpt_path", str(checkpoint), "--out", str(tmp_path / "out")],
-        "compare": ["compare", str(checkpoint.parent.parent), "--out", str(tmp_path / "out")],  # the run folder
+        "describe": ["describe", "--ckpt_path", str(checkpoint), str(images), "--predictions.out", str(tmp_path / "out")],
+        "evaluate": ["evaluate", "--ckpt_path", str(checkpoint), "--predictions.out", str(tmp_path / "out")],
+        "compare": ["compare", str(checkpoint.parent.parent), "--predictions.out", str(tmp_path / "out")],  # the run folder
         "predict": ["predict", "--ckpt_path", str(checkpoint), "--data.predict", str(images)],
         "test": ["test", *lightning, "--ckpt_path", str(checkpoint)],
         "validate": ["validate", *lightning, "--ckpt_path", str(checkpoint)],

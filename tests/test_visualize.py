@@ -145,7 +145,7 @@ def test_describe_photographs_awkward_images_and_a_folder(tiny_runs, tmp_path, m
     out = tmp_path / "out"
     with pytest.warns(UserWarning, match="broken.jpg"):
         main(["describe", "--ckpt", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), GRACE_HOPPER,
-              str(tmp_path / "images"), "--out", str(out), "--batch_size", "2"])
+              str(tmp_path / "images"), "--predictions.out", str(out), "--data.eval_batch_size", "2"])
     captions = json.loads((out / "captions.json").read_text())
     assert [entry["file_name"].rsplit("/", 1)[1].split(".")[0] for entry in captions] == ["grace_hopper", *expected]
     printed = capsys.readouterr().out
@@ -174,17 +174,17 @@ def test_describe_errors_name_the_file(tiny_runs, tmp_path, capsys):
         ([str(tmp_path / "missing.jpg")], "missing.jpg: no such image file or folder"),
     ]:
         with pytest.raises(SystemExit) as exit_:
-            main(["describe", "--ckpt", str(checkpoint), *inputs, "--out", str(tmp_path / "out")])
+            main(["describe", "--ckpt", str(checkpoint), *inputs, "--predictions.out", str(tmp_path / "out")])
         assert exit_.value.code.startswith("caption: error: ") and message in exit_.value.code
 
     old = torch.load(checkpoint, weights_only=True)
     del old["datamodule_hyper_parameters"]  # as written before checkpoints stored their data settings
     torch.save(old, tmp_path / "old.ckpt")
     with pytest.raises(SystemExit) as exit_:
-        main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--out", str(tmp_path / "out")])
+        main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--predictions.out", str(tmp_path / "out")])
     assert "pass the training config (--config)" in exit_.value.code
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"data": checkpoint_data(checkpoint)}))
-    main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--out", str(tmp_path / "out"),
+    main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--predictions.out", str(tmp_path / "out"),
           "--config", str(config)])
     assert (tmp_path / "out" / "grace_hopper.png").is_file()

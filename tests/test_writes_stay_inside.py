@@ -42,7 +42,7 @@ def test_describe_replaces_links_at_its_figure_and_captions_and_leaves_their_tar
     figure = outside_link(out / "good.png", tmp_path / "outside" / "figure.png")
     captions = outside_link(out / "captions.json", tmp_path / "outside" / "captions.json")
     main(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), str(images),
-          "--out", str(out)])
+          "--predictions.out", str(out)])
     assert figure.read_bytes() == PRECIOUS and captions.read_bytes() == PRECIOUS
     assert not (out / "good.png").is_symlink() and (out / "good.png").read_bytes().startswith(b"\x89PNG")
     assert json.loads((out / "captions.json").read_text())[0]["figure"] == str(out / "good.png")
@@ -82,6 +82,6 @@ def test_describe_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_figure(
     out.mkdir()
     disk.fill(free=1000)
     line = failed(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), str(images),
-                   "--out", str(out)])
+                   "--predictions.out", str(out)])
     assert f"cannot write figure {out / 'good.png'}" in line and "is full" in line, line
     assert list(out.iterdir()) == []

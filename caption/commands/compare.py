@@ -1,10 +1,10 @@
 """`caption compare`: several models (soft vs hard attention) on the same split, in one report.
 
-    caption compare runs/shapes_soft runs/shapes_hard --out reports/shapes
+    caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
 
 Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`), all on the same data and
 split (the first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR/report.md
-then holds a table laid out like the paper's Table 1 (BLEU-1..4, METEOR, in %) plus ROUGE-L, CIDEr-D and attention accuracy, with the paper's
+(DIR: `--predictions.out`, as for `caption predict` and `evaluate`) then holds a table laid out like the paper's Table 1 (BLEU-1..4, METEOR, in %) plus ROUGE-L, CIDEr-D and attention accuracy, with the paper's
 own numbers for the same dataset beside them where it has some (none for the built-in data);
 figures of the same images captioned by each model, overlays side by side (DIR/overlays-<id>.png);
 and training curves from each run's CSV or TensorBoard logs (DIR/curves.png; a run whose curves cannot be drawn
@@ -19,23 +19,31 @@ The parts are in `caption.comparison` (models, table, figures), imported once th
 compare --help` answers at once.
 """
 
-import argparse
 import warnings
 from pathlib import Path
 
-from caption.commands.common import add_batch_size, add_decoding, add_device, add_scoring
+from caption.commands.common import (
+    CommandParser,
+    add_batch_size,
+    add_decoding,
+    add_device,
+    add_output,
+    add_scoring,
+    device,
+)
 from caption.comparison import DATASETS
 from caption.errors import ConfigError
 from caption.outputs import writable_folder
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="caption compare",
         description="Evaluate several models on the same split and write report.md with tables and figures.",
     )
     parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN", help="checkpoints or run folders")
-    parser.add_argument("--out", required=True, type=Path, help="folder for report.md, figures and per-model results")
+    add_output(parser, help="folder for report.md, its figures and each model's metrics.json, captions.json and "
+                            "captions.csv")
     parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the first checkpoint's)")
     parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
     parser.add_argument("--images", type=int, default=3, help="images shown with each model's overlays (default: 3)")
@@ -54,8 +62,8 @@ def main(argv: list[str]) -> None:
     from caption.inference import build_data, evaluate, write_evaluation
     from caption.ptb_tokenizer import PTBCache
 
-    writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
-    models = read_models(args.models, names=args.names, device=args.device, config=args.config)
+    writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
+    models = read_models(args.models, names=args.names, device=device(args), config=args.config)
     if models[0].captioner.data is None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
                           "(--config)")

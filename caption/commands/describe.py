@@ -1,12 +1,13 @@
 """`caption describe`: caption your own images and see where the model looked.
 
-    caption describe --ckpt_path runs/shapes_soft/checkpoints/last.ckpt photo.jpg photos/ --out figures
+    caption describe --ckpt_path runs/shapes_soft photo.jpg photos/ --predictions.out figures
 
 Prints each image's caption and writes DIR/<name>.png: the image as the encoder sees it, then one
 panel per word with its attention overlay (`caption.visualize`), and DIR/captions.json and DIR/captions.csv in
 the one result format of `caption predict` and `caption evaluate` (`caption.results`: image_id, the image's
-position among those given; caption; file_name; log_prob; figure). With `--num_captions k`, each image's k best
-beams with their log-probabilities (`n_best`), and DIR/<name>_1.png ... _k.png. Any image Pillow opens works,
+position among those given; caption; file_name; log_prob; figure). DIR is `--predictions.out`, as for `caption
+predict`. With `--predictions.num_captions k`, each image's k best beams with their log-probabilities (`n_best`),
+and DIR/<name>_1.png ... _k.png. Any image Pillow opens works,
 whatever its size or mode; folders are captioned in batches, and their unreadable files skipped with a warning (no
 readable image at all is an error). Images get the transform of the data the model was trained on
 (`caption.inference.Captioner`): for vgg16/vgg19 the weights' own (short side 256, centre crop 224,
@@ -17,13 +18,22 @@ imported once the options are read: `caption describe --help` answers at once.
 
 from __future__ import annotations
 
-import argparse
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from caption.commands.common import add_batch_size, add_checkpoint, add_decoding, add_device, positive_int
+from caption.commands.common import (
+    CommandParser,
+    add_batch_size,
+    add_checkpoint,
+    add_decoding,
+    add_device,
+    add_num_captions,
+    add_output,
+    device,
+    positive_int,
+)
 from caption.errors import CaptionError, CaptionWarning
 from caption.outputs import save_figure, writable_folder
 
@@ -112,20 +122,19 @@ def describe(
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="caption describe",
         description="Caption images and draw where the model looked for each word (one figure per image).",
     )
     parser.add_argument("inputs", nargs="+", type=Path, metavar="IMAGE_OR_FOLDER", help="image files and/or folders")
     add_checkpoint(parser)
-    parser.add_argument("--out", type=Path, default=Path("runs/describe"),
-                        help="folder for the figures and captions.json (default: runs/describe)")
+    add_output(parser, default="runs/describe", help="folder for the figures, captions.json and captions.csv")
     parser.add_argument("--config", default=None,
                         help="YAML with the training `data:` section, for checkpoints that do not record it")
     add_decoding(parser)
-    parser.add_argument("--num_captions", type=positive_int, default=None,
-                        help="the k best beams of each image, each with its log-probability and figure (the beam is "
-                             "then at least k wide)")
+    add_num_captions(parser, default=None,
+                     help="the k best beams of each image, each with its log-probability and figure (the beam is "
+                          "then at least k wide; default: the best caption only)")
     add_batch_size(parser, default=16)
     parser.add_argument("--columns", type=positive_int, default=6, help="panels per row (default: 6)")
     parser.add_argument("--format", default="png", choices=("png", "pdf", "svg", "jpg"), help="figure format")
@@ -135,9 +144,9 @@ def main(argv: list[str]) -> None:
     from caption.inference import Captioner
     from caption.results import write_results
 
-    writable_folder(args.out, what="--out")  # errors (CaptionError) are printed in one line by `caption`
+    writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
-    captioner = Captioner.from_checkpoint(args.ckpt_path, device=args.device, sha256=args.sha256, config=args.config)
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config)
     files = image_files(args.inputs)
     described = describe(
         captioner, files, out=args.out, beam_size=args.beam_size, max_length=args.max_length,

@@ -33,7 +33,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 
 from caption.allocator import configure_allocator
 from caption.callbacks import PeriodicCheckpoint
-from caption.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder
+from caption.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
 from caption.commands.argument_parser import CaptionArgumentParser
 from caption.commands.checkpoint_path import (
     apply_decoding_overrides,
@@ -93,6 +93,8 @@ class CaptionCLI(LightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
         args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
+        if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
+            args = with_run_checkpoint(args)
         if args[:1] == ["predict"]:
             args = predict_arguments(args)
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args

@@ -1,7 +1,7 @@
 """Caption images from Python with a trained checkpoint:
 
     from caption import Captioner
-    captioner = Captioner.from_checkpoint("runs/shapes_soft/checkpoints/last.ckpt")
+    captioner = Captioner.from_checkpoint("runs/shapes_soft")    # or a checkpoint file
     print(captioner("photo.jpg").text)
 
 Images may be file paths, PIL images or tensors (torchvision's layout: (3, H, W) uint8, or float in
@@ -71,11 +71,14 @@ class Captioner:
         transform: an RGB PIL image -> the encoder's input (3, H, W).
         normalization: the transform's per-channel (mean, std), to draw its inputs again.
         data: the data settings the model was trained with and where they come from (`data_settings`), if known.
+        checkpoint: the checkpoint it was loaded from (the file, also for a run folder; or the URL), if any.
     """
 
     def __init__(self, module: CaptionModule, *, transform: Callable[[Image.Image], Tensor],
-                 normalization: Normalization, data: tuple[dict[str, Any], str] | None = None):
+                 normalization: Normalization, data: tuple[dict[str, Any], str] | None = None,
+                 checkpoint: str | None = None):
         self.module = module.eval()
+        self.checkpoint = checkpoint
         self.transform = transform
         self.normalization = normalization
         self.data = data
@@ -88,21 +91,25 @@ class Captioner:
         """Load a checkpoint written by `caption fit` (weights_only=True; vocabulary and settings included).
 
         Args:
-            path: a checkpoint file, or an http(s) URL, downloaded once into $TORCH_HOME/hub/checkpoints.
+            path: a checkpoint file; a run folder of `caption fit` (its newest best-*.ckpt, else last.ckpt, as
+                `caption compare` picks it); or an http(s) URL, downloaded once into $TORCH_HOME/hub/checkpoints.
             device: "cpu", "cuda", "cuda:1", ...; None picks the GPU when there is one.
             sha256: the URL's expected SHA-256 (required for a URL; a file that differs is refused).
             config: a YAML with a `data:` section, for checkpoints that do not store their data settings.
         """
-        path = download_checkpoint(str(path), sha256=sha256) if str(path).startswith(("https://", "http://")) else path
-        trained = load_trained(path, config=config)
+        url = str(path) if str(path).startswith(("https://", "http://")) else None
+        trained = load_trained(download_checkpoint(url, sha256=sha256) if url else path, config=config)
+        checkpoint = url or str(trained.path)
         module, encoder = trained.module.to(pick_device(device)), trained.module.settings.encoder.name
         if trained.data is None:
             if encoder == "small_vgg":  # no preset to fall back on
                 raise ConfigError(trained.data_problem or f"{path}: no data settings")
             transform = image_transform(encoder=encoder)  # the weights' preset
-            return cls(module, transform=transform, normalization=(tuple(transform.mean), tuple(transform.std)))
+            return cls(module, transform=transform, normalization=(tuple(transform.mean), tuple(transform.std)),
+                       checkpoint=checkpoint)
         transform, normalization = source_inputs(trained.data, trained.data_origin, encoder=encoder)
-        return cls(module, transform=transform, normalization=normalization, data=(trained.data, trained.data_origin))
+        return cls(module, transform=transform, normalization=normalization, data=(trained.data, trained.data_origin),
+                   checkpoint=checkpoint)
 
     @property
     def device(self) -> torch.device:

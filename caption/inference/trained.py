@@ -22,7 +22,7 @@ from lightning.pytorch.core.saving import _load_state
 from PIL import Image
 from torch import Tensor
 
-from caption.checkpoints import DATA_LINKS, has_encoder, read_checkpoint
+from caption.checkpoints import DATA_LINKS, find_checkpoint, has_encoder, read_checkpoint
 from caption.class_paths import ForeignClassError, checked, instantiate, source_base
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.module import CaptionModule
@@ -37,7 +37,7 @@ Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean
 class TrainedModel:
     """What one read of a checkpoint written by `caption fit` gives."""
 
-    path: Path  # the checkpoint file
+    path: Path  # the checkpoint file (a run folder's chosen one)
     module: CaptionModule  # in eval mode, on the CPU (or `map_location`)
     data: dict[str, Any] | None  # the data settings it was trained with; None when neither it nor a config has them
     data_origin: str  # where `data` comes from: the checkpoint, or the config given
@@ -51,8 +51,10 @@ class TrainedModel:
 def load_trained(
     path: str | os.PathLike, *, config: str | os.PathLike | None = None, map_location: Any = "cpu"
 ) -> TrainedModel:
-    """The model, vocabulary and data settings of checkpoint `path`, read once (`config`: a YAML whose `data:`
-    section replaces the checkpoint's data settings, for checkpoints that do not store them)."""
+    """The model, vocabulary and data settings of checkpoint `path` (a file, or a run folder: the checkpoint
+    `caption compare` picks there), read once (`config`: a YAML whose `data:` section replaces the checkpoint's data
+    settings, for checkpoints that do not store them)."""
+    path = find_checkpoint(Path(path))
     checkpoint = read_checkpoint(path, map_location=map_location)
     module = build_module(path, checkpoint)
     try:

@@ -1,0 +1,155 @@
+"""One name per knob across every command, the old names refused in one line, and a run folder wherever a checkpoint
+is taken."""
+
+import argparse
+import contextlib
+import io
+import json
+import re
+from collections import defaultdict
+
+import pytest
+from kit.cli import failed
+from PIL import Image
+
+from caption.checkpoints import find_checkpoint
+from caption.cli import main
+from caption.commands import COMMANDS
+from caption.commands.common import add_device, device
+from caption.compat import RENAMED_OPTIONS
+from caption.errors import ConfigError
+from caption.inference import Captioner
+
+OPTION = re.compile(r"^  (-{1,2}[\w.+-]+)")  # an option's line in argparse's and jsonargparse's help
+
+# the spellings each knob has had or might get: every command may offer at most one of them, the same one
+KNOBS = {
+    "the checkpoint": ("--ckpt_path", "--ckpt", "--checkpoint_path"),
+    "beam width": ("--model.decoding.beam_size", "--beam_size", "--beam", "--beam_width"),
+    "most words per caption": ("--model.decoding.max_caption_length", "--max_length", "--max_caption_length"),
+    "images per batch when captioning": ("--data.eval_batch_size", "--batch_size", "--eval_batch_size"),
+    "where to run": ("--trainer.accelerator", "--device", "--accelerator"),
+    "which device": ("--trainer.devices", "--devices", "--gpus"),
+    "the output folder": ("--predictions.out", "--out", "--output", "--out_dir"),
+    "captions per image": ("--predictions.num_captions", "--num_captions", "--n_best"),
+}
+# different knobs whose names end alike: the encoder's and the decoder's learning rates, ModelCheckpoint's and
+# PeriodicCheckpoint's intervals, ModelCheckpoint's messages and Lightning's test/validate results table
+DIFFERENT = {
+    "learning_rate": {"--model.encoder.learning_rate", "--model.optimization.learning_rate"},
+    "every_n_train_steps": {"--checkpoint.every_n_train_steps", "--periodic_checkpoint.every_n_train_steps"},
+    "verbose": {"--checkpoint.verbose", "--verbose"},
+}
+
+
+def listed(help_text: str) -> set[str]:
+    """The options (aliases included) a --help lists, each on its line: `  --name VALUE, --alias VALUE   help`."""
+    return {item.split(" ")[0].rstrip("+") for line in help_text.splitlines() if OPTION.match(line)
+            for item in line.strip().split("  ")[0].split(", ")}
+
+
+@pytest.fixture(scope="module")
+def options() -> dict[str, set[str]]:
+    """{command: the options its --help lists} for every command."""
+    found = {}
+    for name in COMMANDS:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+            main([name, "--help"])
+        found[name] = listed(out.getvalue())
+    return found
+
+
+def test_every_help_spells_each_knob_the_one_way_fit_does(options):
+    for knob, spellings in KNOBS.items():
+        used = {option: sorted(name for name, offered in options.items() if option in offered)
+                for option in spellings if any(option in offered for offered in options.values())}
+        assert set(used) <= {spellings[0]}, f"{knob} is spelled {used}: only {spellings[0]}, as `caption fit` spells it"
+    for name in ("describe", "evaluate", "compare"):
+        assert {"--model.decoding.beam_size", "--model.decoding.max_caption_length", "--data.eval_batch_size",
+                "--trainer.accelerator", "--trainer.devices", "--predictions.out"} <= options[name], name
+    assert {"--predictions.num_captions", "--predictions.out"} <= options["describe"] & options["predict"]
+    assert not set(RENAMED_OPTIONS) & set().union(*options.values()), "an old spelling is still offered"
+
+
+def test_no_two_options_name_one_setting_with_and_without_its_group(options):
+    """`--beam_size` beside `--model.decoding.beam_size`, `--out` beside `--predictions.out`: by their last part."""
+    by_last = defaultdict(set)
+    for offered in options.values():
+        for option in offered:
+            if option.startswith("--") and not option.endswith(".help"):
+                by_last[option.rsplit(".", 1)[-1].removeprefix("--")].add(option)
+    clashes = {last: names for last, names in by_last.items() if len(names) > 1 and DIFFERENT.get(last) != names}
+    assert not clashes, clashes
+
+
+@pytest.mark.parametrize("command, args, renamed", [
+    ("evaluate", ["--ckpt_path", "x.ckpt", "--out", "o", "--beam_size", "3"],
+     {"--out": "--predictions.out", "--beam_size": "--model.decoding.beam_size"}),
+    ("describe", ["photo.jpg", "--ckpt_path", "x.ckpt", "--max_length=4", "--batch_size", "2"],
+     {"--max_length": "--model.decoding.max_caption_length", "--batch_size": "--data.eval_batch_size"}),
+    ("compare", ["runs/a", "--predictions.out", "o", "--device", "cuda:1"], {"--device": "--trainer.accelerator"}),
+    ("serve", ["--ckpt_path", "runs/a", "--num_captions", "3"], {"--num_captions": "--predictions.num_captions"}),
+])
+def test_an_old_spelling_is_refused_in_one_line_that_names_the_new_one(command, args, renamed):
+    line = failed([command, *args])
+    for old, new in renamed.items():
+        assert f"{old} is now {new}" in line, line
+
+
+def test_an_unknown_option_that_was_never_a_name_gets_argparses_own_message(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", "--ckpt_path", "x.ckpt", "--predictions.out", "o", "--bream_size", "3"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --bream_size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given, expected", [
+    ([], "auto"), (["--trainer.accelerator", "cpu"], "cpu"), (["--trainer.accelerator", "gpu"], "cuda"),
+    (["--trainer.devices", "1"], "auto"), (["--trainer.devices", "[1]"], "cuda:1"),
+    (["--trainer.accelerator", "cuda", "--trainer.devices", "2,"], "cuda:2"),
+])
+def test_the_device_options_mean_what_they_mean_to_lightning_on_one_device(given, expected):
+    parser = argparse.ArgumentParser()
+    add_device(parser)
+    assert device(parser.parse_args(given)) == expected
+
+
+def test_more_than_one_device_or_a_gpu_index_on_the_cpu_is_refused(capsys):
+    parser = argparse.ArgumentParser()
+    add_device(parser)
+    for many in ("2", "[0, 1]", "-1"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--trainer.devices", many])
+        assert "runs on one device" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="GPU's index"):
+        device(parser.parse_args(["--trainer.accelerator", "cpu", "--trainer.devices", "[1]"]))
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--predictions.out", "OUT"], ["test"]])
+def test_a_run_folder_without_a_checkpoint_says_to_train_it_first(tmp_path, command):
+    empty = tmp_path / "runs" / "untrained"
+    (empty / "checkpoints").mkdir(parents=True)
+    args = [str(tmp_path / "out") if arg == "OUT" else arg for arg in command[1:]]
+    line = failed([command[0], "--ckpt_path", str(empty), *args])
+    assert f"{empty}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first" in line
+
+
+@pytest.mark.slow
+def test_a_run_folder_stands_for_the_checkpoint_compare_picks(tiny_runs, tmp_path):
+    run = tiny_runs["soft"]
+    chosen = find_checkpoint(run)
+    assert chosen.name.startswith("best-"), "the model-selection checkpoint"
+    captioner = Captioner.from_checkpoint(run, device="cpu")
+    assert captioner.checkpoint == str(chosen)
+    from_file = Captioner.from_checkpoint(chosen, device="cpu")
+    image = tmp_path / "photo.png"
+    Image.new("RGB", (40, 40), (200, 30, 30)).save(image)
+    assert captioner(image).text == from_file(image).text
+
+    main(["evaluate", "--ckpt_path", str(run), "--predictions.out", str(tmp_path / "eval"),
+          "--trainer.accelerator", "cpu"])
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["checkpoint"] == str(chosen)
+
+    main(["predict", "--ckpt_path", str(run), "--data.predict", "test", "--predictions.out", str(tmp_path / "pred"),
+          "--trainer.enable_progress_bar", "false", "--trainer.accelerator", "cpu"])
+    assert len(json.loads((tmp_path / "pred" / "captions.json").read_text())) > 0
