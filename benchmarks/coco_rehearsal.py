@@ -23,7 +23,7 @@ psutil (peak RSS of the main process, and of its children together: DataLoader w
     fit_hard     `caption fit --config coco_hard` (for compare), no validation
     compare      `caption compare` of the soft and hard runs on the test split
 
-Results go to <out>/results.json and a Markdown table to stdout. This machine's timings are only as good as its
+Results go to <out>/results.json; `--table` prints one Markdown table of every scale rehearsed. This machine's timings are only as good as its
 load: say whether others ran beside it.
 """
 
@@ -137,8 +137,7 @@ class Rehearsal:
         """Add a stage's figures to <out>/results.json (kept from earlier rehearsals of other stages)."""
         path = self.out / "results.json"
         results = json.loads(path.read_text()) if path.exists() else {}
-        results[stage] = {**figures, "device": self.device, "steps": figures.get("steps", self.steps),
-                          "date": time.strftime("%Y-%m-%d %H:%M")}
+        results[stage] = {**figures, "device": self.device, "date": time.strftime("%Y-%m-%d %H:%M")}
         self.results[stage] = results[stage]
         path.write_text(json.dumps(results, indent=1))
         print(f"{stage}: {figures}", flush=True)
@@ -277,6 +276,21 @@ def vocabulary_only(out: Path) -> None:
                       "words": words, "read_s": round(read - started, 2), "vocabulary_s": round(built - read, 2)}))
 
 
+def table(root: Path) -> str:
+    """A Markdown table of every rehearsal under `root` (one column per scale, one row per stage's figure)."""
+    scales = sorted((Fraction(folder.name.replace("-", "/")), json.loads((folder / "results.json").read_text()))
+                    for folder in root.iterdir() if (folder / "results.json").exists())
+    rows = [(stage, figure) for stage in STAGES for figure in dict.fromkeys(
+        name for _, results in scales for name in results.get(stage, {}) if name not in ("device", "date"))]
+    lines = ["| stage | figure | " + " | ".join(f"{scale} of COCO" for scale, _ in scales) + " |",
+             "|---|---|" + "---|" * len(scales)]
+    for stage, figure in rows:
+        values = [results.get(stage, {}).get(figure, "") for _, results in scales]
+        lines.append(f"| {stage} | {figure} | " + " | ".join(str(value) for value in values) + " |")
+    dates = sorted({entry["date"][:10] for _, results in scales for entry in results.values()})
+    return "\n".join(lines) + f"\n\n{', '.join(dates)}; {', '.join(sorted({entry['device'] for _, results in scales for entry in results.values()}))}"
+
+
 STAGES = ["cache", "vocabulary", "features", "fit_soft", "resume", "evaluate", "fit_hard", "compare"]
 
 
@@ -287,8 +301,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, default=6, help="training steps of each fit (validation after them)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--stages", nargs="+", default=STAGES, choices=STAGES)
+    parser.add_argument("--table", action="store_true", help="print the table of every rehearsal under data/rehearsal")
     parser.add_argument("--vocabulary_only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.table:
+        return print(table(REPO / "data" / "rehearsal"))
     out = (args.out or REPO / "data" / "rehearsal" / str(args.scale).replace("/", "-")).resolve()
     if args.vocabulary_only:
         return vocabulary_only(out)

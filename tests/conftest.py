@@ -69,6 +69,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     signal.signal(signal.SIGTERM, stop_on_sigterm)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`-n`), each worker and the `caption` processes its tests start get their share of the cores:
+    two tests each with every core's worth of OpenMP threads spin against each other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
+        os.environ["OMP_NUM_THREADS"] = threads
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
 @pytest.fixture(autouse=True)
 def leaves_no_handler_or_java_behind():
     """After each test: the signal handlers it found, no `java` child (killed and reaped); after SIGTERM, the end."""
