@@ -19,6 +19,7 @@ psutil (peak RSS of the main process, and of its children together: DataLoader w
                  batches, one validation of the whole val split (greedy, every coco-caption score, METEOR
                  included), the size of a full checkpoint and the time to save it
     resume       `caption fit ... --ckpt_path last`: start to the first step after the saved one
+    validate_all `caption evaluate` greedy on the val split with every coco-caption score, METEOR included
     evaluate     `caption evaluate` with beam 5 on the test split
     fit_hard     `caption fit --config coco_hard` (for compare), no validation
     compare      `caption compare` of the soft and hard runs on the test split
@@ -226,14 +227,25 @@ class Rehearsal:
         return figures
 
     def evaluate(self) -> None:
-        best = sorted((self.out / "runs" / "coco_soft" / "checkpoints").glob("best-*.ckpt"))[-1]
-        command = caption("evaluate", "--ckpt_path", str(best), "--split", "test", "--model.decoding.beam_size", "5",
-                          "--predictions.out", str(self.out / "reports" / "evaluate_soft"), "--trainer.accelerator",
+        self._evaluate("evaluate", split="test", beam_size=5)
+
+    def validate_all(self) -> None:
+        """Validation as `caption evaluate` does it: greedy on the val split, every coco-caption score (METEOR too;
+        validation while training computes BLEU-4 and CIDEr only)."""
+        self._evaluate("validate_all", split="val", beam_size=1)
+
+    def _evaluate(self, stage: str, *, split: str, beam_size: int) -> None:
+        run = self.out / "runs" / "coco_soft"  # a run folder: its best checkpoint
+        report = self.out / "reports" / stage
+        command = caption("evaluate", "--ckpt_path", str(run), "--split", split, "--model.decoding.beam_size",
+                          str(beam_size), "--predictions.out", str(report), "--trainer.accelerator",
                           "gpu" if self.device == "cuda" else "cpu")
-        watched = Watched(command, log=self.logs / "evaluate.log")
+        watched = Watched(command, log=self.logs / f"{stage}.log")
         seconds = watched.wait()
-        images = len(json.loads((self.out / "reports" / "evaluate_soft" / "captions.json").read_text()))
-        self.record("evaluate", seconds=round(seconds, 1), images=images, beam_size=5, **watched.memory())
+        metrics = json.loads((report / "metrics.json").read_text())["metrics"]
+        images = len(json.loads((report / "captions.json").read_text()))
+        self.record(stage, seconds=round(seconds, 1), images=images, beam_size=beam_size,
+                    scores=sorted(name for name, value in metrics.items() if value is not None), **watched.memory())
 
     def compare(self) -> None:
         runs = self.out / "runs"
@@ -291,7 +303,7 @@ def table(root: Path) -> str:
     return "\n".join(lines) + f"\n\n{', '.join(dates)}; {', '.join(sorted({entry['device'] for _, results in scales for entry in results.values()}))}"
 
 
-STAGES = ["cache", "vocabulary", "features", "fit_soft", "resume", "evaluate", "fit_hard", "compare"]
+STAGES = ["cache", "vocabulary", "features", "fit_soft", "resume", "validate_all", "evaluate", "fit_hard", "compare"]
 
 
 def main(argv: list[str]) -> None:
