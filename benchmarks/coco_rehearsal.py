@@ -63,7 +63,7 @@ class Watched:
         with open(log, "w") as output:
             self.process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **(env or {})}, stdout=output,
                                             stderr=subprocess.STDOUT, start_new_session=True)
-        self.main_peak = self.children_peak = 0
+        self.main_peak = self.children_peak = self.main_private_peak = self.children_private_peak = 0
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
 
@@ -73,7 +73,9 @@ class Watched:
             while self.process.poll() is None:
                 children = main.children(recursive=True)
                 self.main_peak = max(self.main_peak, main.memory_info().rss)
+                self.main_private_peak = max(self.main_private_peak, _private(main))
                 self.children_peak = max(self.children_peak, sum(_rss(child) for child in children))
+                self.children_private_peak = max(self.children_private_peak, sum(_private(child) for child in children))
                 time.sleep(0.2)
         except psutil.Error:
             pass
@@ -93,7 +95,20 @@ class Watched:
         self._sampler.join()
 
     def memory(self) -> dict[str, float]:
-        return {"main_peak_mb": round(self.main_peak / MB), "children_peak_mb": round(self.children_peak / MB)}
+        """Peak resident memory, and its private part: RSS counts the pages of files mapped (the feature cache, read
+        through a memory map, and the page cache behind it), which the kernel drops when memory is short."""
+        return {"main_peak_mb": round(self.main_peak / MB), "main_private_peak_mb": round(self.main_private_peak / MB),
+                "children_peak_mb": round(self.children_peak / MB),
+                "children_private_peak_mb": round(self.children_private_peak / MB)}
+
+
+def _private(process: psutil.Process) -> int:
+    """Resident memory not backed by a file (Linux: RSS less RssFile and RssShmem)."""
+    try:
+        memory = process.memory_info()
+        return memory.rss - memory.shared
+    except psutil.Error:
+        return 0
 
 
 def _rss(process: psutil.Process) -> int:
