@@ -95,18 +95,19 @@ class Watched:
         self._sampler.join()
 
     def memory(self) -> dict[str, float]:
-        """Peak resident memory, and its private part: RSS counts the pages of files mapped (the feature cache, read
-        through a memory map, and the page cache behind it), which the kernel drops when memory is short."""
+        """Peak resident memory (RSS), and the peak of what is each process's alone (USS): RSS counts the pages of files
+        mapped (the feature cache is read through a memory map) and, in each forked DataLoader worker, the pages it
+        still shares with the main process."""
         return {"main_peak_mb": round(self.main_peak / MB), "main_private_peak_mb": round(self.main_private_peak / MB),
                 "children_peak_mb": round(self.children_peak / MB),
                 "children_private_peak_mb": round(self.children_private_peak / MB)}
 
 
 def _private(process: psutil.Process) -> int:
-    """Resident memory not backed by a file (Linux: RSS less RssFile and RssShmem)."""
+    """Memory of this process alone (USS): not the mapped files, nor the pages a forked DataLoader worker still shares
+    with its parent (RSS counts both)."""
     try:
-        memory = process.memory_info()
-        return memory.rss - memory.shared
+        return process.memory_full_info().uss
     except psutil.Error:
         return 0
 
