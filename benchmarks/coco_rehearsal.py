@@ -57,6 +57,8 @@ MB = 2**20
 class Watched:
     """A command run in a subprocess while a thread samples the RSS of it and of its children (psutil)."""
 
+    uss = False  # also sample each process's own memory (USS): reading it slows a large process, so times are off
+
     def __init__(self, command: list[str], *, env: dict[str, str] | None = None, log: Path):
         self.log = log
         self.started = time.time()
@@ -73,9 +75,12 @@ class Watched:
             while self.process.poll() is None:
                 children = main.children(recursive=True)
                 self.main_peak = max(self.main_peak, main.memory_info().rss)
-                self.main_private_peak = max(self.main_private_peak, _private(main))
+                if self.uss:
+                    self.main_private_peak = max(self.main_private_peak, _private(main))
                 self.children_peak = max(self.children_peak, sum(_rss(child) for child in children))
-                self.children_private_peak = max(self.children_private_peak, sum(_private(child) for child in children))
+                if self.uss:
+                    self.children_private_peak = max(self.children_private_peak,
+                                                     sum(_private(child) for child in children))
                 time.sleep(0.2)
         except psutil.Error:
             pass
@@ -98,9 +103,9 @@ class Watched:
         """Peak resident memory (RSS), and the peak of what is each process's alone (USS): RSS counts the pages of files
         mapped (the feature cache is read through a memory map) and, in each forked DataLoader worker, the pages it
         still shares with the main process."""
-        return {"main_peak_mb": round(self.main_peak / MB), "main_private_peak_mb": round(self.main_private_peak / MB),
-                "children_peak_mb": round(self.children_peak / MB),
-                "children_private_peak_mb": round(self.children_private_peak / MB)}
+        rss = {"main_peak_mb": round(self.main_peak / MB), "children_peak_mb": round(self.children_peak / MB)}
+        return {**rss, "main_uss_peak_mb": round(self.main_private_peak / MB),
+                "children_uss_peak_mb": round(self.children_private_peak / MB)} if self.uss else rss
 
 
 def _private(process: psutil.Process) -> int:
@@ -152,6 +157,9 @@ class Rehearsal:
 
     def record(self, stage: str, **figures: object) -> None:
         """Add a stage's figures to <out>/results.json (kept from earlier rehearsals of other stages)."""
+        if Watched.uss:  # the memory pass: its times are off
+            stage, figures = f"{stage} (memory pass)", {name: value for name, value in figures.items()
+                                                        if name.endswith("peak_mb")}
         path = self.out / "results.json"
         results = json.loads(path.read_text()) if path.exists() else {}
         results[stage] = {**figures, "device": self.device, "date": time.strftime("%Y-%m-%d %H:%M")}
@@ -308,7 +316,8 @@ def table(root: Path) -> str:
     """A Markdown table of every rehearsal under `root` (one column per scale, one row per stage's figure)."""
     scales = sorted((Fraction(folder.name.replace("-", "/")), json.loads((folder / "results.json").read_text()))
                     for folder in root.iterdir() if (folder / "results.json").exists())
-    rows = [(stage, figure) for stage in STAGES for figure in dict.fromkeys(
+    rows = [(stage, figure) for stage in [*STAGES, *(f"{stage} (memory pass)" for stage in STAGES)]
+            for figure in dict.fromkeys(
         name for _, results in scales for name in results.get(stage, {}) if name not in ("device", "date"))]
     lines = ["| stage | figure | " + " | ".join(f"{scale} of COCO" for scale, _ in scales) + " |",
              "|---|---|" + "---|" * len(scales)]
@@ -329,6 +338,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, default=6, help="training steps of each fit (validation after them)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--stages", nargs="+", default=STAGES, choices=STAGES)
+    parser.add_argument("--uss", action="store_true", help="the memory pass: also each process's own memory (USS), "
+                                                           "which slows the stages (their times are then not kept)")
     parser.add_argument("--table", action="store_true", help="print the table of every rehearsal under data/rehearsal")
     parser.add_argument("--vocabulary_only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -338,6 +349,7 @@ def main(argv: list[str]) -> None:
     if args.vocabulary_only:
         return vocabulary_only(out)
     generate(args.scale, out, full_size_images=256)
+    Watched.uss = args.uss
     Rehearsal(out, scale=args.scale, steps=args.steps, device=args.device).run(args.stages)
 
 
