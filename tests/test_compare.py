@@ -10,7 +10,8 @@ import torch
 
 from caption.cli import main
 from caption.comparison.figures import logged_curves
-from caption.comparison.models import data_differences, read_models
+from caption.comparison.models import data_differences, model_names, read_models
+from caption.errors import ConfigError
 
 pytest.importorskip("tensorboard")
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
@@ -69,3 +70,11 @@ def test_a_run_on_other_data_is_named_with_what_differs(tiny_runs, tmp_path):
         [tiny_runs["soft"], moved, fewer], names=None, device="cpu", config=None))
     assert data_differences(soft, same) == []
     assert data_differences(soft, other) == ["data.source.init_args.num_train: 20 vs 50"]
+
+
+@pytest.mark.parametrize("name", ["../outside", "a/b", "..", ".", "", "a\\b"])
+def test_names_that_are_not_folder_names_are_refused(name):
+    """Each model's results go to a folder of its name inside --predictions.out: a name cannot lead out of it."""
+    with pytest.raises(ConfigError, match="not a folder name"):
+        model_names([object(), object()], [name, "hard"])
+    assert model_names([object(), object()], ["soft run", "hard"]) == ["soft run", "hard"]

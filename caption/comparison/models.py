@@ -61,6 +61,10 @@ def model_names(captioners: list[Captioner], names: list[str] | None) -> list[st
     if names is not None:
         if len(names) != len(captioners) or len(set(names)) != len(names):
             raise ConfigError(f"--names needs {len(captioners)} distinct names, one per model; got {names}")
+        for name in names:  # each names a folder inside --predictions.out
+            if name in ("", ".", "..") or any(character in name for character in "/\\\0"):
+                raise ConfigError(f"--names: {name!r} is not a folder name (each model's results go to a folder of "
+                                  f"that name inside --predictions.out); give plain names such as soft hard")
         return names
     kinds = [captioner.module.settings.attention.kind for captioner in captioners]
     return [kind if kinds.count(kind) == 1 else f"{kind}-{kinds[:i].count(kind) + 1}" for i, kind in enumerate(kinds)]
