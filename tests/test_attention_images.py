@@ -15,6 +15,7 @@ from kit.tiny import tiny_args
 from PIL import Image
 
 import caption.attention_images
+from caption.checkpoints import DATA_LINKS
 from caption.cli import main
 
 pytest.importorskip("tensorboard")
@@ -53,6 +54,8 @@ def test_every_logger_that_takes_images_gets_overlays_and_captions_at_every_vali
         assert pixels.shape[0] > 100 and pixels.shape[1] > 100 and pixels.std() > 0, "a drawn figure"
     hparams = yaml.safe_load((run / "tb" / "version_0" / "hparams.yaml").read_text())
     assert "vocabulary" not in hparams and hparams["vocabulary_size"] > 10 and hparams["attention.kind"] == "soft"
+    linked = set(DATA_LINKS.values())  # each setting once: the model's encoder settings, not the data's copies
+    assert hparams["encoder.name"] == "small_vgg" and not linked & set(hparams), sorted(linked & set(hparams))
 
     folder = run / "csv" / "version_0" / "attention"
     rows = list(csv.DictReader((folder / "captions.csv").open()))

@@ -16,7 +16,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from caption.checkpoints import read_checkpoint
+from caption.checkpoints import DATA_LINKS, read_checkpoint
 from caption.data.category_words import LABELS_KEY, references_name_a_label
 from caption.data.collate import collate
 from caption.data.datasets import CaptionPairs, ImageFiles, Images, LongCaptions
@@ -98,9 +98,11 @@ class CaptionDataModule(L.LightningDataModule):
         # Under the CLI the hyperparameters are the config (the source as class_path + init_args): the
         # checkpoint keeps them so that `caption evaluate` can rebuild this data. A source object made
         # in Python cannot go into a weights_only checkpoint, so it is left out.
-        self.save_hyperparameters()
+        # The encoder settings linked from the model (DATA_LINKS) are the model's: stored there once, not twice.
+        linked = list(DATA_LINKS.values())
+        self.save_hyperparameters(ignore=linked)
         if not isinstance(self.hparams["source"], dict):
-            self.save_hyperparameters(ignore="source")
+            self.save_hyperparameters(ignore=["source", *linked])
         else:  # paths recorded absolute: a checkpoint used from another folder finds the same data
             self.hparams["source"] = absolute_paths(self.hparams["source"], type(source).path_arguments)
         if features is not None:

@@ -87,13 +87,13 @@ def build_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Caption
 def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: str | os.PathLike | None) -> dict[str, Any]:
     """The data settings ({source: {class_path, init_args}, ...}) a model was trained with: the `data:` section of
     `config` if given, else what `caption fit` stored in the checkpoint."""
+    # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
+    model = dotted(checkpoint["hyper_parameters"])
+    linked = {data_key: model[model_key] for model_key, data_key in DATA_LINKS.items() if model_key in model}
     if config is not None:
         data = data_section(str(config))  # a file, a packaged config, or a named run's fragments
         if not data:
             raise ConfigError(f"config {config} has no `data:` section (use the config the model was trained with)")
-        # linked from the model, as `caption fit` does: a feature cache is checked against the encoder
-        model = dotted(checkpoint["hyper_parameters"])
-        linked = {data_key: model[model_key] for model_key, data_key in DATA_LINKS.items() if model_key in model}
         return {**data, **linked, **checked_data_source(data, key="data.source", origin=f"config {config}")}
     settings = checkpoint.get("datamodule_hyper_parameters")
     if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
@@ -104,8 +104,8 @@ def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: s
             + (f", e.g. {saved[-1]} (saved by that run)" if saved else "")
         )
     settings = {key: value for key, value in settings.items() if key != "_instantiator"}
-    return {**settings, **checked_data_source(settings, key="datamodule_hyper_parameters.source",
-                                              origin=f"checkpoint {path}")}
+    return {**settings, **linked, **checked_data_source(settings, key="datamodule_hyper_parameters.source",
+                                                        origin=f"checkpoint {path}")}
 
 
 def checked_data_source(data: dict[str, Any], *, key: str, origin: str) -> dict[str, Any]:
