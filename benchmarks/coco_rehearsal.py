@@ -65,7 +65,7 @@ class Watched:
         with open(log, "w") as output:
             self.process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **(env or {})}, stdout=output,
                                             stderr=subprocess.STDOUT, start_new_session=True)
-        self.main_peak = self.children_peak = self.main_private_peak = self.children_private_peak = 0
+        self.main_peak = self.children_peak = self.main_uss_peak = self.children_uss_peak = 0
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
 
@@ -75,12 +75,10 @@ class Watched:
             while self.process.poll() is None:
                 children = main.children(recursive=True)
                 self.main_peak = max(self.main_peak, main.memory_info().rss)
-                if self.uss:
-                    self.main_private_peak = max(self.main_private_peak, _private(main))
                 self.children_peak = max(self.children_peak, sum(_rss(child) for child in children))
                 if self.uss:
-                    self.children_private_peak = max(self.children_private_peak,
-                                                     sum(_private(child) for child in children))
+                    self.main_uss_peak = max(self.main_uss_peak, _uss(main))
+                    self.children_uss_peak = max(self.children_uss_peak, sum(_uss(child) for child in children))
                 time.sleep(0.2)
         except psutil.Error:
             pass
@@ -104,11 +102,11 @@ class Watched:
         mapped (the feature cache is read through a memory map) and, in each forked DataLoader worker, the pages it
         still shares with the main process."""
         rss = {"main_peak_mb": round(self.main_peak / MB), "children_peak_mb": round(self.children_peak / MB)}
-        return {**rss, "main_uss_peak_mb": round(self.main_private_peak / MB),
-                "children_uss_peak_mb": round(self.children_private_peak / MB)} if self.uss else rss
+        return {**rss, "main_uss_peak_mb": round(self.main_uss_peak / MB),
+                "children_uss_peak_mb": round(self.children_uss_peak / MB)} if self.uss else rss
 
 
-def _private(process: psutil.Process) -> int:
+def _uss(process: psutil.Process) -> int:
     """Memory of this process alone (USS): not the mapped files, nor the pages a forked DataLoader worker still shares
     with its parent (RSS counts both)."""
     try:
