@@ -103,6 +103,7 @@ def format_score(value: float | None) -> str:
 
 UNIFORM_SHARE = 0.95  # α entropy at or above this share of log L: attention is (nearly) uniform
 OBJECT_MARGIN = 0.10  # attention accuracy less than this above a random object's: no better than one
+ABSENT_SHARE = 0.25  # object words naming what the image does not hold, at least this share: objects not told apart
 RESPONSIBLE = {  # attention kind -> the settings most likely responsible when it does not look
     "hard": "model.hard.entropy_weight (its bonus flattens α: lower it), model.hard.reinforce_weight (too weak a "
             "REINFORCE term leaves α unlearned) and the stage-1 soft run whose encoder it uses "
@@ -128,6 +129,10 @@ def not_looking(evaluation: Evaluation, *, kind: str) -> str | None:
                      f"({located.chance_object:.3f}, {located.nouns} object words)")
     if not found:
         return None
-    return (f"{kind} attention is not looking on the {evaluation.split} split: {'; '.join(found)}. Most likely "
-            f"responsible: {RESPONSIBLE.get(kind, RESPONSIBLE['soft'])}. See {EXPLAINED}, \"When attention is not "
-            f"looking\".")
+    unrecognised = ""
+    if located is not None and located.nouns and located.absent >= ABSENT_SHARE:
+        unrecognised = (f" {located.absent:.0%} of the object words name what the image does not hold: the encoder "
+                        f"does not tell the objects apart yet, and attention has nothing to find them by.")
+    return (f"{kind} attention is not looking on the {evaluation.split} split: {'; '.join(found)}.{unrecognised} "
+            f"Most likely responsible: {RESPONSIBLE.get(kind, RESPONSIBLE['soft'])}. See {EXPLAINED}, \"When "
+            f"attention is not looking\".")

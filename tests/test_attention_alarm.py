@@ -68,9 +68,9 @@ def test_validation_is_silent_when_alpha_peaks_on_the_named_object(data):
     assert validated(looking, data) == []
 
 
-def located(accuracy: float, chance_object: float) -> Localisation:
-    return Localisation(nouns=40, accuracy=accuracy, other_object=1 - accuracy, background=0.0, absent=0.0,
-                        chance_location=0.1, chance_object=chance_object)
+def located(accuracy: float, chance_object: float, absent: float = 0.0) -> Localisation:
+    return Localisation(nouns=40, accuracy=accuracy, other_object=1 - accuracy - absent, background=0.0,
+                        absent=absent, chance_location=0.1, chance_object=chance_object)
 
 
 def test_accuracy_no_better_than_a_random_object_is_not_looking():
@@ -84,3 +84,11 @@ def test_accuracy_no_better_than_a_random_object_is_not_looking():
     assert not_looking(no_boxes, kind="soft") is None
     assert "α entropy 5.30" in not_looking(Evaluation("val", 1, {}, {}, None, alpha_entropy=5.3, locations=256),
                                            kind="soft")
+
+
+def test_object_words_naming_what_the_image_lacks_are_said_as_the_likely_cause():
+    guessing = Evaluation("val", 1, {}, {}, located(0.04, 0.28, absent=0.5), alpha_entropy=4.3, locations=256)
+    said = not_looking(guessing, kind="soft")
+    assert "50% of the object words name what the image does not hold" in said and "\n" not in said
+    naming = Evaluation("val", 1, {}, {}, located(0.30, 0.28, absent=0.2), alpha_entropy=4.3, locations=256)
+    assert "does not hold" not in not_looking(naming, kind="soft")
