@@ -108,9 +108,10 @@ RESPONSIBLE = {  # attention kind -> the settings most likely responsible when i
     "hard": "model.hard.entropy_weight (its bonus flattens α: lower it), model.hard.reinforce_weight (too weak a "
             "REINFORCE term leaves α unlearned) and the stage-1 soft run whose encoder it uses "
             "(model.encoder.weights: that run must look first)",
-    "soft": "model.soft.alpha_c (the doubly stochastic penalty spreads α over the image: lower it), the encoder "
-            "(model.encoder.channels, kernel_sizes, coordinates: a grid whose cells see about one object) and "
-            "model.optimization.learning_rate",
+    "soft": "model.optimization.learning_rate (too large a step lets attention settle before the encoder tells the "
+            "objects apart: lower it), model.soft.alpha_c (the doubly stochastic penalty spreads α over the image: "
+            "lower it) and the encoder (model.encoder.channels, kernel_sizes, coordinates: a grid whose cells see "
+            "about one object)",
 }
 EXPLAINED = "docs/hard-attention.md"
 

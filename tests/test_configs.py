@@ -55,6 +55,8 @@ def fixture(name: str) -> dict:
     if name.startswith("shapes"):  # the last epoch of a fixed schedule, no time cap (docs/measurements.md)
         config["trainer"]["max_time"] = None
         config["checkpoint"]["monitor"] = None
+    if name == "shapes_soft":  # stage 1's learning rate, at which the CNN learns the objects' kinds (docs/measurements.md)
+        config["model"]["learning_rate"] = 0.001
     if "entropy_weight" in config["model"]:  # hard runs: configs/hard.yaml's entropy weight (docs/hard-attention.md)
         config["model"]["entropy_weight"] = 0.002
     return config

@@ -33,6 +33,7 @@ from caption.data.scene_files import Scene, SceneFiles, write_scenes
 NAME = "silhouettes"
 CATEGORIES = ("house", "tree", "car", "boat", "umbrella", "table lamp")
 SIZE = 96
+READ_SIZE = 64  # read at: objects of 13 to 17 pixels, about what one annotation of the shapes encoder sees (18)
 SIDES = (20, 26)  # object side in pixels (inclusive range)
 GAP = 3  # empty pixels at least between two objects, and between an object and the border
 PALETTE = ((170, 40, 40), (40, 120, 60), (40, 70, 170), (120, 60, 150), (30, 30, 30), (200, 110, 20),
