@@ -17,7 +17,8 @@ Written as
 and read as real data is, by `caption.data.karpathy.KarpathySource` with that instances file, so attention accuracy
 is scored on the six categories. Training and scoring: benchmarks/two_stage.py (`shapes_soft`, then `shapes_hard` on
 the soft run's encoder; only the data, read at 64×64 as the other two datasets are (the shapes encoder's 16×16 grid;
-objects of 13 to 17 pixels), and `model.decoding.max_caption_length` 24 swapped in). Writes runs/silhouettes/silhouettes.json and prints a table.
+objects of 13 to 17 pixels), and `model.decoding.max_caption_length` 24 swapped in). Writes
+runs/silhouettes/silhouettes.json and prints a table.
 """
 
 from two_stage import main
