@@ -22,8 +22,9 @@ from caption.outputs import write_text
 _TOKENIZER = TreebankWordTokenizer()
 # Most captions are plain ("A man riding a wave on top of a surfboard."): lowercase letters, digits, spaces, commas
 # and one final period. The Treebank tokenizer splits those at spaces, commas and the final period, so splitting there
-# directly gives its tokens without its regular expressions (docs/coco-rehearsal.md). Left to it: a comma before a digit or
-# another comma (kept attached), its contractions ("cannot" -> "can not", "gonna" -> "gon na", ...) and anything else.
+# directly gives its tokens without its regular expressions (docs/coco-rehearsal.md). Left to it: a comma before a
+# digit or another comma (kept attached), its contractions ("cannot" -> "can not", "gonna" -> "gon na", ...) and
+# anything else.
 _PLAIN = re.compile(r"[a-z0-9 ,]*\.? *")
 _NOT_PLAIN = re.compile(r",[\d,]|cannot|gimme|gonna|gotta|lemme|wanna")
 
