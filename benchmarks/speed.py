@@ -82,7 +82,7 @@ def epoch_batches(words: np.ndarray, batch_size: int, same_length: bool) -> list
     if same_length:
         tokens = (words + 2).tolist()  # what the data module passes: <start> words <end>
         sampler = LengthBatchSampler(DistributedSampler(range(len(words)), num_replicas=1, rank=0, shuffle=False),
-                                     batch_size, lengths=tokens)
+                                     batch_size, groups=tokens)
         return [words[batch] for batch in sampler]
     order = np.random.default_rng(0).permutation(len(words))
     return [words[order[start : start + batch_size]] for start in range(0, len(words), batch_size)]
