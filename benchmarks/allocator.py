@@ -1,11 +1,11 @@
-"""What `--keep_freed_memory true` (caption.allocator) buys and costs, against glibc's defaults.
+"""What `--keep_freed_memory true` (caption.training.allocator) buys and costs, against glibc's defaults.
 
     python benchmarks/allocator.py
 
 Each case runs in its own process:
   torch only          torch, nothing of this project;
   caption library     `import caption, caption.inference`, a `Captioner` built and called on 4 images;
-  keep_freed_memory   `caption.allocator.configure_allocator("cpu")`, what the flag does.
+  keep_freed_memory   `caption.training.allocator.configure_allocator("cpu")`, what the flag does.
 Each then times 20 steps of beam search's attention-map temporary (W_a a + W_h h: 64 images x 3 beams x 196
 locations x 512, 77 MB; median of the last 15), then allocates and frees a 512 MiB tensor: the resident
 memory (RSS) before it and after the free, and what the process kept of it. Prints a Markdown table.
@@ -27,7 +27,7 @@ case = sys.argv[1]
 if case == "caption library":
     import caption, caption.inference
     from caption import Captioner
-    from caption.module import CaptionModule
+    from caption.training.module import CaptionModule
     vocabulary = ["<pad>", "<start>", "<end>", "<unk>", "a", "circle"]
     module = CaptionModule(vocabulary=vocabulary, encoder={"name": "small_vgg", "weights": "none", "freeze": False,
                            "channels": (4, 8)}, decoder={"embed_dim": 8, "hidden_dim": 16, "init_layers": 1},
@@ -36,7 +36,7 @@ if case == "caption library":
                           normalization=((0,) * 3, (1,) * 3))
     captioner([torch.rand(3, 32, 32) for _ in range(4)])
 elif case == "keep_freed_memory":
-    from caption.allocator import configure_allocator
+    from caption.training.allocator import configure_allocator
     configure_allocator("cpu")
 
 projected, query = torch.ones(64, 1, 196, 512), torch.ones(64, 3, 1, 512)

@@ -294,9 +294,9 @@ class Rehearsal:
 
 def vocabulary_only(out: Path) -> None:
     """The vocabulary stage's own process: coco_soft's data settings on out/dataset_coco.json."""
+    from caption.config.packaged import data_section
     from caption.data.datamodule import CaptionDataModule
-    from caption.data.karpathy import KarpathySource
-    from caption.packaged_configs import data_section
+    from caption.data.sources.karpathy import KarpathySource
 
     settings = data_section("coco_soft")
     started = time.perf_counter()

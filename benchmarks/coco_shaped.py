@@ -131,11 +131,11 @@ class SyntheticVGG(nn.Module):
 
 def write_cache(out: Path, *, num_workers: int) -> None:
     """The feature cache of out/dataset_coco.json, through `build_cache`, for the shipped coco_soft config."""
-    from caption.commands.argument_parser import CaptionArgumentParser
-    from caption.commands.lightning import CaptionCLI
+    from caption.cli._lightning_parser import CaptionArgumentParser
+    from caption.cli.lightning import CaptionCLI
     from caption.data.datamodule import CaptionDataModule
     from caption.data.features import build_cache
-    from caption.module import CaptionModule
+    from caption.training.module import CaptionModule
 
     cli = CaptionCLI(CaptionModule, CaptionDataModule, run=False, parser_class=CaptionArgumentParser,
                      auto_configure_optimizers=False, args=["--config", "coco_soft", *data_paths(out)])

@@ -28,9 +28,9 @@ from torchvision import models
 
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import build_cache, cache_config
-from caption.data.karpathy import KarpathySource
-from caption.encoder import TorchvisionVGG
-from caption.module import CaptionModule
+from caption.data.sources.karpathy import KarpathySource
+from caption.model.encoder import TorchvisionVGG
+from caption.training.module import CaptionModule
 
 
 def make_dataset(out: Path, count: int) -> Path:

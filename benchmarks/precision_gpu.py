@@ -16,8 +16,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from caption.module import CaptionModule
-from caption.text import Vocabulary
+from caption.model.vocabulary import Vocabulary
+from caption.training.module import CaptionModule
 
 
 class SyntheticCaptions(Dataset):

@@ -10,7 +10,7 @@ on soft's encoder, frozen (`model.encoder.weights: <out>/soft`, as `shapes_hard`
 `runs/shapes_soft`). Then each run's best checkpoint (validation BLEU-4) decodes the test split with beam 3 and
 is scored here:
 - BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json);
-- where each object noun's α peak lies (`caption.attention_scores.localisation`): on the named object (the attention
+- where each object noun's α peak lies (`caption.evaluation.grounding.localisation`): on the named object (the attention
   accuracy), on another object, on the background, or the noun names an object the image lacks; beside the
   accuracy of a uniformly random location and of a peak on a uniformly chosen object of the image;
 - mean β over object nouns (is the gate open when the model names an object?) and the mean entropy of α per
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from caption.data.shapes import object_for_word
+from caption.data.synthetic.shapes import object_for_word
 from caption.inference import Captioner, evaluate, training_data
 
 SOFT, HARD = "shapes_soft", "shapes_hard"

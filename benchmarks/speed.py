@@ -28,9 +28,9 @@ ratio = achieved FLOP/s ÷ the reference matrix product's FLOP/s, measured right
 step or run (CPU: a 2048³ fp32 `torch.matmul` on the same threads; GPU: 8192³ in bf16), median over
 the steps, so that figures stay comparable on a shared machine. FLOPs are counted analytically from
 the dimensions, only where the model needs them (the annotation projection once per image; real
-tokens only): see caption/flops.py. tokens/s, captions/s and images/s are totals over the timed
+tokens only): see caption/model/flops.py. tokens/s, captions/s and images/s are totals over the timed
 steps. Peak memory is the process's peak resident memory (CPU) or peak allocated CUDA memory in
-the case. This script keeps freed memory for reuse (caption.allocator), as `caption fit --keep_freed_memory
+the case. This script keeps freed memory for reuse (caption.training.allocator), as `caption fit --keep_freed_memory
 true` does, unless --default-malloc.
 """
 
@@ -52,11 +52,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DistributedSampler
 
-from caption.allocator import configure_allocator
 from caption.data.sampler import LengthBatchSampler
-from caption.flops import DecoderFlops
-from caption.module import CaptionModule
-from caption.text import Vocabulary
+from caption.model.flops import DecoderFlops
+from caption.model.vocabulary import Vocabulary
+from caption.training.allocator import configure_allocator
+from caption.training.module import CaptionModule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from kit.lengths import coco_like_words  # noqa: E402  (the COCO-like caption lengths the tests use too)
@@ -336,7 +336,7 @@ def bench_input(args, train_results: dict) -> None:
         print(f"no feature cache under {out}/features: skipping the DataLoader timing")
         return
     from caption.data.datamodule import CaptionDataModule
-    from caption.data.karpathy import KarpathySource
+    from caption.data.sources.karpathy import KarpathySource
 
     source = KarpathySource(annotations=str(out / "dataset.json"), images=str(out / "images"))
     for workers in (0, 2):

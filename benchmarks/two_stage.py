@@ -1,4 +1,4 @@
-"""The two-stage recipe on a generated dataset in the real formats (`caption.data.scene_files`), used by
+"""The two-stage recipe on a generated dataset in the real formats (`caption.data.synthetic.scene_files`), used by
 benchmarks/positions.py and benchmarks/silhouettes.py.
 
 Both stages use the shapes configs as they ship (`shapes_soft`, then `shapes_hard` on the soft run's best encoder,
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
-from caption.data.scene_files import SceneFiles
+from caption.data.synthetic.scene_files import SceneFiles
 
 STAGES = {"soft": "shapes_soft", "hard": "shapes_hard"}  # stage -> the named run whose configs it uses
 

@@ -1,4 +1,4 @@
-"""What scoring one validation epoch costs on the one evaluation path (`caption.evaluation`): PTB tokenisation runs Java.
+"""What scoring one validation epoch costs on the one evaluation path (`caption.evaluation.scoring`): PTB tokenisation runs Java.
 
     python benchmarks/validation_scoring.py                  # 50 images x 5 references, 5 repeats, median
     python benchmarks/validation_scoring.py --images 200 --repeats 3
@@ -16,9 +16,9 @@ import statistics
 import time
 from datetime import date
 
-from caption.metrics import coco_scores, score_captions
-from caption.ptb_tokenizer import PTBCache
-from caption.text import tokenize
+from caption.evaluation.metrics import coco_scores, score_captions
+from caption.evaluation.ptb_tokenizer import PTBCache
+from caption.model.vocabulary import tokenize
 
 WORDS = "a man 's dog is running on the green grass near two red cars and a small white house".split()
 

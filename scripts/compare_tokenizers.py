@@ -14,9 +14,9 @@ import random
 import re
 import tempfile
 
-from caption.data.shapes import ShapesSource
-from caption.metrics import score_captions
-from caption.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, ptb_tokenize, python_ptb_tokenize
+from caption.data.synthetic.shapes import ShapesSource
+from caption.evaluation.metrics import score_captions
+from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, ptb_tokenize, python_ptb_tokenize
 
 SCORED = ("bleu1", "bleu2", "bleu3", "bleu4", "rouge_l", "cider")
 FRAGMENTS = (

@@ -30,7 +30,7 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 # handlers a test may change: Lightning's signal connector (SIGTERM, SIGUSR1 on SLURM), its Ctrl-C shutdown (SIGINT
-# ignored afterwards), `caption.callbacks.PeriodicCheckpoint` (SIGINT restored to the default during a save)
+# ignored afterwards), `caption.training.callbacks.PeriodicCheckpoint` (SIGINT restored to the default during a save)
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 GRACE_S = 60  # after SIGTERM, how long the running test may take to end before the session is ended regardless
 terminated: list[int] = []

@@ -1,4 +1,4 @@
-"""caption.allocator: only CPU runs on glibc, each knob on its own, one log line per process, only when asked for
+"""caption.training.allocator: only CPU runs on glibc, each knob on its own, one log line per process, only when asked for
 (`--keep_freed_memory true`), and the real effect: a loop that allocates the same big temporary at every step
 stops page-faulting it."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from kit.tiny import tiny_args
 
-from caption import allocator
-from caption.allocator import configure_allocator
 from caption.cli import main
+from caption.training import allocator
+from caption.training.allocator import configure_allocator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     monkeypatch.setattr(lightning_logger, "propagate", False)  # caught once, whether or not it reaches the root
     lightning_logger.addHandler(caplog.handler)
     caplog.set_level(logging.INFO, logger="lightning.pytorch")
-    yield lambda: [r.getMessage() for r in caplog.records if r.getMessage().startswith("caption.allocator")]
+    yield lambda: [r.getMessage() for r in caplog.records if r.getMessage().startswith("caption.training.allocator")]
     lightning_logger.removeHandler(caplog.handler)
 
 
@@ -72,7 +72,7 @@ def test_only_cpu_runs_change_malloc(fresh, monkeypatch, device_type):
     mallopt = with_mallopt(monkeypatch, FakeMallopt())
     assert configure_allocator(device_type) == {}
     assert mallopt.calls == []
-    assert fresh() == [f"caption.allocator: malloc left at glibc's defaults (the run computes on {device_type}, "
+    assert fresh() == [f"caption.training.allocator: malloc left at glibc's defaults (the run computes on {device_type}, "
                        "not the CPU)"]
 
 
@@ -80,7 +80,7 @@ def test_other_c_libraries_are_left_alone(fresh, monkeypatch):
     mallopt = with_mallopt(monkeypatch, FakeMallopt())
     monkeypatch.setattr(allocator.platform, "libc_ver", lambda *_: ("", ""))  # musl
     assert configure_allocator("cpu") == {}
-    assert mallopt.calls == [] and fresh() == ["caption.allocator: malloc left at glibc's defaults (the C library "
+    assert mallopt.calls == [] and fresh() == ["caption.training.allocator: malloc left at glibc's defaults (the C library "
                                                "is not glibc)"]
 
 
@@ -93,7 +93,7 @@ def test_the_first_call_decides_for_the_process(fresh, monkeypatch):
 
 PROGRAM = """
 import resource, sys, torch
-from caption.allocator import configure_allocator
+from caption.training.allocator import configure_allocator
 tuned = None
 if sys.argv[1] == "tuned":
     tuned = configure_allocator("cpu")
@@ -122,7 +122,7 @@ def test_freed_memory_is_reused_without_page_faults():
     assert default_tuned == "None" and min(default_faults) > pages // 2, "glibc's default maps fresh pages each step"
     # glibc places a block by its own rules, so a step now and then still takes fresh pages; most reuse old ones
     assert tuned == "True" and sum(tuned_faults) < sum(default_faults) / 2, (tuned_faults, default_faults)
-    assert log.count("caption.allocator: freed memory kept for reuse") == 1, log
+    assert log.count("caption.training.allocator: freed memory kept for reuse") == 1, log
 
 
 @pytest.mark.slow

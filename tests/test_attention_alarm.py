@@ -9,13 +9,13 @@ import pytest
 import torch
 from kit.models import tiny_groups
 
-from caption.attention_grid import cell_centres, inside
-from caption.attention_scores import Localisation
 from caption.data.datamodule import CaptionDataModule
-from caption.data.shapes import ShapesSource
-from caption.decoding import Caption
-from caption.module import CaptionModule
-from caption.report import Evaluation, not_looking
+from caption.data.synthetic.shapes import ShapesSource
+from caption.evaluation.grid import cell_centres, inside
+from caption.evaluation.grounding import Localisation
+from caption.evaluation.report import Evaluation, not_looking
+from caption.model.search import Caption
+from caption.training.module import CaptionModule
 
 LOCATIONS = 1024  # the tiny two-block encoder: a 32x32 grid on 64x64 shapes
 

@@ -14,9 +14,9 @@ import yaml
 from kit.tiny import tiny_args
 from PIL import Image
 
-import caption.attention_images
-from caption.checkpoints import DATA_LINKS
+import caption.training.overlay_logging
 from caption.cli import main
+from caption.io.checkpoints import DATA_LINKS
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
@@ -35,9 +35,9 @@ def test_every_logger_that_takes_images_gets_overlays_and_captions_at_every_vali
     ]}}))
     monkeypatch.setattr(sys, "argv", ["caption"])
     said = []
-    monkeypatch.setattr(caption.attention_images, "rank_zero_info", said.append)
+    monkeypatch.setattr(caption.training.overlay_logging, "rank_zero_info", said.append)
     main(["fit", "--config", "shapes_soft", "--config", str(loggers),
-          "--trainer.callbacks+=caption.attention_images.AttentionImages", "--trainer.callbacks.num_images", "2",
+          "--trainer.callbacks+=caption.training.overlay_logging.AttentionImages", "--trainer.callbacks.num_images", "2",
           "--trainer.max_epochs", "2", "--trainer.limit_test_batches", "0", "--trainer.enable_progress_bar", "false",
           "--trainer.default_root_dir", str(run), *tiny_args(tmp_path / "data", num_train=16, num_val=4, num_test=4)])
 

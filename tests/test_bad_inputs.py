@@ -12,7 +12,7 @@ from PIL import Image
 
 from caption import Captioner
 from caption.cli import main
-from caption.data.image_files import BadImageError
+from caption.data.sources.image_files import BadImageError
 from caption.inference.inputs import Failure, ImageInputError
 
 pytestmark = pytest.mark.slow  # the tiny runs (conftest.py)

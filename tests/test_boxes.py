@@ -14,18 +14,18 @@ import torch
 from kit.data import coco_instances, coco_official, karpathy_dataset
 from PIL import Image
 
-from caption.attention_scores import Localisation, localisation
 from caption.cli import main
-from caption.data.annotation_files import DatasetFormatError
-from caption.data.category_words import category_word_labels, named_labels
-from caption.data.coco_categories import COCO_CATEGORIES, COCO_WORD_LABELS, plural
 from caption.data.datamodule import CaptionDataModule
-from caption.data.image_source import boxes_in_input, crop_offset, image_transform
-from caption.data.karpathy import CocoSource, KarpathySource
-from caption.data.records import ObjectBox
-from caption.data.shapes import ShapesSource
+from caption.data.sources.annotation_files import DatasetFormatError
+from caption.data.sources.category_words import category_word_labels, named_labels
+from caption.data.sources.coco_categories import COCO_CATEGORIES, COCO_WORD_LABELS, plural
+from caption.data.sources.image_source import boxes_in_input, crop_offset, image_transform
+from caption.data.sources.karpathy import CocoSource, KarpathySource
+from caption.data.sources.records import ObjectBox
+from caption.data.synthetic.shapes import ShapesSource
 from caption.errors import ConfigError
-from caption.report import Evaluation
+from caption.evaluation.grounding import Localisation, localisation
+from caption.evaluation.report import Evaluation
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -243,7 +243,7 @@ def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path
         "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",
         "--model.encoder.channels", "[4, 8]", "--model.encoder.kernel_sizes", "null", "--model.decoding.max_caption_length", "8",
         "--model.optimization.learning_rate", "0.01", "--model.encoder.coordinates", "false",
-        "--data.source", "caption.data.karpathy.KarpathySource", "--data.source.init_args.annotations", str(karpathy),
+        "--data.source", "caption.data.sources.karpathy.KarpathySource", "--data.source.init_args.annotations", str(karpathy),
         "--data.source.init_args.images", str(root / "images"), "--data.source.init_args.resize_size", "36",
         "--data.source.init_args.crop_size", "32",
         "--data.source.init_args.instances", json.dumps([str(path) for path in instances]),

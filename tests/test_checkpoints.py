@@ -16,12 +16,12 @@ from kit.models import tiny_module
 from kit.probes import checksum, optimizer_summary, read_probe, steps_done
 from kit.tiny import HARD_FROM_SCRATCH, config, run_args, tiny_args
 
-from caption.checkpoints import SafeCheckpointIO, read_checkpoint
 from caption.cli import TERMINATED
 from caption.data.datamodule import CaptionDataModule
-from caption.data.shapes import ShapesSource
+from caption.data.synthetic.shapes import ShapesSource
 from caption.errors import CheckpointError
 from caption.inference import load_trained
+from caption.io.checkpoints import SafeCheckpointIO, read_checkpoint
 
 
 def tiny(root: Path) -> list[str]:

@@ -10,11 +10,11 @@ import pytest
 from kit.cli import failed
 from PIL import Image
 
-from caption.checkpoints import read_checkpoint
 from caption.cli import one_line_warning
-from caption.data.image_files import BadImageError, to_rgb
-from caption.encoder import EncoderWeightsError, SmallVGG
+from caption.data.sources.image_files import BadImageError, to_rgb
 from caption.errors import CaptionWarning, CheckpointError
+from caption.io.checkpoints import read_checkpoint
+from caption.model.encoder import EncoderWeightsError, SmallVGG
 
 
 @pytest.fixture(autouse=True)

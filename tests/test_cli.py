@@ -8,7 +8,7 @@ import torch
 from kit.cli import caption
 from kit.tiny import HARD_FROM_SCRATCH, config, encoder_from, fit_args, tiny_model_args
 
-from caption.module import CaptionModule
+from caption.training.module import CaptionModule
 
 
 @pytest.mark.slow

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from caption.cli import main
-from caption.commands import COMMANDS
+from caption.cli import COMMANDS, main
 
 PACKAGE = Path(__file__).resolve().parents[1] / "caption"
 
@@ -86,12 +85,12 @@ def module_graph() -> dict[str, set[str]]:
 
 
 def test_only_the_readers_of_old_files_import_the_compatibility_module():
-    """caption.compat (files and command lines of 0.1) is a leaf used where old files are read: checkpoints,
+    """caption.legacy.settings (files and command lines of 0.1) is a leaf used where old files are read: checkpoints,
     migrate-config, and the error path of the command line parsers, Lightning's and the other commands' (naming the
     new spelling of a refused old one)."""
     graph = module_graph()
-    assert not graph["caption.compat"] - {"caption.errors", "caption.outputs"}
-    importers = {module for module, imported in graph.items() if "caption.compat" in imported}
-    assert importers == {"caption.checkpoints", "caption.commands.migrate_config", "caption.commands.argument_parser",
-                         "caption.commands.common"}
+    assert not graph["caption.legacy.settings"] - {"caption.errors", "caption.io.outputs"}
+    importers = {module for module, imported in graph.items() if "caption.legacy.settings" in imported}
+    assert importers == {"caption.io.checkpoints", "caption.cli.migrate_config", "caption.cli._lightning_parser",
+                         "caption.cli._options"}
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from kit.cli import printed
 
-from caption.objectives import HardObjectiveSettings, SoftObjectiveSettings
-from caption.compat import grouped
+from caption.legacy.settings import grouped
+from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "print_config"
@@ -33,12 +32,12 @@ def old_command(name: str) -> tuple[str, ...]:
 def normalise(config: dict) -> dict:
     """A printed config made comparable across versions; the one place for it. The configs print no absolute path
     or other machine-dependent value. The fixtures print the flat model settings of before 0.2: they are moved into
-    their groups (`caption.compat.grouped`, as checkpoints are), and the objective group of the attention kind a
+    their groups (`caption.legacy.settings.grouped`, as checkpoints are), and the objective group of the attention kind a
     run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them. Settings
     added since, off by default, are given their default where missing (the sources' `instances` and `labels`: no
 boxes)."""
     source = config["data"]["source"]
-    if source["class_path"] != "caption.data.shapes.ShapesSource":
+    if source["class_path"] != "caption.data.synthetic.shapes.ShapesSource":
         source = source | {"init_args": {"instances": None, "labels": None} | source["init_args"]}
     model = grouped(config["model"])
     kind = model["attention"]["kind"]

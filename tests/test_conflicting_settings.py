@@ -9,7 +9,7 @@ from kit.cli import failed
 from kit.tiny import HARD_FROM_SCRATCH, tiny_run_args
 
 from caption.cli import main
-from caption.packaged_configs import packaged_configs
+from caption.config.packaged import packaged_configs
 
 pytestmark = pytest.mark.slow  # the tiny runs (conftest.py)
 

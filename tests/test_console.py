@@ -11,8 +11,8 @@ import pytest
 from kit.cli import REPO, caption, environment
 from kit.tiny import fit_args
 
-from caption.console import console
-from caption.ptb_tokenizer import ptb_tokenize
+from caption.config.console import console
+from caption.evaluation.ptb_tokenizer import ptb_tokenize
 
 LIGHT_COMMANDS = ("describe", "evaluate", "compare", "features", "migrate-config")
 HEAVY_MODULES = ("torch", "lightning", "matplotlib", "pycocoevalcap", "PIL")
@@ -72,12 +72,12 @@ def test_the_tokenizer_note_is_shown_with_verbose_only(capfd):
 def test_dependency_deprecations_and_tips_are_left_out_unless_verbose(caplog):
     def shown(*, verbose: bool) -> list[str]:
         with console(verbose=verbose), warnings.catch_warnings(record=True) as seen:
-            for module in ("lightning.pytorch.utilities._pytree", "caption.module"):
+            for module in ("lightning.pytorch.utilities._pytree", "caption.training.module"):
                 warnings.warn_explicit(f"{module} is deprecated", FutureWarning, "file.py", 1, module=module)
             warnings.warn_explicit("a real problem", UserWarning, "file.py", 2, module="lightning.pytorch.trainer")
         return sorted(str(warning.message) for warning in seen)
 
-    assert shown(verbose=False) == ["a real problem", "caption.module is deprecated"]
+    assert shown(verbose=False) == ["a real problem", "caption.training.module is deprecated"]
     assert len(shown(verbose=True)) == 3
     notes = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     with caplog.at_level(logging.INFO, logger=notes.name), console():

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from kit.models import tiny_decoder
 
-from caption.decoder import Decoder
-from caption.decoding import beam_search, greedy
-from caption.text import Vocabulary
+from caption.model.decoder import Decoder
+from caption.model.search import beam_search, greedy
+from caption.model.vocabulary import Vocabulary
 
 L, D, V = 4, 6, 6  # words the model may emit: <end>, <unk>, 4, 5 (never <pad> or <start>)
 EMITTABLE = [Vocabulary.END, Vocabulary.UNK, 4, 5]

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from caption.config.packaged import NAMED_RUNS
 from caption.data.datamodule import CaptionDataModule
-from caption.module import ModuleSettings
-from caption.packaged_configs import NAMED_RUNS
+from caption.training.module import ModuleSettings
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 SOURCES = ("paper", "original code", "ours")
@@ -96,7 +96,7 @@ def test_a_restated_default_is_found_and_an_override_is_not():
     config = {"model": {"decoder": {"hidden_dim": 1800, "embed_dim": 64}, "attention": {"kind": "soft"},
                         "encoder": {"channels": [16, 32, 64, 128]}},
               "data": {"batch_size": 64, "num_workers": 4, "features": None,
-                       "source": {"class_path": "caption.data.karpathy.KarpathySource",
+                       "source": {"class_path": "caption.data.sources.karpathy.KarpathySource",
                                   "init_args": {"restval": "train"}}}}
     assert restated(config) == ["model.decoder.hidden_dim: 1800", "model.encoder.channels: [16, 32, 64, 128]",
                                 "data.batch_size: 64", "data.features: None", "data.source.init_args.restval: train"]

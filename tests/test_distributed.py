@@ -15,8 +15,8 @@ from kit.probes import read_probe
 from kit.tiny import HARD_FROM_SCRATCH, config, run_args, tiny_args
 
 from caption.cli import main
+from caption.evaluation.metrics import METRICS
 from caption.inference import load_trained
-from caption.metrics import METRICS
 
 LOCALISATION = ("attention_accuracy", "attention_other_object", "attention_background", "attention_absent",
                 "attention_chance_location", "attention_chance_object")
@@ -46,7 +46,7 @@ trainer:
       init_args: {{save_dir: {root}, name: tensorboard}}
   callbacks:
     - class_path: lightning.pytorch.callbacks.LearningRateMonitor
-    - class_path: caption.callbacks.TokensPerSecond
+    - class_path: caption.training.callbacks.TokensPerSecond
     - class_path: kit.probes.Probe
 """
     )

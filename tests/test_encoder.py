@@ -9,8 +9,9 @@ import torch
 from kit.data import resnet_weights, vgg16_weights
 from torchvision import models
 
-from caption.data.image_source import describe_transform, image_transform
-from caption.encoder import (
+from caption.data.sources.image_source import describe_transform, image_transform
+from caption.errors import ConfigError
+from caption.model.encoder import (
     TORCHVISION_RESNET,
     EncoderSettings,
     EncoderWeightsError,
@@ -19,7 +20,6 @@ from caption.encoder import (
     TorchvisionVGG,
     build_encoder,
 )
-from caption.errors import ConfigError
 
 OFFICIAL_FILE = "vgg16-397923af.pth"  # the file name in VGG16_Weights.IMAGENET1K_V1.url
 

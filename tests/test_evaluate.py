@@ -17,16 +17,16 @@ from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 from pycocotools.coco import COCO
 
-from caption import meteor, metrics, ptb_tokenizer
-from caption.attention_grid import attention_grid, location_center
-from caption.attention_scores import Localisation, localisation, mean_entropy, step_entropy
 from caption.cli import main
 from caption.comparison.table import dataset_name, results_table
-from caption.data.records import ObjectBox
-from caption.data.shapes import KINDS, ShapesSource
-from caption.decoding import Caption
+from caption.data.sources.records import ObjectBox
+from caption.data.synthetic.shapes import KINDS, ShapesSource
+from caption.evaluation.grid import attention_grid, location_center
+from caption.evaluation.grounding import Localisation, localisation, mean_entropy, step_entropy
+from caption.evaluation.metrics import coco_scores
+from caption.evaluation.scoring import meteor, metrics, ptb_tokenizer
 from caption.inference import Evaluation, load_trained, write_evaluation
-from caption.metrics import coco_scores
+from caption.model.search import Caption
 
 CANDIDATES = {
     7: "A large red circle, left of a small blue square.",
@@ -176,7 +176,7 @@ def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
 
 
 def test_dataset_is_recognised_from_the_data_settings():
-    karpathy = {"class_path": "caption.data.karpathy.KarpathySource", "init_args": {}}
+    karpathy = {"class_path": "caption.data.sources.karpathy.KarpathySource", "init_args": {}}
     def named(annotations):
         return dataset_name({"source": karpathy | {"init_args": {"annotations": annotations}}})
 
@@ -184,7 +184,7 @@ def test_dataset_is_recognised_from_the_data_settings():
     assert named("data/flickr30k/dataset_flickr30k.json") == "flickr30k"
     assert named("data/coco/dataset_coco.json") == "coco"
     assert named("mine.json") is None
-    assert dataset_name({"source": {"class_path": "caption.data.shapes.ShapesSource", "init_args": {}}}) == "shapes"
+    assert dataset_name({"source": {"class_path": "caption.data.synthetic.shapes.ShapesSource", "init_args": {}}}) == "shapes"
 
 
 def shapes_source(checkpoint):

@@ -1,4 +1,4 @@
-"""The one evaluation path (`caption.evaluation`): `caption test` and `caption evaluate` give the same numbers on
+"""The one evaluation path (`caption.evaluation.scoring`): `caption test` and `caption evaluate` give the same numbers on
 data whose references have capitals, punctuation, brackets and contractions; the references' PTB tokens are made
 once and reused; without Java the stand-in is used, with one warning."""
 
@@ -14,11 +14,11 @@ import yaml
 from kit.data import write_image
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-from caption import metrics, ptb_tokenizer
 from caption.cli import main
-from caption.metrics import METRICS
-from caption.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, PTBCache
-from caption.text import tokenize
+from caption.evaluation.metrics import METRICS
+from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, PTBCache
+from caption.evaluation.scoring import metrics, ptb_tokenizer
+from caption.model.vocabulary import tokenize
 
 # what people write: capitals, commas, full stops, brackets, quotes, contractions, possessives; longer than the
 # captions the tiny model may generate, so that the reference lengths (PTB keeps brackets as -lrb- -rrb-) count
@@ -62,7 +62,7 @@ def write_config(root: Path) -> Path:
         "model": {"encoder": {"name": "small_vgg", "weights": "none", "freeze": False, "channels": [4, 8]},
                   "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1}, "attention": {"dim": 8, "layers": 1},
                   "decoding": {"max_caption_length": 8, "beam_size": 2}, "optimization": {"learning_rate": 0.01}},
-        "data": {"source": {"class_path": "caption.data.karpathy.KarpathySource",
+        "data": {"source": {"class_path": "caption.data.sources.karpathy.KarpathySource",
                             "init_args": {"annotations": str(messy_dataset(root)), "images": str(root / "images"),
                                           "resize_size": 36, "crop_size": 32}},
                  "batch_size": 8, "eval_batch_size": 2},

@@ -15,9 +15,9 @@ from kit.data import karpathy_dataset, vgg16_weights, write_bad_files
 from caption.cli import main
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCache, FeatureCacheError, build_cache, cache_config
-from caption.data.image_files import BadImageError
-from caption.data.karpathy import KarpathySource
-from caption.encoder import TorchvisionVGG
+from caption.data.sources.image_files import BadImageError
+from caption.data.sources.karpathy import KarpathySource
+from caption.model.encoder import TorchvisionVGG
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {"resize_size": 36, "crop_size": 32}  # VGG16 on 32x32 crops: 2x2 = 4 annotation vectors, fast on a CPU
@@ -218,7 +218,7 @@ def write_config(tmp_path, root, annotations, weights) -> Path:
         "model": {"encoder": {"name": "vgg16", "weights": str(weights)}, "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1},
                   "attention": {"dim": 8, "layers": 1}, "decoding": {"max_caption_length": 6, "beam_size": 2}},
         "data": {
-            "source": {"class_path": "caption.data.karpathy.KarpathySource",
+            "source": {"class_path": "caption.data.sources.karpathy.KarpathySource",
                        "init_args": {"annotations": str(annotations), "images": str(root / "images"), **SIZES}},
             "batch_size": 4, "eval_batch_size": 4, "same_length_batches": True,
             "features": str(tmp_path / "features"),

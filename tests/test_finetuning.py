@@ -20,10 +20,10 @@ from caption import Captioner
 from caption.cli import main
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCache, FeatureCacheError, build_cache, cache_config
-from caption.data.karpathy import KarpathySource
-from caption.encoder import EncoderSettings, build_encoder
+from caption.data.sources.karpathy import KarpathySource
 from caption.errors import ConfigError
-from caption.finetuning import stage_parameters
+from caption.model.encoder import EncoderSettings, build_encoder
+from caption.training.finetuning import stage_parameters
 
 SIZES = {"resize_size": 64, "crop_size": 64}  # ResNet-50 on 64x64 crops: layer4 is 2x2, fast on a CPU
 GRID = 2
@@ -126,7 +126,7 @@ def write_configs(tmp_path: Path, root: Path, annotations: Path, weights: Path) 
                   "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1}, "attention": {"dim": 8, "layers": 1},
                   "decoding": {"max_caption_length": 6, "beam_size": 1}, "optimization": {"learning_rate": 0.01}},
         "data": {
-            "source": {"class_path": "caption.data.karpathy.KarpathySource",
+            "source": {"class_path": "caption.data.sources.karpathy.KarpathySource",
                        "init_args": {"annotations": str(annotations), "images": str(root / "images"), **SIZES}},
             "batch_size": 4, "eval_batch_size": 4, "features": str(tmp_path / "features"),
         },

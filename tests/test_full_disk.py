@@ -1,7 +1,7 @@
 """A full disk and unreadable checkpoints, through `caption fit`, `test` and `compare`.
 
 The disk is a real one where the test may mount a small tmpfs (root in a container); elsewhere ENOSPC is
-simulated by a write budget on the project's own file writes (`caption.outputs`), which is where checkpoints go.
+simulated by a write budget on the project's own file writes (`caption.io.outputs`), which is where checkpoints go.
 """
 
 import shutil
@@ -14,10 +14,10 @@ from kit.disk import disk  # noqa: F401  the fixture
 from kit.tiny import fit_args, tiny_run_args
 from lightning.pytorch.loggers import CSVLogger
 
-from caption.checkpoints import read_checkpoint
 from caption.cli import main
-from caption.commands.run_outputs import guard_logger_writes
-from caption.outputs import OutputError
+from caption.cli._run_outputs import guard_logger_writes
+from caption.io.checkpoints import read_checkpoint
+from caption.io.outputs import OutputError
 
 
 @pytest.fixture(autouse=True)

@@ -27,8 +27,8 @@ import pytest
 import torch
 from kit.models import tiny_decoder
 
-from caption.decoder import Decoder
-from caption.objectives import (
+from caption.model.decoder import Decoder
+from caption.model.objectives import (
     HardAttentionObjective,
     HardObjectiveSettings,
     caption_log_likelihood,

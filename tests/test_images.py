@@ -7,10 +7,10 @@ from kit.data import gradient, write_bad_files, write_image
 from PIL import Image
 from torchvision import models
 
-from caption.data.image_files import BadImageError, inspect_image, read_rgb
-from caption.data.image_source import describe_transform, image_transform
-from caption.data.karpathy import KarpathySource
-from caption.data.records import ImageRecord
+from caption.data.sources.image_files import BadImageError, inspect_image, read_rgb
+from caption.data.sources.image_source import describe_transform, image_transform
+from caption.data.sources.karpathy import KarpathySource
+from caption.data.sources.records import ImageRecord
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

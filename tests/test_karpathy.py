@@ -12,7 +12,7 @@ from kit.data import SPLIT_OF, coco_official, karpathy_dataset
 from kit.tiny import config, run_args
 
 from caption.data.datamodule import CaptionDataModule
-from caption.data.karpathy import CocoSource, DatasetFormatError, KarpathySource
+from caption.data.sources.karpathy import CocoSource, DatasetFormatError, KarpathySource
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_a_wrong_field_stops_caption_fit_in_one_line_naming_the_entry(tmp_path, 
     data["images"][3]["filepath"] = 5
     annotations.write_text(json.dumps(data))
     line = failed(["fit", *config("shapes_soft"), *run_args(tmp_path / "run"),
-                   "--data.source", "caption.data.karpathy.KarpathySource",
+                   "--data.source", "caption.data.sources.karpathy.KarpathySource",
                    "--data.source.init_args.annotations", str(annotations),
                    "--data.source.init_args.images", str(tmp_path / "images")])
     assert line == f"caption: error: {annotations}: images[3].filepath is 5; expected str", line

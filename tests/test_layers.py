@@ -7,7 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from caption.commands import COMMANDS
+from caption.cli import COMMANDS
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRACTS = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
@@ -27,4 +27,4 @@ def test_every_import_contract_is_kept():
 
 def test_every_command_is_in_the_contract_that_keeps_commands_apart():
     independent = next(contract for contract in CONTRACTS if contract["type"] == "independence")
-    assert {f"caption.commands.{module}" for module, _ in COMMANDS.values()} == set(independent["modules"])
+    assert {f"caption.cli.{module}" for module, _ in COMMANDS.values()} == set(independent["modules"])

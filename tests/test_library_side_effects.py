@@ -13,7 +13,8 @@ import lightning.pytorch, matplotlib, torch, torchvision  # what the dependencie
 before = (dict(os.environ), list(warnings.filters), list(logging.getLogger().handlers), torch.get_num_threads())
 
 import caption, caption.inference
-from caption import Captioner, allocator
+from caption import Captioner
+from caption.training import allocator
 
 captioner = Captioner.from_checkpoint(sys.argv[1], device="cpu")
 captions = captioner([torch.rand(3, 64, 64), torch.rand(3, 64, 64)], beam_size=2)
@@ -44,6 +45,6 @@ def test_importing_and_captioning_change_nothing_process_wide_and_print_nothing(
     assert run.stdout == "" and run.stderr == "", (run.stdout, run.stderr)
     changed, configured, captioned, faults = eval(result.read_text())
     assert changed == [] and captioned == 2
-    assert configured is None, "caption.allocator was called: malloc is process-wide"
+    assert configured is None, "caption.training.allocator was called: malloc is process-wide"
     pages = 64 * 3 * 196 * 512 * 4 // 4096
     assert faults > pages // 2, "freed memory went back to the kernel, as glibc's defaults do"

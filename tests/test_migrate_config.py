@@ -13,7 +13,7 @@ from kit.cli import REPO, failed
 from kit.tiny import fit_args
 
 from caption.cli import main
-from caption.compat import RENAMED
+from caption.legacy.settings import RENAMED
 
 OLD = """\
 model:
@@ -106,9 +106,9 @@ def test_a_flat_key_beside_its_existing_group_is_merged_into_it(group, tmp_path,
      {"attention": {"kind": "hard"}, "decoder": {"embed_dim": 64}}),
     ("model:\n    attention: hard\n    encoder_channels:\n        - 16\n        - 32\ndata:\n    batch_size: 2\n",
      {"attention": {"kind": "hard"}, "encoder": {"channels": [16, 32]}}),
-    ("model:\n  class_path: caption.module.CaptionModule\n  init_args:\n    embed_dim: 64\n    beam_size: 3\n",
+    ("model:\n  class_path: caption.training.module.CaptionModule\n  init_args:\n    embed_dim: 64\n    beam_size: 3\n",
      {"decoder": {"embed_dim": 64}, "decoding": {"beam_size": 3}}),
-    ("model: {class_path: caption.module.CaptionModule, init_args: {attention: hard}}\n",
+    ("model: {class_path: caption.training.module.CaptionModule, init_args: {attention: hard}}\n",
      {"attention": {"kind": "hard"}}),
 ], ids=["flow", "four-space-indent", "class_path", "class_path-flow"])
 def test_every_yaml_style_of_model_section_is_migrated(old, settings, tmp_path, capsys):

@@ -6,10 +6,10 @@ import pytest
 import torch
 from kit import models
 
-from caption.attention import AdditiveScorer, HardAttention, SoftAttention
-from caption.decoder import Decoder
-from caption.encoder import EncoderSettings, SmallVGG, TorchvisionVGG, build_encoder
-from caption.objectives import (
+from caption.model.attention import AdditiveScorer, HardAttention, SoftAttention
+from caption.model.decoder import Decoder
+from caption.model.encoder import EncoderSettings, SmallVGG, TorchvisionVGG, build_encoder
+from caption.model.objectives import (
     HardAttentionObjective,
     HardObjectiveSettings,
     LeaveOneOutBaseline,
@@ -21,7 +21,7 @@ from caption.objectives import (
     remaining_share,
     soft_attention_loss,
 )
-from caption.text import Vocabulary
+from caption.model.vocabulary import Vocabulary
 
 B, L, D, V = 3, 6, 8, 11
 

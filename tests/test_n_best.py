@@ -14,10 +14,10 @@ from test_visualize import GRACE_HOPPER, word_axes
 from torchvision.transforms.functional import to_tensor
 
 from caption.cli import main
-from caption.decoding import beam_search
 from caption.errors import ConfigError
 from caption.inference import Captioner
-from caption.text import Vocabulary
+from caption.model.search import beam_search
+from caption.model.vocabulary import Vocabulary
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -114,7 +114,7 @@ def test_more_captions_than_the_search_holds_gives_each_hypothesis_once_and_no_i
     image = torch.rand(3, 32, 32)
     one_word = captioner(image, num_captions=10, max_length=1)
     assert len(one_word) == 6, "every one-word caption, once: fewer than asked"
-    assert len({caption.text for caption in one_word}) == 6
+    assert len({caption.model.vocabulary for caption in one_word}) == 6
     assert all(math.isfinite(caption.log_prob) for caption in one_word)
     assert [caption.log_prob for caption in one_word] == sorted((c.log_prob for c in one_word), reverse=True)
     assert len(captioner(image, num_captions=10, max_length=3)) == 10, "a longer search fills the beam"

@@ -26,12 +26,12 @@ from kit.probes import steps_done
 from kit.tiny import config, fit_args, run_args, tiny_model_args
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-from caption import evaluation as evaluation_module
 from caption.cli import main
 from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
+from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
+from caption.evaluation.scoring import scoring as evaluation_module
 from caption.inference import Captioner
-from caption.outputs import OutputError
-from caption.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
+from caption.io.outputs import OutputError
 
 HAS_JAVA = subprocess.run(["which", "java"], capture_output=True).returncode == 0
 
@@ -205,7 +205,7 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
     run = tmp_path / "run"
     args = [
         "fit", *config("shapes_soft"), "--trainer.max_epochs", "1", *run_args(run), *tiny_model_args(),
-        "--data.source", "caption.data.karpathy.KarpathySource",
+        "--data.source", "caption.data.sources.karpathy.KarpathySource",
         "--data.source.init_args.annotations", str(annotations), "--data.source.init_args.images",
         str(tmp_path / "images"), "--data.source.init_args.resize_size", "36",
         "--data.source.init_args.crop_size", "32", "--data.batch_size", "4", "--data.on_bad_image", "skip",

@@ -6,13 +6,13 @@ import inspect
 import pytest
 from jsonargparse import ArgumentParser
 
-from caption.commands.argument_parser import CaptionArgumentParser
-from caption.commands.lightning import CaptionCLI
+from caption.cli._lightning_parser import CaptionArgumentParser
+from caption.cli.lightning import CaptionCLI
 from caption.data.datamodule import CaptionDataModule
-from caption.data.karpathy import CocoSource, KarpathySource
-from caption.data.records import CaptionSource
-from caption.data.shapes import ShapesSource
-from caption.module import CaptionModule
+from caption.data.sources.karpathy import CocoSource, KarpathySource
+from caption.data.sources.records import CaptionSource
+from caption.data.synthetic.shapes import ShapesSource
+from caption.training.module import CaptionModule
 
 
 class ParserBuilt(Exception):

@@ -12,13 +12,12 @@ import pytest
 from kit.cli import failed
 from PIL import Image
 
-from caption.checkpoints import find_checkpoint
-from caption.cli import main
-from caption.commands import COMMANDS
-from caption.commands.common import add_device, device
-from caption.compat import RENAMED_OPTIONS
+from caption.cli import COMMANDS, main
+from caption.cli._options import add_device, device
 from caption.errors import ConfigError
 from caption.inference import Captioner
+from caption.io.checkpoints import find_checkpoint
+from caption.legacy.settings import RENAMED_OPTIONS
 
 OPTION = re.compile(r"^  (-{1,2}[\w.+-]+)")  # an option's line in argparse's and jsonargparse's help
 

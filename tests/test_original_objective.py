@@ -10,8 +10,8 @@ import torch
 from kit.cli import printed
 from kit.models import tiny_decoder
 
-from caption.attention import AdditiveScorer
-from caption.objectives import (
+from caption.model.attention import AdditiveScorer
+from caption.model.objectives import (
     HardAttentionObjective,
     HardObjectiveSettings,
     SoftAttentionObjective,

@@ -14,8 +14,7 @@ import yaml
 from kit.tiny import tiny_args
 
 from caption.cli import main
-from caption.errors import ConfigError
-from caption.packaged_configs import (
+from caption.config.packaged import (
     NAMED_RUNS,
     config_file,
     data_section,
@@ -24,6 +23,7 @@ from caption.packaged_configs import (
     packaged_configs,
     with_packaged_configs,
 )
+from caption.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_the_wheel_carries_the_configs_and_finds_them_installed(tmp_path):
     zipfile.ZipFile(wheel).extractall(installed)
     assert sorted(file.stem for file in (installed / "caption" / "configs").glob("*.yaml")) == sorted(
         file.stem for file in (REPO / "configs").glob("*.yaml"))
-    program = "from caption.packaged_configs import named_run_configs; print(*named_run_configs('shapes_soft'))"
+    program = "from caption.config.packaged import named_run_configs; print(*named_run_configs('shapes_soft'))"
     out = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env={"PYTHONPATH": str(installed)},
                          capture_output=True, text=True, check=True).stdout
     assert out.split()[:3] == [str(installed / "caption" / "configs" / f"{name}.yaml")

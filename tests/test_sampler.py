@@ -7,19 +7,18 @@ from collections import Counter
 
 import pytest
 import torch
+from kit.lengths import coco_like_words as coco_like_lengths
 from lightning.fabric.utilities.data import _replace_dunder_methods
 from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.data import _update_dataloader
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from caption.data.datamodule import CaptionDataModule
-from caption.data.records import CaptionSource, ImageRecord
 from caption.data.sampler import ImageBatchSampler, LengthBatchSampler, RandomBatchSampler, ResumableLoader
+from caption.data.sources.records import CaptionSource, ImageRecord
 from caption.errors import ConfigError
-from caption.module import first_occurrences
-from caption.text import Vocabulary
-from kit.lengths import coco_like_words as coco_like_lengths
-
+from caption.model.vocabulary import Vocabulary
+from caption.training.module import first_occurrences
 
 
 class WordsSource(CaptionSource):

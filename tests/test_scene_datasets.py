@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from caption.data import positions, silhouettes
-from caption.data.karpathy import KarpathySource
+from caption.data.sources.karpathy import KarpathySource
+from caption.data.synthetic import positions, silhouettes
 
 
 def read(files, size):

@@ -21,11 +21,11 @@ from PIL import Image
 from test_visualize import word_axes
 
 from caption.comparison.models import Model
-from caption.data.shapes import ShapesSource
+from caption.data.synthetic.shapes import ShapesSource
+from caption.evaluation.overlays import COLORMAP, HEAT_OPACITY, grey
 from caption.inference import Captioner
 from caption.serving.server import AttentionServer
 from caption.serving.viewer import AttentionViewer
-from caption.visualize import COLORMAP, HEAT_OPACITY, grey
 
 VOCABULARY = ["<pad>", "<start>", "<end>", "<unk>", "a", "red", "green", "circle", "square", "above", "below"]
 MAX_UPLOAD_BYTES = 50_000
@@ -35,7 +35,7 @@ def tiny_captioner(kind: str, data_root: Path | None, seed: int) -> Captioner:
     """An untrained tiny model on the built-in data's 64×64 inputs (its test split under `data_root`, if given)."""
     torch.manual_seed(seed)
     module = tiny_module(VOCABULARY, kind, decoding={"max_caption_length": 6, "beam_size": 3})
-    source = {"class_path": "caption.data.shapes.ShapesSource",
+    source = {"class_path": "caption.data.synthetic.shapes.ShapesSource",
               "init_args": {"root": str(data_root), "num_train": 4, "num_val": 2, "num_test": 3}}
     shapes = ShapesSource()
     return Captioner(module, transform=shapes.inference_transform(), normalization=shapes.normalization,
@@ -111,7 +111,7 @@ def test_an_uploaded_image_gets_each_models_ranked_captions_and_a_panel_per_word
     assert len(answer["colours"]) > 2
     for model, served in zip(server.viewer.models, answer["models"]):
         expected = model.captioner(photo, num_captions=2)
-        assert [caption["text"] for caption in served["captions"]] == [caption.text for caption in expected]
+        assert [caption["text"] for caption in served["captions"]] == [caption.model.vocabulary for caption in expected]
         assert served["size"] == [64, 64] and served["grid"] == [32, 32] and served["vmax"] > 0
         assert decoded(served["image"]).shape == (64, 64, 3)
         for caption, reference in zip(served["captions"], expected):

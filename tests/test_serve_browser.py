@@ -22,10 +22,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from test_visualize import word_axes
 
-from caption.attention_grid import attention_grid
-from caption.checkpoints import find_checkpoint
+from caption.evaluation.grid import attention_grid
+from caption.evaluation.overlays import COLORMAP, HEAT_OPACITY, grey, to_uint8
 from caption.inference import Captioner
-from caption.visualize import COLORMAP, HEAT_OPACITY, grey, to_uint8
+from caption.io.checkpoints import find_checkpoint
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 pytestmark = [
@@ -117,7 +117,7 @@ def test_a_dropped_image_is_captioned_and_a_hovered_word_shows_the_overlay_capti
     drop(browser, photo)
     WebDriverWait(browser, WAIT_S).until(lambda page: captions_shown(page, "hard"))
     assert {kind: captions_shown(browser, kind) for kind in expected} == {
-        kind: [caption.text] for kind, caption in expected.items()}, "each model's caption, side by side"
+        kind: [caption.model.vocabulary] for kind, caption in expected.items()}, "each model's caption, side by side"
 
     soft = expected["soft"]
     assert soft.words, "the tiny soft model says something about the photo"

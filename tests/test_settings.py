@@ -7,12 +7,12 @@ import pytest
 import torch
 from kit.models import tiny_module
 
-from caption.compat import RENAMED, grouped
+from caption.config.keys import dotted
 from caption.errors import ConfigError
 from caption.inference import load_trained
-from caption.module import CaptionModule, ModuleSettings
-from caption.objectives import HardObjectiveSettings, SoftObjectiveSettings
-from caption.settings_keys import dotted
+from caption.legacy.settings import RENAMED, grouped
+from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
+from caption.training.module import CaptionModule, ModuleSettings
 
 
 def test_the_module_takes_at_most_ten_arguments_and_each_setting_is_a_field_of_one_group():

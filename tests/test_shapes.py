@@ -3,9 +3,9 @@ import re
 import numpy as np
 import pytest
 
-from caption.data import shapes
-from caption.data.records import ImageRecord, ObjectBox
-from caption.data.shapes import BACKGROUND, COLORS, ShapeObject, generate_shapes, load_shapes, object_for_word
+from caption.data.sources.records import ImageRecord, ObjectBox
+from caption.data.synthetic import shapes
+from caption.data.synthetic.shapes import BACKGROUND, COLORS, ShapeObject, generate_shapes, load_shapes, object_for_word
 
 RELATIONS = ("left of", "right of", "above", "below")
 

@@ -10,10 +10,10 @@ import pytest
 from kit.cli import REPO, caption
 from kit.tiny import fit_args
 
-from caption import meteor
 from caption.cli import INTERRUPTED, TERMINATED, main
+from caption.evaluation.scoring import meteor
 from caption.inference import Captioner
-from caption.module import CaptionModule
+from caption.training.module import CaptionModule
 
 pytestmark = pytest.mark.slow
 

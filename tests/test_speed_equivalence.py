@@ -3,7 +3,7 @@
 
 import torch
 
-from caption.attention import AdditiveScorer, HardAttention, SoftAttention
+from caption.model.attention import AdditiveScorer, HardAttention, SoftAttention
 
 B, k, L, D, A = 3, 4, 5, 6, 7
 

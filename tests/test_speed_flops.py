@@ -1,14 +1,14 @@
-"""The analytic FLOP count of caption/flops.py equals what PyTorch's own counter sees, product by product."""
+"""The analytic FLOP count of caption/model/flops.py equals what PyTorch's own counter sees, product by product."""
 
 import pytest
 import torch
 from kit.models import tiny_decoder
 from torch.utils.flop_counter import FlopCounterMode
 
-from caption.decoder import Decoder
-from caption.decoding import beam_search, greedy
-from caption.flops import DecoderFlops
-from caption.objectives import hard_attention_loss, soft_attention_loss
+from caption.model.decoder import Decoder
+from caption.model.flops import DecoderFlops
+from caption.model.objectives import hard_attention_loss, soft_attention_loss
+from caption.model.search import beam_search, greedy
 
 B, L, D, V = 3, 7, 6, 13
 

@@ -2,10 +2,9 @@ import json
 import random
 
 import pytest
-
 from nltk.tokenize import TreebankWordTokenizer
 
-from caption.text import Vocabulary, tokenize
+from caption.model.vocabulary import Vocabulary, tokenize
 
 
 def test_tokenize_lowercases_and_drops_punctuation():

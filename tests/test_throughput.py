@@ -15,14 +15,14 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.trainer.states import RunningStage
 from torch.utils.data import DataLoader
 
-from caption import callbacks
-from caption.callbacks import ModelFlopsUtilization, TokensPerSecond
-from caption.checkpoints import DATA_LINKS
+from caption.config.keys import dotted
 from caption.data.datamodule import CaptionDataModule
-from caption.data.shapes import ShapesSource
-from caption.flops import DecoderFlops
-from caption.settings_keys import dotted
-from caption.text import Vocabulary
+from caption.data.synthetic.shapes import ShapesSource
+from caption.io.checkpoints import DATA_LINKS
+from caption.model.flops import DecoderFlops
+from caption.model.vocabulary import Vocabulary
+from caption.training import callbacks
+from caption.training.callbacks import ModelFlopsUtilization, TokensPerSecond
 
 PAD = Vocabulary.PAD
 

@@ -11,10 +11,10 @@ import torch
 from kit.models import tiny_groups, tiny_module
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from caption.callbacks import PeriodicCheckpoint, TokensPerSecond
 from caption.data.datamodule import CaptionDataModule
-from caption.data.shapes import ShapesSource
-from caption.module import CaptionModule, NonFiniteLossError
+from caption.data.synthetic.shapes import ShapesSource
+from caption.training.callbacks import PeriodicCheckpoint, TokensPerSecond
+from caption.training.module import CaptionModule, NonFiniteLossError
 
 
 @pytest.fixture(scope="module")

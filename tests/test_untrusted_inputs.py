@@ -15,8 +15,8 @@ from kit.data import write_image
 from kit.models import tiny_module
 from kit.tiny import tiny_run_args
 
-from caption.class_paths import ForeignClassError
 from caption.inference import Captioner
+from caption.io.class_paths import ForeignClassError
 
 MODULE = "planted_module_that_must_not_be_imported"
 
@@ -32,12 +32,12 @@ def foreign_values(marker: Path) -> dict[str, Any]:
         "os.system": touch(marker),
         "builtins.eval": {"class_path": "builtins.eval", "init_args": {"source": f"open({str(marker)!r}, 'w')"}},
         "subprocess.Popen": {"class_path": "subprocess.Popen", "init_args": {"args": ["touch", str(marker)]}},
-        "a project class of another kind": {"class_path": "caption.module.CaptionModule", "init_args": {}},
+        "a project class of another kind": {"class_path": "caption.training.module.CaptionModule", "init_args": {}},
         "a module never imported": {"class_path": f"{MODULE}.Source", "init_args": {}},
-        "a path that names nothing": {"class_path": "caption.data.shapes.NoSuchSource", "init_args": {}},
+        "a path that names nothing": {"class_path": "caption.data.synthetic.shapes.NoSuchSource", "init_args": {}},
         "a non-string": {"class_path": 5, "init_args": {}},
         "a bare path": "os.system",
-        "an extra key": {"class_path": "caption.data.shapes.ShapesSource", "init_args": {}, "dict_kwargs": {}},
+        "an extra key": {"class_path": "caption.data.synthetic.shapes.ShapesSource", "init_args": {}, "dict_kwargs": {}},
     }
 
 
@@ -148,5 +148,5 @@ def test_a_model_refuses_an_lr_scheduler_that_is_no_scheduler(planted_module):
 
 def test_a_genuine_checkpoint_names_only_known_classes(tiny_runs, tmp_path):
     captioner = Captioner.from_checkpoint(tiny_runs["soft"] / "checkpoints" / "last.ckpt", device="cpu")
-    assert captioner.data[0]["source"]["class_path"] == "caption.data.shapes.ShapesSource"
+    assert captioner.data[0]["source"]["class_path"] == "caption.data.synthetic.shapes.ShapesSource"
     assert captioner(write_image(tmp_path / "photo.png")).text

@@ -12,11 +12,11 @@ from matplotlib.patches import Rectangle
 from PIL import Image
 from torchvision.transforms.functional import gaussian_blur
 
-import caption.visualize
+import caption.evaluation.overlays
 from caption.cli import main
-from caption.data.karpathy import KarpathySource
-from caption.data.shapes import ShapesSource
-from caption.visualize import Overlay, attention_map, comparison_figure, overlay_figure, to_uint8
+from caption.data.sources.karpathy import KarpathySource
+from caption.data.synthetic.shapes import ShapesSource
+from caption.evaluation.overlays import Overlay, attention_map, comparison_figure, overlay_figure, to_uint8
 
 GRACE_HOPPER = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
 
@@ -140,7 +140,7 @@ def test_describe_photographs_awkward_images_and_a_folder(tiny_runs, tmp_path, m
         figures.append((item, overlay_figure(item, **kwargs)))
         return figures[-1][1]
 
-    monkeypatch.setattr(caption.visualize, "overlay_figure", recording_figure)  # describe imports it when it runs
+    monkeypatch.setattr(caption.evaluation.overlays, "overlay_figure", recording_figure)  # describe imports it when it runs
     expected = awkward_images(tmp_path / "images")
     out = tmp_path / "out"
     with pytest.warns(UserWarning, match="broken.jpg"):

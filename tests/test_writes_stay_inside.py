@@ -15,7 +15,7 @@ from kit.data import write_image
 from kit.disk import disk  # noqa: F401  the fixture
 
 from caption.cli import main
-from caption.outputs import OutputError, save_figure, write_text
+from caption.io.outputs import OutputError, save_figure, write_text
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402

@@ -9,11 +9,11 @@ from matplotlib.figure import Figure
 
 from caption.comparison.logs import CURVES, Curves, UnreadableLogs, read_curves
 from caption.comparison.models import Model
-from caption.data.category_words import named_labels
 from caption.data.datamodule import CaptionDataModule
-from caption.outputs import save_figure
-from caption.report import Evaluation
-from caption.visualize import Overlay, comparison_figure, to_uint8
+from caption.data.sources.category_words import named_labels
+from caption.evaluation.overlays import Overlay, comparison_figure, to_uint8
+from caption.evaluation.report import Evaluation
+from caption.io.outputs import save_figure
 
 
 def logged_curves(models: list[Model]) -> tuple[dict[str, Curves], dict[str, str]]:
@@ -71,7 +71,7 @@ def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: Ca
             labels = named_labels(caption.words, data.source.word_labels)
             named = [next((box.box for box in boxes if box.label == label), None) for label in labels]
             overlays.append(Overlay(pixels, caption.words, caption.alpha, caption.beta, caption.locations,
-                                    title=f"{model.name}: {caption.text}", label=model.name, boxes=named))
+                                    title=f"{model.name}: {caption.model.vocabulary}", label=model.name, boxes=named))
         figure = comparison_figure(overlays)
         figure.suptitle(f"image {record.image_id} ({split})")
         paths.append(out / f"overlays-{record.image_id}.png")

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caption.checkpoints import find_checkpoint
 from caption.comparison.logs import find_logs
 from caption.errors import ConfigError
 from caption.inference import Captioner, build_data
-from caption.module import ModuleSettings
+from caption.io.checkpoints import find_checkpoint
+from caption.training.module import ModuleSettings
 
 
 @dataclass

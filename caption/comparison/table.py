@@ -11,9 +11,9 @@ from typing import Any
 
 from caption.comparison import DATASETS
 from caption.comparison.models import Model
-from caption.metrics import METRICS
-from caption.outputs import write_text
-from caption.report import METRIC_NAMES, Evaluation, format_score
+from caption.evaluation.metrics import METRICS
+from caption.evaluation.report import METRIC_NAMES, Evaluation, format_score
+from caption.io.outputs import write_text
 
 # Xu et al. (2015), Table 1: BLEU-1, BLEU-2, BLEU-3, BLEU-4, METEOR in %, as printed.
 PAPER_TABLE_1: dict[str, dict[str, tuple[str, ...]]] = {

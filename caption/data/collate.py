@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
-from caption.data.image_files import BadImageError
-from caption.text import Vocabulary
+from caption.data.sources.image_files import BadImageError
+from caption.model.vocabulary import Vocabulary
 
 
 def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[str, Any]:

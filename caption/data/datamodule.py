@@ -16,19 +16,19 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from caption.checkpoints import DATA_LINKS, read_checkpoint
-from caption.data.category_words import LABELS_KEY, references_name_a_label
 from caption.data.collate import collate
 from caption.data.datasets import CaptionPairs, ImageFiles, Images, LongCaptions
 from caption.data.features import FeatureCache, cache_config
-from caption.data.image_files import image_files, report_bad_images
-from caption.data.records import CaptionSource, ImageRecord, absolute_paths
 from caption.data.sampler import ResumableLoader, batch_grouping
 from caption.data.skipped_images import SkippedImages
+from caption.data.sources.category_words import LABELS_KEY, references_name_a_label
+from caption.data.sources.image_files import image_files, report_bad_images
+from caption.data.sources.records import CaptionSource, ImageRecord, absolute_paths
 from caption.data.usable_captions import with_usable_captions
-from caption.encoder import EncoderSettings
 from caption.errors import ConfigError
-from caption.text import Vocabulary, tokenize
+from caption.io.checkpoints import DATA_LINKS, read_checkpoint
+from caption.model.encoder import EncoderSettings
+from caption.model.vocabulary import Vocabulary, tokenize
 
 SPLITS = ("train", "val", "test")
 TOUCHED = {"truncate": "truncated", "drop": "left out"}  # what `long_captions` did, for the log
@@ -38,7 +38,7 @@ class CaptionDataModule(L.LightningDataModule):
     """Batches for training (caption pairs) and evaluation (images with references).
 
     Args:
-        source: where records and images come from (e.g. `caption.data.shapes.ShapesSource`).
+        source: where records and images come from (e.g. `caption.data.synthetic.shapes.ShapesSource`).
         batch_size: captions per training batch (the paper: 64).
         eval_batch_size: images per validation/test batch.
         num_workers: DataLoader worker processes.

@@ -16,9 +16,9 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from caption.data.features import FeatureCache
-from caption.data.image_files import BadImageError, read_rgb
-from caption.data.records import BadImage, CaptionSource, ImageRecord
-from caption.text import Vocabulary, tokenize
+from caption.data.sources.image_files import BadImageError, read_rgb
+from caption.data.sources.records import BadImage, CaptionSource, ImageRecord
+from caption.model.vocabulary import Vocabulary, tokenize
 
 LongCaptions = Literal["truncate", "drop"]
 PREDICTED = "files"  # the split of `BadImage`s among the image files `caption predict` is given

@@ -40,13 +40,13 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from caption.checkpoints import sha256_of
-from caption.data.image_files import BadImageError, read_rgb, report_bad_images
-from caption.data.image_source import ImageFileSource
-from caption.data.records import BadImage, CaptionSource, ImageRecord
-from caption.encoder import TORCHVISION_ENCODERS, EncoderWeightsError, annotation_grid, imagenet_weights
+from caption.data.sources.image_files import BadImageError, read_rgb, report_bad_images
+from caption.data.sources.image_source import ImageFileSource
+from caption.data.sources.records import BadImage, CaptionSource, ImageRecord
 from caption.errors import CaptionError
-from caption.outputs import cannot_write, writable_folder, write_text
+from caption.io.checkpoints import sha256_of
+from caption.io.outputs import cannot_write, writable_folder, write_text
+from caption.model.encoder import TORCHVISION_ENCODERS, EncoderWeightsError, annotation_grid, imagenet_weights
 
 VERSION = 1  # bump when the file layout changes
 MANIFEST, ARRAY, PROGRESS = "manifest.json", "annotations.npy", "progress.json"

@@ -11,8 +11,8 @@ from typing import Any
 from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.data.datasets import PREDICTED
-from caption.data.image_files import BadImageError, list_bad_images
-from caption.data.records import BadImage
+from caption.data.sources.image_files import BadImageError, list_bad_images
+from caption.data.sources.records import BadImage
 from caption.errors import CaptionWarning
 
 

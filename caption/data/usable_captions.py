@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from lightning.pytorch.utilities import rank_zero_warn
 
-from caption.data.records import ImageRecord
+from caption.data.sources.records import ImageRecord
 
 
 def with_usable_captions(records: Iterable[ImageRecord]) -> list[ImageRecord]:

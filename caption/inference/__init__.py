@@ -4,12 +4,12 @@
 - `evaluate`: caption a split in batches and score it (coco-caption metrics, attention accuracy).
 """
 
-from caption.decoding import Caption
+from caption.evaluation.report import Evaluation
 from caption.inference.captioner import Captioner, pick_device
-from caption.inference.split import build_data, evaluate, training_data, write_captions, write_evaluation
 from caption.inference.inputs import Captions, Failure, ImageInputError
+from caption.inference.split import build_data, evaluate, training_data, write_captions, write_evaluation
 from caption.inference.trained import TrainedModel, load_trained
-from caption.report import Evaluation
+from caption.model.search import Caption
 
 __all__ = [
     "Caption", "Captioner", "Captions", "Evaluation", "Failure", "ImageInputError", "TrainedModel", "build_data",

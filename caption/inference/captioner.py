@@ -27,11 +27,10 @@ from PIL import Image
 from torch import Tensor
 from torchvision.transforms.functional import to_pil_image
 
-from caption.checkpoints import download_checkpoint
-from caption.data.image_files import BadImageError, read_rgb, to_rgb
-from caption.data.image_source import image_transform
-from caption.decoding import Caption
+from caption.data.sources.image_files import BadImageError, read_rgb, to_rgb
+from caption.data.sources.image_source import image_transform
 from caption.errors import CaptionWarning, ConfigError
+from caption.evaluation.overlays import NotebookFigure, Overlay, comparison_figure, overlay_figure, to_uint8
 from caption.inference.inputs import (
     Captions,
     Failure,
@@ -46,8 +45,9 @@ from caption.inference.inputs import (
     kept,
 )
 from caption.inference.trained import Normalization, load_trained, source_inputs
-from caption.module import CaptionModule
-from caption.visualize import NotebookFigure, Overlay, comparison_figure, overlay_figure, to_uint8
+from caption.io.checkpoints import download_checkpoint
+from caption.model.search import Caption
+from caption.training.module import CaptionModule
 
 
 def pick_device(name: str | torch.device | None) -> torch.device:
@@ -198,9 +198,9 @@ class Captioner:
         return Captions(captions, failed) if many else captions[0]
 
     def overlay(self, pixels: Tensor, caption: Caption, *, label: str = "input", title: str | None = None) -> Overlay:
-        """What `caption.visualize` draws for `caption` of the prepared image `pixels` (3, H, W)."""
+        """What `caption.evaluation.overlays` draws for `caption` of the prepared image `pixels` (3, H, W)."""
         return Overlay(to_uint8(pixels, *self.normalization), caption.words, caption.alpha, caption.beta,
-                       caption.locations, title=caption.text if title is None else title, label=label)
+                       caption.locations, title=caption.model.vocabulary if title is None else title, label=label)
 
     def plot(
         self, image: ImageInput, caption: Caption | Sequence[Caption] | None = None, *, beam_size: int | None = None,

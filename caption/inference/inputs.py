@@ -19,9 +19,9 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from caption.data.image_files import BadImageError
-from caption.decoding import Caption
+from caption.data.sources.image_files import BadImageError
 from caption.errors import CaptionError
+from caption.model.search import Caption
 
 ImageInput = str | os.PathLike | Image.Image | Tensor
 OnError = Literal["raise", "skip"]

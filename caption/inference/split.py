@@ -1,4 +1,4 @@
-"""Caption a whole split with a `Captioner` and score it on the one evaluation path (`caption.evaluation`).
+"""Caption a whole split with a `Captioner` and score it on the one evaluation path (`caption.evaluation.scoring`).
 
 Captions are decoded in batches from the data module's loader (images, or annotations from a feature cache),
 then scored as validation and `caption test` score them: coco-caption's metrics after its PTB tokenizer, the
@@ -17,17 +17,17 @@ from typing import Any
 from lightning.pytorch.cli import instantiate_module
 from tqdm import tqdm
 
-from caption.class_paths import checked, source_base
 from caption.data.datamodule import CaptionDataModule
-from caption.decoding import Caption
 from caption.errors import ConfigError
-from caption.evaluation import Captioned, captioned_batch, score_split
+from caption.evaluation.metrics import METEOR_TIMEOUT
+from caption.evaluation.ptb_tokenizer import PTBCache
+from caption.evaluation.report import Evaluation
+from caption.evaluation.results import result, write_results
+from caption.evaluation.scoring import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
-from caption.metrics import METEOR_TIMEOUT
-from caption.outputs import write_text
-from caption.ptb_tokenizer import PTBCache
-from caption.report import Evaluation
-from caption.results import result, write_results
+from caption.io.class_paths import checked, source_base
+from caption.io.outputs import write_text
+from caption.model.search import Caption
 
 
 def build_data(settings: dict[str, Any], origin: str) -> CaptionDataModule:
@@ -85,7 +85,7 @@ def evaluate(
 
 def write_captions(captions: Mapping[int, Caption], out: Path, *,
                    file_names: Mapping[int, str | None] | None = None) -> None:
-    """DIR/captions.json (the COCO results format, `caption.results`) and DIR/captions.csv; `file_names`: image id
+    """DIR/captions.json (the COCO results format, `caption.evaluation.results`) and DIR/captions.csv; `file_names`: image id
     -> its image file."""
     file_names = file_names or {}
     write_results([result(image_id, file_names.get(image_id), caption) for image_id, caption in captions.items()], out)

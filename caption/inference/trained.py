@@ -5,7 +5,7 @@
     trained.vocabulary      # the words it was trained on
     trained.data            # the data settings it was trained with ({source: {class_path, init_args}, ...}), or None
 
-The file is read once, with `caption.checkpoints.read_checkpoint` (weights_only=True; the settings of checkpoints
+The file is read once, with `caption.io.checkpoints.read_checkpoint` (weights_only=True; the settings of checkpoints
 older than the grouped settings are moved into their groups there). `Captioner.from_checkpoint`, `caption evaluate`,
 `describe` and `compare` build on it.
 """
@@ -22,13 +22,13 @@ from lightning.pytorch.core.saving import _load_state
 from PIL import Image
 from torch import Tensor
 
-from caption.checkpoints import DATA_LINKS, find_checkpoint, has_encoder, read_checkpoint
-from caption.class_paths import ForeignClassError, checked, instantiate, source_base
+from caption.config.keys import dotted
+from caption.config.packaged import data_section
 from caption.errors import CaptionError, CheckpointError, ConfigError
-from caption.module import CaptionModule
-from caption.packaged_configs import data_section
-from caption.settings_keys import dotted
-from caption.text import Vocabulary
+from caption.io.checkpoints import DATA_LINKS, find_checkpoint, has_encoder, read_checkpoint
+from caption.io.class_paths import ForeignClassError, checked, instantiate, source_base
+from caption.model.vocabulary import Vocabulary
+from caption.training.module import CaptionModule
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
 

@@ -23,7 +23,7 @@ from importlib.resources import files
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from caption.data.image_files import BadImageError, read_rgb
+from caption.data.sources.image_files import BadImageError, read_rgb
 from caption.errors import CaptionError
 from caption.serving.viewer import AttentionViewer
 

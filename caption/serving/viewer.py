@@ -1,7 +1,7 @@
 """What the attention page shows, as JSON: each model's captions of an image and, for every word, its overlay.
 
 An image (an upload, or a test image of the first model's data) is captioned by every model with `Captioner`; each
-word's panel is drawn as `captioner.plot` draws it (`caption.visualize.overlay_pixels`: the heat map of α,
+word's panel is drawn as `captioner.plot` draws it (`caption.evaluation.overlays.overlay_pixels`: the heat map of α,
 upsampled and smoothed, over the grey image the encoder saw) and sent as a PNG, on one colour scale for all the
 panels of a model: each model's column is the figure `captioner.plot(image, num_captions=k)` draws.
 """
@@ -19,15 +19,15 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from PIL import Image
 
-from caption.attention_grid import attention_grid
 from caption.comparison.models import Model
-from caption.data.image_files import read_rgb
-from caption.data.records import CaptionSource, ImageRecord
-from caption.decoding import Caption
+from caption.data.sources.image_files import read_rgb
+from caption.data.sources.records import CaptionSource, ImageRecord
 from caption.errors import CaptionError, ConfigError
+from caption.evaluation.grid import attention_grid
+from caption.evaluation.overlays import COLORMAP, Overlay, overlay_pixels, shared_vmax, to_uint8
 from caption.inference import training_data
+from caption.model.search import Caption
 from caption.serving import MAX_CAPTIONS
-from caption.visualize import COLORMAP, Overlay, overlay_pixels, shared_vmax, to_uint8
 
 COLOUR_BAR_STOPS = 11  # colours of the colour bar's gradient
 
@@ -155,7 +155,7 @@ def caption_answer(overlay: Overlay, caption: Caption, *, grid: tuple[int, int],
     """One caption: its text, log-probability and words, each word with its panel, β and (hard) chosen cell."""
     panels = overlay_pixels(overlay.image, caption.alpha, vmax=vmax) if caption.words else []
     return {
-        "text": caption.text,
+        "text": caption.model.vocabulary,
         "log_prob": caption.log_prob,
         "words": [
             {

@@ -1,5 +1,5 @@
 """A small disk for tests of full-disk behaviour: a real 1 MiB tmpfs where the test may mount one (root in a
-container), else ENOSPC simulated by a write budget on the project's own file writes (`caption.outputs`), which is
+container), else ENOSPC simulated by a write budget on the project's own file writes (`caption.io.outputs`), which is
 where checkpoints, figures and results go. Use the `disk` fixture (import it into the test module)."""
 
 import errno
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from caption import outputs
+from caption.io import outputs
 
 
 class Disk:

@@ -1,14 +1,14 @@
 """The tiny models the unit tests build in Python: one decoder recipe and one module recipe, every setting named in
-its group as a config names it (`caption.module.CaptionModule`)."""
+its group as a config names it (`caption.training.module.CaptionModule`)."""
 
 from dataclasses import fields
 from typing import Any
 
 import torch
 
-from caption.attention import AttentionSettings
-from caption.decoder import Decoder, DecoderSettings
-from caption.module import CaptionModule
+from caption.model.attention import AttentionSettings
+from caption.model.decoder import Decoder, DecoderSettings
+from caption.training.module import CaptionModule
 
 # a tiny CaptionModule's groups: a two-block small_vgg trained from scratch, an 8/16-unit decoder, one layer in f_init
 # and in f_att's annotation side

@@ -17,7 +17,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from caption.text import Vocabulary
+from caption.model.vocabulary import Vocabulary
 
 
 def read_records(folder: Path, name: str) -> list[dict[str, Any]]:

@@ -1,0 +1,119 @@
+"""The `caption` command: one entry point for training, captioning, scoring and comparing.
+
+    caption --help                                          # the commands, a line each
+    caption fit --config shapes_soft           # train (Lightning), then test the best checkpoint
+    caption describe --ckpt_path runs/shapes_soft photo.jpg --predictions.out figures
+    caption evaluate --ckpt_path runs/shapes_soft --predictions.out eval/soft
+    caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
+    caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
+
+Each command lives in `caption.cli`; `caption <command> --help` is its own help, and a knob several commands
+have is spelled the same in each (`--model.decoding.beam_size`, `--predictions.out`: `caption.cli._options`). Errors the
+project foresees (a bad file, setting or checkpoint) are printed as one `caption: error:` line.
+Lightning and torch are imported by the commands that need them, not here: `caption --help`,
+`caption --version` and a mistyped command answer at once (benchmarks/cli_startup.py). `caption -v <command>`
+also shows what the dependencies say (deprecations, tips, the tokenizer's notes: `caption.config.console`).
+"""
+
+import sys
+import warnings
+from collections.abc import Callable
+
+import caption
+from caption.cli._commands import COMMANDS, command
+from caption.config.console import console
+from caption.errors import CaptionError, CaptionWarning
+from caption.legacy.moved import moved_modules
+
+VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
+TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
+INTERRUPTED = 128 + 2  # exit status of a command stopped by Ctrl-C (SIGINT)
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join([
+        "usage: caption [--version] [--help] [-v] <command> [options]",
+        "",
+        "Show, Attend and Tell: soft and hard attention image captioning.",
+        "",
+        "commands:",
+        *lines,
+        "",
+        "-v, --verbose  also show what the dependencies say: deprecation warnings, Lightning's tips, the",
+        "               tokenizer's notes (left out by default)",
+        "",
+        "`caption <command> --help` lists a command's options. Python: `from caption import Captioner`.",
+    ])
+
+
+def with_ckpt_path(args: list[str]) -> list[str]:
+    """`--ckpt X` and `--ckpt=X` spelled `--ckpt_path`, the one name every command takes."""
+    return ["--ckpt_path" if arg == "--ckpt" else "--ckpt_path=" + arg[7:] if arg.startswith("--ckpt=") else arg
+            for arg in args]
+
+
+def run(args: list[str]) -> None:
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return
+    if args[0] == "--version":
+        print(f"caption (show-attend-tell) {caption.__version__}")
+        return
+    if args[0] not in COMMANDS:
+        raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
+    with moved_modules():  # the class paths of caption 0.2.0's flat layout, in configs of then
+        command(args[0])(with_ckpt_path(args[1:]))
+
+
+class NotRaised(Exception):
+    """Stands for a Lightning exception while Lightning is not loaded: then nothing can have raised it."""
+
+
+def lightning_exception(name: str) -> type[BaseException]:
+    """Lightning's exception `name` if a command loaded Lightning, else `NotRaised` (so that `caption --help`
+    does not import Lightning only to name its exceptions; `except` evaluates this only for a raised error)."""
+    exceptions = sys.modules.get("lightning.pytorch.utilities.exceptions")
+    return NotRaised if exceptions is None else getattr(exceptions, name)
+
+
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None, *, default: Callable[..., str] = warnings.formatwarning) -> str:
+    """The project's own warnings (`CaptionWarning`) as one `caption: warning:` line, without the source line."""
+    if issubclass(category, CaptionWarning):
+        return f"caption: warning: {' '.join(str(message).split())}\n"
+    return default(message, category, filename, lineno, line)
+
+
+def main(argv: list[str] | None = None) -> None:
+    format_before, warnings.formatwarning = warnings.formatwarning, one_line_warning
+    try:
+        run_and_report(argv)
+    finally:  # the format the process had, when `main` is called from Python
+        warnings.formatwarning = format_before
+
+
+def run_and_report(argv: list[str] | None) -> None:
+    """`run` (with `-v` first: in a verbose console), a foreseen error printed as one `caption: error:` line and the
+    exit status set."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    verbose = bool(args) and args[0] in VERBOSE
+    try:
+        with console(verbose=verbose):
+            run(args[1:] if verbose else args)
+    except (CaptionError, lightning_exception("MisconfigurationException")) as error:  # Lightning's name the setting
+        sys.exit(f"caption: error: {' '.join(str(error).split())}")
+    except OSError as error:  # a write or read the project's own checks did not foresee: name the file
+        if error.filename is None:
+            raise
+        sys.exit(f"caption: error: {error.filename}: {error.strerror or error}")
+    except lightning_exception("SIGTERMException"):  # stopped (pre-empted) after saving last.ckpt: resumable
+        sys.exit(TERMINATED)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (files are written atomically: none is left half done)
+        print("caption: stopped by Ctrl-C", file=sys.stderr)
+        sys.exit(INTERRUPTED)
+
+
+if __name__ == "__main__":
+    main()

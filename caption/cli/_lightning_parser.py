@@ -1,0 +1,61 @@
+"""The parser of `caption fit | validate | test | predict`: Lightning's, named `caption`, with errors in one line.
+
+jsonargparse prints a 100-line usage before an error; here an error is one line that names the config file it is
+in, with the new name of a refused setting of caption 0.1 (`caption.legacy.settings.renamed_hint`). `predict`'s parser also
+gets `predictions:`, the writer of its captions (`caption.cli._predict_arguments`).
+"""
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lightning.pytorch.cli import LightningArgumentParser
+
+from caption.cli._predict_arguments import add_prediction_arguments
+
+
+class CaptionArgumentParser(LightningArgumentParser):
+    """Lightning's parser, with errors in one line (no 100-line usage first) that name the config file."""
+
+    config_file: Any = None  # the config file being read, named in its errors (e.g. a YAML syntax error)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("prog", "caption")  # not the module's file name
+        super().__init__(*args, **kwargs)
+
+    def add_method_arguments(self, class_type: type, method_name: str, *args: Any, **kwargs: Any) -> list[str]:
+        """The arguments of a Trainer method, which LightningCLI adds to each subcommand's parser (`predict`: those of
+        `Trainer.predict`), then, on `predict`'s parser, `predictions:`."""
+        added = super().add_method_arguments(class_type, method_name, *args, **kwargs)
+        if method_name == "predict":  # after `return_predictions`, whose default it sets
+            add_prediction_arguments(self)
+        return added
+
+    def parse_path(self, cfg_path: Any, *args: Any, **kwargs: Any) -> Any:
+        self.config_file = cfg_path
+        try:
+            return super().parse_path(cfg_path, *args, **kwargs)
+        finally:
+            self.config_file = None
+
+    def error(self, message: str, ex: Exception | None = None) -> Any:
+        if not self.exit_on_error:  # jsonargparse catches these itself
+            return super().error(message, ex)
+        where = f"config file {self.config_file}: " if self.config_file else ""
+        if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
+            message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
+        from caption.legacy.settings import renamed_hint  # only a refused key is looked up among the names of 0.1
+
+        message = " ".join(message.split())
+        hint = renamed_hint(message)
+        sys.exit(f"caption: error: {where}{message}{'. ' + hint if hint else ''} "
+                 "(every setting: `caption fit --help`)")
+
+
+def holds_nothing(config_file: Any) -> bool:
+    """Whether `config_file` is a YAML file without settings (empty, or only comments)."""
+    try:
+        return config_file is not None and yaml.safe_load(Path(str(config_file)).read_text(encoding="utf-8")) is None
+    except (OSError, ValueError, yaml.YAMLError):
+        return False

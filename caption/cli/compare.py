@@ -1,0 +1,96 @@
+"""`caption compare`: several models (soft vs hard attention) on the same split, in one report.
+
+    caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
+
+Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`), all on the same data and
+split (the first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR/report.md
+(DIR: `--predictions.out`, as for `caption predict` and `evaluate`) then holds a table laid out like the paper's Table 1 (BLEU-1..4, METEOR, in %) plus ROUGE-L, CIDEr-D and attention accuracy, with the paper's
+own numbers for the same dataset beside them where it has some (none for the built-in data);
+figures of the same images captioned by each model, overlays side by side (DIR/overlays-<id>.png);
+and training curves from each run's CSV or TensorBoard logs (DIR/curves.png; a run whose curves cannot be drawn
+is named, with the reason, on the console and in the report). Each model's metrics.json, captions.json and
+captions.csv go to DIR/<name>/. A model trained on other data than the first is named with what differs (the data
+source's class and settings but its file and folder names, and the vocabulary): the same config with its data in
+another folder is the same data.
+
+A run folder (e.g. `runs/shapes_soft`) stands for its newest model-selection checkpoint
+(`best-*.ckpt`, else `last.ckpt`) and its newest logs (a `metrics.csv`, else TensorBoard event files).
+The parts are in `caption.comparison` (models, table, figures), imported once the options are read: `caption
+compare --help` answers at once.
+"""
+
+import warnings
+from pathlib import Path
+
+from caption.cli._options import (
+    CommandParser,
+    add_batch_size,
+    add_decoding,
+    add_device,
+    add_output,
+    add_scoring,
+    device,
+)
+from caption.comparison import DATASETS
+from caption.errors import ConfigError
+from caption.io.outputs import writable_folder
+
+
+def main(argv: list[str]) -> None:
+    parser = CommandParser(
+        prog="caption compare",
+        description="Evaluate several models on the same split and write report.md with tables and figures.",
+    )
+    parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN", help="checkpoints or run folders")
+    add_output(parser, help="folder for report.md, its figures and each model's metrics.json, captions.json and "
+                            "captions.csv")
+    parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the first checkpoint's)")
+    parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
+    parser.add_argument("--images", type=int, default=3, help="images shown with each model's overlays (default: 3)")
+    parser.add_argument("--dataset", default=None, choices=DATASETS,
+                        help="dataset for the paper's numbers (default: guessed from the data settings)")
+    add_decoding(parser, default="each checkpoint's")
+    add_batch_size(parser, default=None)
+    add_device(parser)
+    add_scoring(parser)
+    args = parser.parse_args(argv)
+    if args.images < 0:
+        parser.error(f"--images must be >= 0, got {args.images}")
+    from caption.comparison.figures import overlay_figures, write_curves
+    from caption.comparison.models import data_differences, read_models
+    from caption.comparison.table import dataset_name, results_table, write_report
+    from caption.evaluation.ptb_tokenizer import PTBCache
+    from caption.inference import build_data, evaluate, write_evaluation
+
+    writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
+    models = read_models(args.models, names=args.names, device=device(args), config=args.config)
+    if models[0].captioner.data is None:
+        raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
+                          "(--config)")
+    settings, origin = models[0].captioner.data
+    first = models[0].training_data() if args.config is None else None  # with --config, all are evaluated on it
+    for model in models[1:]:
+        trained_on = None if first is None else model.training_data()
+        differences = [] if trained_on is None else data_differences(first, trained_on)
+        if differences:
+            warnings.warn(f"{model.name} was trained on other data than {models[0].name} ({'; '.join(differences)}); "
+                          "all are evaluated on the latter")
+    data = build_data(settings, origin)
+    if args.batch_size is not None:
+        data.eval_batch_size = args.batch_size
+    evaluations, cache = [], PTBCache()  # the references' PTB tokens, for every model
+    for model in models:
+        evaluation = evaluate(model.captioner, data, split=args.split, beam_size=args.beam_size,
+                              max_length=args.max_length, meteor_timeout=args.meteor_timeout, description=model.name,
+                              out=args.out / model.name, cache=cache)
+        write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
+        evaluations.append(evaluation)
+    figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)
+    curves_path, left_out = write_curves(models, args.out)
+    for name, why in left_out.items():
+        warnings.warn(f"{name}: no training curves drawn: {why}")
+    dataset = args.dataset or dataset_name(settings)
+    report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
+                          curves=curves_path, curves_left_out=left_out, out=args.out)
+    print(results_table(models, evaluations, dataset))
+    print(f"wrote {report}")

@@ -1,0 +1,53 @@
+"""`caption evaluate`: the coco-caption metrics of a checkpoint on a split, as the paper reports them.
+
+    caption evaluate --ckpt_path runs/shapes_soft --split test --predictions.out eval/soft
+
+Writes DIR/captions.json (the COCO results format of `caption.evaluation.results`: image_id, caption, file_name, log_prob)
+and DIR/captions.csv as soon as the split is decoded, then DIR/metrics.json, which also names the checkpoint and the
+tokenizer: coco-caption's PTB tokenizer (Java), or its pure-Python stand-in without Java. DIR (`--predictions.out`,
+as for `caption predict`) is created and checked writable before any work. `--ckpt_path` is a checkpoint file, or a
+run folder standing for the checkpoint `caption compare` picks there.
+The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
+`--config`, a YAML file with a `data:` section such as the training config. The work is
+`caption.inference.evaluate`, imported once the options are read: `caption evaluate --help` answers at once.
+"""
+
+from caption.cli._options import (
+    CommandParser,
+    add_batch_size,
+    add_checkpoint,
+    add_decoding,
+    add_device,
+    add_output,
+    add_scoring,
+    device,
+)
+from caption.io.outputs import writable_folder
+
+
+def main(argv: list[str]) -> None:
+    parser = CommandParser(
+        prog="caption evaluate",
+        description="Score a checkpoint's captions on a split with coco-caption's metrics (pycocoevalcap).",
+    )
+    add_checkpoint(parser)
+    add_output(parser, help="folder for metrics.json, captions.json and captions.csv")
+    parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the checkpoint's data)")
+    add_decoding(parser)
+    add_batch_size(parser, default=None)
+    add_device(parser)
+    add_scoring(parser)
+    args = parser.parse_args(argv)
+    from caption.inference import Captioner, evaluate, training_data, write_evaluation
+
+    writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
+    # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config)
+    data = training_data(captioner)
+    if args.batch_size is not None:
+        data.eval_batch_size = args.batch_size
+    evaluation = evaluate(captioner, data, split=args.split, beam_size=args.beam_size, max_length=args.max_length,
+                          meteor_timeout=args.meteor_timeout, out=args.out)
+    write_evaluation(evaluation, args.out, checkpoint=captioner.checkpoint)
+    print(evaluation.table())
+    print(f"wrote {args.out / 'metrics.json'}, {args.out / 'captions.json'} and {args.out / 'captions.csv'}")

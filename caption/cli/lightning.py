@@ -1,0 +1,205 @@
+"""`caption fit | validate | test | predict`: Lightning's own subcommands, driven by YAML configs.
+
+    caption fit --config shapes_soft                  # train, then test the best checkpoint
+    caption fit --config shapes_soft --model.decoding.beam_size 5
+    caption test --config shapes_soft --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
+    caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
+    caption fit --config shapes_soft --print_config    # every setting, with its default
+    caption fit --config shapes_soft                               # a packaged config, by name, from any folder
+    caption fit --config shapes_soft --keep_freed_memory true      # CPU runs: glibc keeps freed memory (faster)
+
+The best checkpoint is chosen on validation BLEU-4 (the paper's model selection); `last.ckpt` is
+kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the end and on SIGTERM), both in
+`<trainer.default_root_dir>/checkpoints`, so a killed or pre-empted run continues with
+`caption fit ... --ckpt_path last`. After `fit`, the best checkpoint is evaluated on the test split.
+Checkpoints are always loaded with weights_only=True (`caption.io.checkpoints`). Output folders are
+created and checked writable before any work (`caption.io.outputs`); decoding settings given on the
+command line (`--model.decoding.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
+`caption predict` and its writer are described in `caption.cli._prediction_writer`; it prints its own
+lines, its progress bar, and warnings of this package, not Lightning's notes (`caption.cli._quiet_lightning`).
+"""
+
+import contextlib
+import sys
+from typing import Any
+
+import torch
+from jsonargparse import Namespace
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ProgressBar as LightningProgressBar
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
+from lightning.pytorch.plugins.io import CheckpointIO
+
+from caption.cli._checkpoint_settings import (
+    apply_decoding_overrides,
+    checkpoint_model_settings,
+    decoding_overrides,
+    given_checkpoint,
+    resolve_last,
+)
+from caption.cli._lightning_parser import CaptionArgumentParser
+from caption.cli._predict_arguments import predict_arguments
+from caption.cli._quiet_lightning import quiet_lightning
+from caption.cli._run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
+from caption.cli._run_outputs import SaveConfig, guard_logger_writes
+from caption.config.packaged import with_packaged_configs
+from caption.data.datamodule import CaptionDataModule
+from caption.errors import CaptionError
+from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
+from caption.training.allocator import configure_allocator
+from caption.training.callbacks import PeriodicCheckpoint
+from caption.training.module import CaptionModule
+from caption.training.progress import FitSummary, ProgressBar, summary
+
+
+def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
+    """`lr_scheduler:` as a plain dict {class_path, init_args}, or None for a constant learning rate."""
+    return None if scheduler is None else scheduler.as_dict()
+
+
+class CaptionCLI(LightningCLI):
+    """LightningCLI with the project's links between model and data, checkpoints and `caption predict`."""
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
+        parser.link_arguments("data.image_size", "model.image_size", apply_on="instantiate")
+        for model_key, data_key in DATA_LINKS.items():  # the feature cache is checked against them
+            parser.link_arguments(f"model.{model_key}", f"data.{data_key}")
+        # LightningCLI's `lr_scheduler:` group, as its add_lr_scheduler_args makes it (any torch scheduler, or
+        # Lightning's ReduceLROnPlateau with a `monitor`), handed to the model as a plain dict (it goes into the
+        # checkpoint's hyperparameters); the model builds it on its optimizer (`CaptionModule.configure_optimizers`).
+        parser.add_subclass_arguments(
+            LRSchedulerTypeTuple, "lr_scheduler", instantiate=False, fail_untyped=False, skip={"optimizer"}, required=False
+        )
+        parser.link_arguments("lr_scheduler", "model.lr_scheduler", compute_fn=scheduler_settings)
+        parser.add_argument(
+            "--keep_freed_memory", type=bool, default=False,
+            help="CPU runs on glibc: keep freed memory for reuse instead of handing it back to the kernel (faster "
+                 "steps, but the process keeps its peak memory; caption.training.allocator)",
+        )
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(PeriodicCheckpoint, "periodic_checkpoint")
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": "val/bleu4",
+                "checkpoint.mode": "max",
+                "checkpoint.save_last": False,  # periodic_checkpoint writes last.ckpt
+                "checkpoint.filename": "best-epoch{epoch}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
+        args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
+        if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
+            args = with_run_checkpoint(args)
+        if args[:1] == ["predict"]:
+            args = predict_arguments(args)
+        self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
+        self.command_line = args
+        subcommand = self.config.get("subcommand")
+        self.checkpoint = given_checkpoint(args, config=self.config, subcommand=subcommand)
+        # the checkpoint's model settings then replace the parsed ones: keep the decoding ones given here
+        self.decoding_overrides = decoding_overrides(args, config=self.config, subcommand=subcommand)
+
+    # no public hook: LightningCLI.__init__ calls this between parse_arguments and before_instantiate_classes
+    def _parse_ckpt_path(self) -> None:
+        """The model settings of --ckpt_path's checkpoint, as Lightning takes them, but from the one read of the file
+        (`parse_arguments`), in which the settings of older checkpoints have moved to their groups already."""
+        if self.checkpoint is None:
+            return
+        model = checkpoint_model_settings(self.checkpoint)
+        self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
+
+    def before_instantiate_classes(self) -> None:
+        """Where the run writes (`caption.cli._run_folders`), then what --ckpt_path changes in its settings
+        (`caption.cli._checkpoint_settings`)."""
+        config = self.own_settings(self.config)
+        logs_follow_root(config, command_line=self.command_line)
+        checkpoints_under_root(config)
+        if self.subcommand is None:
+            return
+        if self.subcommand == "predict":  # writes only its captions (CaptionWriter checks that folder)
+            self.save_config_callback = None
+        else:
+            check_output_folders(config)
+        apply_decoding_overrides(config, overrides=self.decoding_overrides)
+        if config.get("ckpt_path") == "last":
+            self.checkpoint = resolve_last(config, subcommand=self.subcommand)
+        if self.subcommand != "fit" and self.checkpoint is not None and has_encoder(self.checkpoint):
+            config.model.encoder.weights = "none"  # the checkpoint has the encoder: no ImageNet download first
+
+    def own_settings(self, config: Namespace) -> Namespace:
+        """The settings of this run's subcommand in `config` (all of it when run without one)."""
+        return config[self.subcommand] if self.subcommand else config
+
+    def instantiate_classes(self) -> None:
+        """Lightning's, with a settings dataclass's own error (`__post_init__`) raised as it is: jsonargparse wraps
+        the one of an optional group (`model.soft`) in a ValueError listing every type it tried."""
+        try:
+            super().instantiate_classes()
+        except ValueError as error:
+            cause: BaseException | None = error
+            while cause is not None and not isinstance(cause, CaptionError):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None:
+                raise
+            raise cause from None
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors), with the
+        project's progress bar unless another is given or none is wanted, and `fit`'s summary."""
+        plugins = kwargs.get("plugins") or []
+        plugins = plugins if isinstance(plugins, list) else [plugins]
+        if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            kwargs["plugins"] = [*plugins, SafeCheckpointIO()]
+        settings = self.own_settings(self.config_init).get("trainer", {})
+        callbacks = settings.get("callbacks") or []
+        callbacks = list(callbacks) if isinstance(callbacks, list) else [callbacks]
+        if settings.get("enable_progress_bar") is not False and not any(
+            isinstance(callback, LightningProgressBar) for callback in callbacks
+        ):
+            callbacks.append(ProgressBar())
+        self.fit_summary = FitSummary() if self.subcommand == "fit" else None
+        kwargs["callbacks"] = callbacks + ([self.fit_summary] if self.fit_summary is not None else [])
+        trainer = super().instantiate_trainer(**kwargs)
+        for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder
+            guard_logger_writes(logger)
+        if self.own_settings(self.config).get("keep_freed_memory", False):  # opt-in: malloc is process-wide
+            configure_allocator(trainer.strategy.root_device.type)  # one log line says what it did
+        return trainer
+
+    def after_fit(self) -> None:
+        """Evaluate the best checkpoint (or the final weights if none was selected) on the test split, then say which
+        epoch was best, its figures and the test's, and where the checkpoints and logs are (`caption.training.progress`)."""
+        checkpoint = self.trainer.checkpoint_callback
+        best = checkpoint.best_model_path if checkpoint is not None else ""
+        results = self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None, verbose=False)
+        if self.trainer.is_global_zero:  # the command's result, on stdout as the other commands' results
+            print(summary(self.trainer, self.fit_summary, results[0] if results else None), flush=True)
+
+
+def main(argv: list[str]) -> None:
+    """`caption fit|validate|test|predict ...` (argv starts with the subcommand)."""
+    with quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
+        CaptionCLI(
+            CaptionModule,
+            CaptionDataModule,
+            parser_class=CaptionArgumentParser,
+            save_config_callback=SaveConfig,
+            args=argv,
+            save_config_kwargs={"overwrite": True},
+            auto_configure_optimizers=False,
+        )
+    leave_process_group()  # after a command that finished: a failed rank's peers must not wait for it here
+
+
+def leave_process_group() -> None:
+    """Close the DDP process group once the command is done. Lightning leaves it open; a rank that exits while
+    its peer's gloo threads still hold the connection can make that peer abort at exit ("terminate called
+    without an active exception", 1 run in 8 of a 2-process `caption predict` here)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()  # every rank is done with its collectives before any rank closes the group
+        torch.distributed.destroy_process_group()

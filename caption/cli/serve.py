@@ -1,0 +1,72 @@
+"""`caption serve`: a local page that shows, word by word, where a model looked.
+
+    caption serve --ckpt_path runs/shapes_soft                                  # then open http://127.0.0.1:8000/
+    caption serve --ckpt_path runs/shapes_soft --ckpt_path runs/shapes_hard     # soft and hard side by side
+    caption serve --ckpt_path best.ckpt --port 8080 --predictions.num_captions 3
+
+Drop an image on the page (or pick one of the test images of the first model's data, when that data is on this
+machine): each model's caption appears, with its n best when asked; hovering a word shows its attention over the
+image as `captioner.plot` draws it (upsampled, smoothed, over the grey image), with β and, for hard attention, the
+cell it chose. A run folder stands for its newest model-selection checkpoint, as for `caption compare`. The server
+listens on 127.0.0.1 (this machine only) unless --host says otherwise; the page needs no network. Ctrl-C stops it.
+"""
+
+from pathlib import Path
+
+from caption.cli._options import CommandParser, add_device, add_num_captions, device
+from caption.errors import ConfigError
+from caption.serving import MAX_CAPTIONS
+
+
+def main(argv: list[str]) -> None:
+    parser = CommandParser(
+        prog="caption serve",
+        description="A local page: drop an image, see each model's captions and each word's attention.",
+    )
+    parser.add_argument("--ckpt_path", dest="ckpt_paths", action="append", required=True, type=Path,
+                        metavar="CKPT_OR_RUN", help="checkpoint or run folder; twice to compare two models side by "
+                                                    "side (alias: --ckpt)")
+    parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
+    parser.add_argument("--config", default=None,
+                        help="YAML with the training `data:` section, for checkpoints that do not record it")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 opens the page "
+                             "to the network)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any free port)")
+    add_num_captions(parser, default=1, help=f"captions per image the page starts with, best first (default: 1; at "
+                                             f"most {MAX_CAPTIONS})")
+    parser.add_argument("--test_images", type=int, default=12,
+                        help="test images of the first model's data offered on the page (default: 12)")
+    parser.add_argument("--max_upload_mb", type=float, default=20.0, help="largest image accepted (default: 20 MB)")
+    add_device(parser)
+    args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be in 0..65535, got {args.port}")
+    if args.num_captions > MAX_CAPTIONS:
+        parser.error(f"--predictions.num_captions must be at most {MAX_CAPTIONS}, got {args.num_captions}")
+    if args.test_images < 0 or args.max_upload_mb <= 0:
+        parser.error("--test_images must be >= 0 and --max_upload_mb > 0")
+    from caption.comparison.models import read_models  # torch and Lightning: imported after --help has answered
+    from caption.serving.server import AttentionServer
+    from caption.serving.viewer import AttentionViewer
+
+    models = read_models(args.ckpt_paths, names=args.names, device=device(args), config=args.config)
+    viewer = AttentionViewer(models, num_captions=args.num_captions, test_images=args.test_images)
+    try:
+        server = AttentionServer((args.host, args.port), viewer, max_upload_bytes=int(args.max_upload_mb * 1e6))
+    except OSError as error:  # the port is taken, or the host is not this machine's
+        raise ConfigError(f"cannot listen on {args.host}:{args.port} ({error.strerror or error}): pick another "
+                          "--port (or --host)") from None
+    for model in models:
+        print(f"{model.name}: {model.checkpoint}")
+    if viewer.test_images.problem is not None:
+        print(viewer.test_images.problem)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"listening on {args.host}: anyone who can reach this machine can use the page")
+    print(f"serving on {server.url} (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped")
+    finally:
+        server.server_close()

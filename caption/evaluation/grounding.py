@@ -1,0 +1,110 @@
+"""Scores of where the model looked: the attention peak of each object noun against the image's boxes, and α's
+entropy.
+
+`localisation` scores where the model looked, on data with object boxes (the built-in data's shapes, COCO's
+instances): for every generated word that names a label of the data's boxes (the source's word -> label map:
+"dogs" -> dog, "man" -> person, "circle" -> circle), whether its attention peak falls inside a box of the named
+label (the *attention accuracy*), inside another object's box, on the background, or whether the image holds no
+such object at all (a miss), beside two chance levels: a uniformly random location, and a peak on a uniformly
+chosen object of the image (0.5 on two-object scenes: what a model that looks at *an* object, not the named one,
+scores); and the accuracy per label. `mean_entropy` of α says how sharp it is, on any data.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+
+import torch
+
+from caption.data.sources.category_words import named_labels
+from caption.data.sources.records import ObjectBox
+from caption.evaluation.grid import cell_centres, inside
+
+Captions = Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ObjectBox]]]  # per image: words, α (T, L), boxes
+
+
+@dataclass(frozen=True)
+class LabelAccuracy:
+    """The attention accuracy of the generated words naming one label."""
+
+    nouns: int  # generated words naming the label, in the image or not
+    accuracy: float  # the share whose peak lies inside a box of the label
+    chance_location: float  # the accuracy of a uniformly random location on the same words
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """Where the attention peak of each generated object noun lies, as shares of those nouns (they sum to 1)."""
+
+    nouns: int  # generated words naming a label of the data, in the image or not
+    accuracy: float  # the peak lies inside a box of the named label
+    other_object: float  # inside another object's box
+    background: float  # inside no object's box
+    absent: float  # the image holds no object of that label: a miss
+    chance_location: float  # the accuracy of a uniformly random location on the same nouns
+    chance_object: float  # the accuracy of a peak on a uniformly chosen object of the image
+    by_label: dict[str, LabelAccuracy] = field(default_factory=dict)  # label -> its words' accuracy
+    box_labels: tuple[str, ...] = ()  # the labels of the images' boxes, sorted: what the words could have named
+
+    def scores(self) -> dict[str, float]:
+        """The shares under their logged names (attention_accuracy, attention_other_object, ...)."""
+        return {f"attention_{item.name}": float(getattr(self, item.name)) for item in fields(self)
+                if item.name not in ("nouns", "by_label", "box_labels")}
+
+
+def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels: Mapping[str, str]) -> Localisation:
+    """Where each generated word naming a label of the images' boxes looked.
+
+    `captions` holds, per image, the generated words, their attention α (T, L) and the image's boxes in the frame
+    of the encoder input, whose (H, W) is `image_size` (`CaptionSource.input_boxes`); `word_labels` maps caption
+    words (and two-word phrases, `named_labels`) to the labels the data has boxes for (`CaptionSource.word_labels`):
+    a word of the map whose label the image has no box of is a miss (absent). The shares are NaN when no generated
+    word names a label.
+    """
+    counts = {"accuracy": 0, "other_object": 0, "background": 0, "absent": 0}
+    chance_location = chance_object = 0.0
+    per_label: dict[str, list[float]] = {}  # label -> [nouns, hits, chance_location]
+    box_labels: set[str] = set()
+    for words, alpha, boxes in captions:
+        box_labels.update(box.label for box in boxes)
+        centres = cell_centres(alpha.shape[-1], image_size)
+        for label, weights in zip(named_labels(words, word_labels), alpha):
+            if label is None:
+                continue
+            tally = per_label.setdefault(label, [0, 0, 0.0])
+            tally[0] += 1
+            named = [box.box for box in boxes if box.label == label]
+            if not named:
+                counts["absent"] += 1
+                continue
+            peak = centres[int(weights.argmax())]
+            hit = any(inside(box, peak) for box in named)
+            if hit:
+                counts["accuracy"] += 1
+            elif any(inside(other.box, peak) for other in boxes if other.label != label):
+                counts["other_object"] += 1
+            else:
+                counts["background"] += 1
+            location = sum(any(inside(box, centre) for box in named) for centre in centres) / len(centres)
+            chance_location += location
+            chance_object += len(named) / len(boxes)
+            tally[1] += hit
+            tally[2] += location
+    nouns = sum(counts.values())
+    share = (lambda count: count / nouns) if nouns else (lambda count: float("nan"))
+    by_label = {label: LabelAccuracy(int(count), hits / count, location / count)
+                for label, (count, hits, location) in sorted(per_label.items())}
+    return Localisation(nouns=nouns, **{name: share(count) for name, count in counts.items()},
+                        chance_location=share(chance_location), chance_object=share(chance_object), by_label=by_label,
+                        box_labels=tuple(sorted(box_labels)))
+
+
+def step_entropy(alpha: torch.Tensor) -> torch.Tensor:
+    """H(α_t) = -Σ_i α_ti log α_ti of each step, in nats (log L for uniform attention): α (T, L) -> (T,)."""
+    return -(alpha * alpha.clamp(min=1e-12).log()).sum(-1)
+
+
+def mean_entropy(entropies: Iterable[torch.Tensor]) -> float:
+    """The mean over every generated step of per-caption `step_entropy`s; NaN without any step. Summed in float64, so
+    the order the ranks gathered the captions in does not change the figure."""
+    steps = torch.cat([torch.zeros(0, dtype=torch.float64), *(entropy.double() for entropy in entropies)])
+    return float(steps.mean()) if len(steps) else float("nan")

@@ -1,0 +1,134 @@
+"""coco-caption's PTB tokenisation of captions, which the scores of `caption.evaluation.metrics` need first, and its cache.
+
+`ptb_tokenize` applies coco-caption's PTB tokenizer (Java) for official numbers. Without Java it falls back, with a
+warning, to `python_ptb_tokenize`, a pure-Python stand-in that splits words and punctuation as the Stanford
+PTBTokenizer does; the tokenizer used is returned with the tokens and recorded in every metrics.json (how far its
+scores are from Java's: docs/measurements.md). Java's note after each call (`PTBTokenizer tokenized N tokens at
+...`) is logged at debug level, not printed (`caption -v` shows it). `PTBCache` tokenises each text once.
+"""
+
+import contextlib
+import logging
+import re
+import shutil
+import subprocess
+import threading
+import types
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pycocoevalcap.tokenizer import ptbtokenizer
+from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
+
+log = logging.getLogger(__name__)
+
+
+PTB_JAVA = "ptb-java"  # coco-caption's own PTBTokenizer (Stanford CoreNLP 3.4.1): official numbers
+PTB_PYTHON = "ptb-python"  # `python_ptb_tokenize`, when Java cannot run
+BRACKETS = {"(": "-lrb-", ")": "-rrb-", "[": "-lsb-", "]": "-rsb-", "{": "-lcb-", "}": "-rcb-"}
+SPLIT_WORDS = {"cannot": "can not", "gonna": "gon na", "wanna": "wan na", "gotta": "got ta"}
+PTB_TOKEN = re.compile(
+    r"""(?:[a-z]\.)+(?!\w)                           # u.s., p.m., initials (a.): abbreviations keep their dots
+      | (?:mr|mrs|ms|dr|st|jr|sr|vs|mt|etc)\.(?!\w)  # so do titles
+      | n't | '(?:s|re|ve|ll|d|m|n')(?!\w)           # contractions: do n't, dog 's, rock 'n' roll
+      | \d+(?:[.,:]\d+)+(?!\w)                      # 3.5, 1,000, 5:30
+      | [\w@](?:[\w@+/&'-]*[\w+])?                  # words, with inner hyphens, slashes, apostrophes: o'clock
+      | \.{2,} | -{2,} | [?!]{2,} | \S                # punctuation: runs of dots, dashes, ?! and single symbols
+    """,
+    re.VERBOSE,
+)
+CONTRACTION = re.compile(r"(?<=\w)(?:n't|'(?:s|re|ve|ll|d|m))(?!\w)|(?<=\w)'n'(?=\w)")  # split off first
+
+
+def python_ptb_caption(caption: str) -> str:
+    """One caption as Stanford's PTBTokenizer (-lowerCase) followed by pycocoevalcap's punctuation removal gives it."""
+    text = caption.replace("\n", " ").lower().translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
+    text = CONTRACTION.sub(lambda found: f" {found.group(0)} ", text.replace('"', " ").replace("`", " "))
+    text = re.sub(r"\b(" + "|".join(SPLIT_WORDS) + r")\b", lambda word: SPLIT_WORDS[word.group(1)], text)
+    tokens = (BRACKETS.get(token, "..." if token.startswith("..") else token) for token in PTB_TOKEN.findall(text))
+    return " ".join(token for token in tokens if token not in PUNCTUATIONS)
+
+
+def python_ptb_tokenize(captions: dict[int, list[str]]) -> dict[int, list[str]]:
+    """The pure-Python stand-in for coco-caption's PTB tokenizer: {id: [raw]} -> {id: [tokenised]}."""
+    return {key: [python_ptb_caption(caption) for caption in value] for key, value in captions.items()}
+
+
+def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], str]:
+    """coco-caption's PTB tokenizer (lowercases, strips punctuation): {id: [raw]} -> ({id: [tokenised]}, tokenizer).
+
+    The tokenizer is PTB_JAVA, or PTB_PYTHON (with a warning) when Java is missing or cannot run.
+    """
+    problem = "no `java` on the PATH" if shutil.which("java") is None else None
+    if problem is None:
+        try:
+            entries = {key: [{"caption": caption} for caption in value] for key, value in captions.items()}
+            with java_stderr_logged():
+                return PTBTokenizer().tokenize(entries), PTB_JAVA
+        except OSError as error:
+            problem = f"{error.__class__.__name__}: {error}"
+    warnings.warn(f"coco-caption's PTB tokenizer cannot run ({problem}): tokenising with the pure-Python stand-in "
+                  "instead; scores are close to but not exactly the official ones (install Java for those)")
+    return python_ptb_tokenize(captions), PTB_PYTHON
+
+
+JAVA_NOTE = "PTBTokenizer tokenized"  # the tokenizer's own note after every call: N tokens at M tokens per second
+_tokenizer_lock = threading.Lock()  # one call at a time swaps the tokenizer's `subprocess`
+
+
+class _JavaStderrLogged(subprocess.Popen):
+    """The tokenizer's Java process with its stderr read, not printed: its note on the tokens it read is logged at
+    debug level (`caption -v` shows it), anything else Java says (an error) as a warning."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "stderr": subprocess.PIPE})
+
+    def communicate(self, *args: Any, **kwargs: Any) -> tuple[bytes, bytes]:
+        output, errors = super().communicate(*args, **kwargs)
+        for line in (errors or b"").decode(errors="replace").splitlines():
+            if line.strip():
+                log.log(logging.DEBUG if line.startswith(JAVA_NOTE) else logging.WARNING, "%s", line)
+        return output, errors
+
+
+@contextlib.contextmanager
+def java_stderr_logged() -> Iterator[None]:
+    """Inside: coco-caption's PTBTokenizer starts Java as `_JavaStderrLogged` (its module's `subprocess` is swapped
+    for the duration; nothing else in the process sees a change)."""
+    with _tokenizer_lock:
+        original = ptbtokenizer.subprocess
+        ptbtokenizer.subprocess = types.SimpleNamespace(Popen=_JavaStderrLogged, PIPE=subprocess.PIPE)
+        try:
+            yield
+        finally:
+            ptbtokenizer.subprocess = original
+
+
+class PTBCache:
+    """coco-caption's PTB tokenisation of captions, each text tokenised once: a caption's tokens depend on it alone
+    (one line each), so the references of a split go through Java on the first scoring only and later scorings
+    (every validation epoch) send only the candidates not seen yet. Once Java failed, the stand-in is used for good."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, str] = {}
+        self.tokenizer: str | None = None  # PTB_JAVA or PTB_PYTHON, once something was tokenised
+
+    def tokenize(self, texts: Iterable[str]) -> dict[str, str]:
+        """{text: its PTB tokens joined by spaces} for `texts`, with one tokenizer call at most (none when all were
+        seen before)."""
+        texts = set(texts)
+        missing = sorted(texts - self.tokens.keys())
+        if missing:
+            lines = dict(enumerate(missing))
+            if self.tokenizer == PTB_PYTHON:
+                tokenized, tokenizer = python_ptb_tokenize({key: [text] for key, text in lines.items()}), PTB_PYTHON
+            else:
+                tokenized, tokenizer = ptb_tokenize({key: [text] for key, text in lines.items()})
+            if self.tokenizer is not None and tokenizer != self.tokenizer:  # Java went away: all with the stand-in
+                self.tokens = {}
+            self.tokenizer = tokenizer
+            self.tokens.update((text, tokenized[key][0]) for key, text in lines.items())
+            if not texts <= self.tokens.keys():
+                return self.tokenize(texts)
+        return {text: self.tokens[text] for text in texts}

@@ -1,0 +1,139 @@
+"""`Evaluation`: the one report of a model on a split, as every command shows it (a table, metrics.json, logs).
+
+Made by `caption.evaluation.scoring.score_split`; `caption evaluate` prints its table and writes its `metrics()`,
+validation and `caption test` log its `logged()` values, `caption compare` puts several side by side. `not_looking`
+says when its attention does not look (validation warns with it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from caption.evaluation.grounding import Localisation
+from caption.evaluation.metrics import METRICS
+from caption.evaluation.ptb_tokenizer import PTB_JAVA
+from caption.model.search import Caption
+
+METRIC_NAMES = {
+    "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4",
+    "meteor": "METEOR", "rouge_l": "ROUGE-L", "cider": "CIDEr", "attention_accuracy": "attention accuracy",
+    "attention_other_object": "peak on another object", "attention_background": "peak on the background",
+    "attention_absent": "noun of an absent object", "attention_chance_location": "random location",
+    "attention_chance_object": "random object", "alpha_entropy": "α entropy per step (nats)",
+}
+
+
+@dataclass
+class Evaluation:
+    """Scores of one model on one split, with its captions."""
+
+    split: str
+    beam_size: int
+    scores: dict[str, float]  # METRICS names -> score, NaN when missing (METEOR without Java)
+    captions: dict[int, Caption] = field(repr=False)  # image id -> caption, in the loader's order
+    localisation: Localisation | None = None  # None when the data has no object boxes
+    alpha_entropy: float = float("nan")  # mean H(α_t) over generated steps
+    tokenizer: str = PTB_JAVA  # caption.evaluation.ptb_tokenizer.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
+    references: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # image id -> raw references
+    locations: int = 0  # L, the attention locations (log L: the entropy of uniform α); 0 when unknown
+    file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any
+
+    def attention_scores(self) -> dict[str, float]:
+        """α entropy and, with boxes, the localisation shares, under their logged names."""
+        found = {} if self.localisation is None else self.localisation.scores()
+        return found | {"alpha_entropy": self.alpha_entropy}
+
+    def logged(self) -> dict[str, float]:
+        """Every score under its logged name (bleu4, ..., attention_accuracy, alpha_entropy)."""
+        return self.scores | self.attention_scores()
+
+    def metrics(self) -> dict[str, Any]:
+        """What metrics.json holds; missing scores are null."""
+        return {
+            "split": self.split,
+            "beam_size": self.beam_size,
+            "images": len(self.captions),
+            "tokenizer": self.tokenizer,
+            "object_words": 0 if self.localisation is None else self.localisation.nouns,
+            "metrics": {name: None if math.isnan(value) else value for name, value in self.logged().items()},
+            "attention_by_label": {} if self.localisation is None else {
+                label: asdict(found) for label, found in self.localisation.by_label.items()},
+        }
+
+    def table(self) -> str:
+        """The scores as a two-column text table, in %."""
+        rows = [(METRIC_NAMES[name], format_score(self.scores[name])) for name in METRICS if name in self.scores]
+        if self.localisation is not None and not self.localisation.nouns:
+            rows.append((METRIC_NAMES["attention_accuracy"], unnamed_labels(self.localisation.box_labels)))
+        elif self.localisation is not None:
+            for name, value in self.localisation.scores().items():
+                words = f" ({self.localisation.nouns} object words)" if name == "attention_accuracy" else ""
+                rows.append((METRIC_NAMES[name], format_score(value) + words))
+            if self.localisation.by_label:
+                rows.append(("attention accuracy per label", ""))
+            for label, found in self.localisation.by_label.items():
+                chance = format_score(found.chance_location)
+                rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
+        rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
+        official = "" if self.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"
+        header = (f"{self.split} split, {len(self.captions)} images, beam {self.beam_size}, "
+                  f"tokenizer {self.tokenizer}{official} (%)")
+        width = max(len(name) for name, _ in rows)
+        return "\n".join([header, *(f"  {name:<{width}}  {value}" for name, value in rows)])
+
+    def examples(self, count: int = 5) -> str:
+        """The first `count` images' captions (by id), each with its first two references."""
+        return "\n".join(f"  [{image_id}] {self.captions[image_id].text!r}\n      refs: "
+                         f"{list(self.references.get(image_id, ()))[:2]}" for image_id in sorted(self.captions)[:count])
+
+
+def unnamed_labels(box_labels: tuple[str, ...], shown: int = 8) -> str:
+    """The one line for data with boxes whose captions name none of their labels."""
+    labels = ", ".join(box_labels[:shown]) + (" ..." if len(box_labels) > shown else "")
+    return (f"not scored: no generated word names a label of the boxes ({labels}); caption words name them by the "
+            f"label's name, singular or plural, or as data.source.init_args.labels maps them")
+
+
+def format_score(value: float | None) -> str:
+    """A score in % with one decimal, or "missing"."""
+    return "missing" if value is None or math.isnan(value) else f"{100 * value:.1f}"
+
+
+UNIFORM_SHARE = 0.95  # α entropy at or above this share of log L: attention is (nearly) uniform
+OBJECT_MARGIN = 0.10  # attention accuracy less than this above a random object's: no better than one
+ABSENT_SHARE = 0.25  # object words naming what the image does not hold, at least this share: objects not told apart
+RESPONSIBLE = {  # attention kind -> the settings most likely responsible when it does not look
+    "hard": "model.hard.entropy_weight (its bonus flattens α: lower it), model.hard.reinforce_weight (too weak a "
+            "REINFORCE term leaves α unlearned) and the stage-1 soft run whose encoder it uses "
+            "(model.encoder.weights: that run must look first)",
+    "soft": "model.optimization.learning_rate (too large a step lets attention settle before the encoder tells the "
+            "objects apart: lower it), model.soft.alpha_c (the doubly stochastic penalty spreads α over the image: "
+            "lower it) and the encoder (model.encoder.channels, kernel_sizes, coordinates: a grid whose cells see "
+            "about one object)",
+}
+EXPLAINED = "docs/hard-attention.md"
+
+
+def not_looking(evaluation: Evaluation, *, kind: str) -> str | None:
+    """One line saying why `kind` attention does not look, naming the settings most likely responsible, or None
+    when it looks: α within a few percent of uniform entropy (`UNIFORM_SHARE`), or, on data with boxes, attention
+    accuracy no better than a random object of the image (`OBJECT_MARGIN`)."""
+    found = []
+    if evaluation.locations > 1 and evaluation.alpha_entropy >= UNIFORM_SHARE * math.log(evaluation.locations):
+        found.append(f"α entropy {evaluation.alpha_entropy:.2f} nats is within {1 - UNIFORM_SHARE:.0%} of uniform "
+                     f"attention's {math.log(evaluation.locations):.2f} (log L, L = {evaluation.locations})")
+    located = evaluation.localisation
+    if located is not None and located.nouns and located.accuracy < located.chance_object + OBJECT_MARGIN:
+        found.append(f"attention accuracy {located.accuracy:.3f} is no better than a random object of the image "
+                     f"({located.chance_object:.3f}, {located.nouns} object words)")
+    if not found:
+        return None
+    unrecognised = ""
+    if located is not None and located.nouns and located.absent >= ABSENT_SHARE:
+        unrecognised = (f" {located.absent:.0%} of the object words name what the image does not hold: the encoder "
+                        f"does not tell the objects apart yet, and attention has nothing to find them by.")
+    return (f"{kind} attention is not looking on the {evaluation.split} split: {'; '.join(found)}.{unrecognised} "
+            f"Most likely responsible: {RESPONSIBLE.get(kind, RESPONSIBLE['soft'])}. See {EXPLAINED}, \"When "
+            f"attention is not looking\".")

@@ -1,0 +1,101 @@
+"""The one result format of `caption predict`, `caption evaluate` and `caption describe`: DIR/captions.json in the
+COCO results format, and DIR/captions.csv beside it.
+
+captions.json is a list with one entry per image, as leaderboards and pycocoevalcap (`COCO.loadRes`, then
+`COCOEvalCap`) read it:
+
+    {"image_id": 42, "caption": "a red circle above a blue square", "file_name": "photos/a.jpg", "log_prob": -3.1}
+
+`image_id` is the dataset's id for an image of a split, and the image's position (0, 1, ...) among the files given
+for image files; `file_name` is the image file (null for images that are no file, such as the built-in data's);
+`log_prob` is log p(caption | image), <end> included. With `num_captions` n > 1 each entry also has
+`"n_best": [{"caption", "log_prob"}, ...]`, the n best beams, best first (the first is the entry's own caption).
+The n best sit inside the image's one entry, not in an entry each, because pycocoevalcap's scorers take exactly one
+caption per image id. `caption describe` adds each caption's `figure`. Any other keys are ignored by `loadRes`.
+
+captions.csv holds the same, one row per caption: image_id, file_name, rank (1 = the caption), caption, log_prob
+(and figure).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from caption.io.outputs import writable_folder, write_text
+from caption.model.search import Caption
+
+JSON_NAME = "captions.json"
+CSV_NAME = "captions.csv"
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One of an image's captions: its text, log-probability and (`caption describe`) its figure."""
+
+    caption: str
+    log_prob: float
+    figure: str | None = None
+
+    @classmethod
+    def of(cls, caption: Caption, *, figure: str | Path | None = None) -> Ranked:
+        return cls(caption.model.vocabulary, caption.log_prob, None if figure is None else str(figure))
+
+    def entry(self) -> dict[str, Any]:
+        return {"caption": self.caption, "log_prob": self.log_prob} | (
+            {} if self.figure is None else {"figure": self.figure})
+
+
+@dataclass(frozen=True)
+class Result:
+    """One image's captions, best first (one, or the n best)."""
+
+    image_id: int
+    file_name: str | None
+    captions: tuple[Ranked, ...]
+
+    def entry(self) -> dict[str, Any]:
+        """Its captions.json entry."""
+        best = self.captions[0]
+        entry = {"image_id": self.image_id, "caption": best.caption, "file_name": self.file_name,
+                 "log_prob": best.log_prob} | ({} if best.figure is None else {"figure": best.figure})
+        if len(self.captions) > 1:
+            entry["n_best"] = [ranked.entry() for ranked in self.captions]
+        return entry
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Its captions.csv rows, one per caption."""
+        return [{"image_id": self.image_id, "file_name": self.file_name or "", "rank": rank, **ranked.entry()}
+                for rank, ranked in enumerate(self.captions, start=1)]
+
+
+def result(image_id: int, file_name: str | Path | None, captions: Caption | Sequence[Caption],
+           figures: Sequence[str | Path] | None = None) -> Result:
+    """The `Result` of one image: its caption, or its n best (best first), with their figures if drawn."""
+    ranked = [captions] if isinstance(captions, Caption) else list(captions)
+    drawn = list(figures) if figures is not None else [None] * len(ranked)
+    return Result(image_id, None if file_name is None else str(file_name),
+                  tuple(Ranked.of(caption, figure=figure) for caption, figure in zip(ranked, drawn, strict=True)))
+
+
+def write_results(results: Iterable[Result], out: str | Path) -> tuple[Path, Path]:
+    """Write DIR/captions.json and DIR/captions.csv (each atomically) for `results`, in their order; returns both
+    paths. The one writer of `caption predict`, `caption evaluate` and `caption describe`."""
+    results = list(results)
+    folder = writable_folder(out, what="output")
+    json_path, csv_path = folder / JSON_NAME, folder / CSV_NAME
+    write_text(json_path, json.dumps([item.entry() for item in results], indent=1, ensure_ascii=False) + "\n")
+    rows = [row for item in results for row in item.rows()]
+    columns = ["image_id", "file_name", "rank", "caption", "log_prob"]
+    columns += ["figure"] if any("figure" in row for row in rows) else []
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(csv_path, table.getvalue())
+    return json_path, csv_path

@@ -1,0 +1,219 @@
+"""Loading checkpoints safely: always `weights_only=True`, and a clear message naming the file.
+
+A Lightning checkpoint is a pickle. `torch.load(weights_only=True)` only rebuilds tensors and plain
+containers, so a file whose pickle would import or call anything else (a planted `os.system`, a
+foreign class) is refused instead of executed. Every path that reads a checkpoint goes through
+`read_checkpoint`:
+
+- the CLI (`caption fit/test --ckpt_path ...`): Lightning loads through `SafeCheckpointIO`, which the
+  CLI installs in every Trainer;
+- inference code: `caption.inference.load_module(path)` returns the `CaptionModule`, vocabulary and
+  hyperparameters included; `download_checkpoint(url, sha256=...)` fetches a published one first.
+
+Plain values can still name classes (the data source, the lr_scheduler): `caption.io.class_paths` checks each one is
+a known class of the expected kind before anything of the checkpoint is used.
+
+`SafeCheckpointIO` also writes every checkpoint of a run atomically in its own folder
+(`caption.io.outputs.write_atomically`): a full disk or a kill during a save leaves the previous file whole and no
+partial one, and the message names the full folder and the space a checkpoint needs.
+"""
+
+import hashlib
+import io
+import os
+import pickle
+import re
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.error import URLError
+from urllib.parse import urlparse
+
+import torch
+from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities import rank_zero_warn
+
+from caption.config.keys import dotted
+from caption.errors import CaptionWarning, CheckpointError
+from caption.io.class_paths import check_checkpoint_classes
+from caption.io.outputs import write_atomically
+from caption.legacy.moved import with_new_class_paths
+from caption.legacy.settings import grouped
+
+
+def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
+    """torch.load(path, weights_only=True), with errors that name the file and say what to do."""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        with warnings.catch_warnings():  # torch's note on a pickle of another protocol: the message below says more
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"unsupported global[^\n]*", str(error), flags=re.IGNORECASE)
+        if found is None:  # not a pickle that asks for code: random bytes, another format
+            raise CheckpointError(f"{path}: not a PyTorch checkpoint (corrupt, or another kind of file)") from None
+        raise CheckpointError(
+            f"{path}: refused to load: its pickle asks for more than tensors and plain values "
+            f"({found.group(0)}), so loading it could run code. Use a checkpoint written by `caption fit`; "
+            "never load this file with weights_only=False unless you made it yourself"
+        ) from None
+    except PermissionError as error:
+        raise CheckpointError(f"{path}: cannot read it ({error.strerror}): check the file's permissions") from None
+    except (EOFError, KeyError, RuntimeError, IndexError, ValueError, OSError) as error:  # bytes that are no checkpoint
+        # a file cut short (a full disk, an interrupted copy) fails in the zip reader with a bare OSError (EINVAL)
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint (truncated or corrupt?): "
+                              f"{error.__class__.__name__}: {' '.join(str(error).split())}") from None
+    hyperparameters = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    if not isinstance(hyperparameters, dict) or "vocabulary" not in hyperparameters:
+        raise CheckpointError(
+            f"{path}: not a checkpoint of this project (no mapping of hyperparameters with a vocabulary): it was not "
+            "written by `caption fit`, or by an old version; retrain or pick another checkpoint"
+        )
+    for key in ("hyper_parameters", "datamodule_hyper_parameters"):  # the class paths of caption 0.2.0's flat layout
+        if key in checkpoint:
+            checkpoint[key] = with_new_class_paths(checkpoint[key], origin=f"checkpoint {path}")
+    check_checkpoint_classes(checkpoint, origin=f"checkpoint {path}")  # before any of it is used
+    checkpoint["hyper_parameters"] = grouped(checkpoint["hyper_parameters"])
+    return checkpoint
+
+
+def first_readable(paths: Iterable[Path], *, where: str) -> tuple[Path, dict[str, Any]] | None:
+    """The first of `paths` that `read_checkpoint` reads, with what it read; each one before it that cannot be read
+    (truncated, corrupt, foreign) is skipped with a warning naming it and why. None if `paths` is empty; if none can
+    be read, a CheckpointError that starts with `where` and gives each file's reason."""
+    problems = []
+    for path in paths:
+        try:
+            found = path, read_checkpoint(path)
+        except CheckpointError as error:
+            problems.append(str(error))
+            continue
+        for problem in problems:
+            rank_zero_warn(f"skipping an unreadable checkpoint: {problem}", category=CaptionWarning)
+        return found
+    if problems:
+        raise CheckpointError(f"{where}: no checkpoint there can be read: {'; '.join(problems)}")
+    return None
+
+
+def newest_first(paths: Iterable[Path]) -> list[Path]:
+    """`paths`, the most recently modified first."""
+    return sorted(paths, key=lambda path: path.stat().st_mtime, reverse=True)
+
+
+def find_checkpoint(path: Path) -> Path:
+    """A checkpoint file itself, or a run folder's newest readable best-*.ckpt (else last.ckpt, else any); unreadable
+    ones are skipped with a warning naming them. Every command and `Captioner.from_checkpoint` take a run folder
+    for a checkpoint through this one choice."""
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such checkpoint file or run folder")
+    checkpoints = list(path.rglob("*.ckpt"))
+    kinds = [newest_first({p for p in checkpoints if p.match(kind)}) for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt")]
+    found = first_readable(dict.fromkeys(p for kind in kinds for p in kind), where=str(path))  # each file once
+    if found is not None:
+        return found[0]
+    raise CheckpointError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
+
+
+def with_run_checkpoint(args: list[str]) -> list[str]:
+    """Command-line arguments with a run folder given as `--ckpt_path DIR` (or `--ckpt_path=DIR`) replaced by the
+    checkpoint `find_checkpoint` picks there; everything else as it is."""
+    def resolved(value: str) -> str:
+        return str(find_checkpoint(Path(value))) if Path(value).is_dir() else value
+
+    result = list(args)
+    for index, arg in enumerate(result):
+        if arg == "--ckpt_path" and index + 1 < len(result):
+            result[index + 1] = resolved(result[index + 1])
+        elif arg.startswith("--ckpt_path="):
+            result[index] = "--ckpt_path=" + resolved(arg.partition("=")[2])
+    return result
+
+
+# model settings that make the trained model what it is: a checkpoint's weights only fit the values it was trained with
+MODEL_DEFINING = ("attention.kind", "attention.dim", "attention.layers", "attention.gate", "encoder.name",
+                  "encoder.grid", "encoder.channels", "encoder.kernel_sizes", "encoder.coordinates", "decoder.embed_dim",
+                  "decoder.hidden_dim", "decoder.init_layers", "decoder.prev_word_output", "decoder.context_output")
+# model settings the CLI links into the data module (`data.encoder` ...): a feature cache is checked against them
+DATA_LINKS = {"encoder.name": "encoder", "encoder.weights": "encoder_weights", "encoder.freeze": "freeze_encoder",
+              "encoder.grid": "encoder_grid"}
+
+
+def plain(value: Any) -> Any:
+    """Sequences as lists, so that a YAML list and a stored tuple compare equal."""
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def check_model_settings(path: _PATH, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]]) -> None:
+    """A CheckpointError in one line naming every setting of `given` ({dotted key: (value, where it was given)}) that
+    would change the model checkpoint `path` was trained as (`MODEL_DEFINING`), with both values: such a setting can be
+    neither applied to the trained weights nor silently dropped."""
+    trained = dotted(checkpoint["hyper_parameters"])
+    conflicts = [
+        f"model.{key} is {plain(value)!r} {where} but {path} was trained with {plain(trained[key])!r}"
+        for key, (value, where) in given.items()
+        if key in MODEL_DEFINING and key in trained and plain(value) != plain(trained[key])
+    ]
+    if conflicts:
+        raise CheckpointError(
+            f"{'; '.join(conflicts)}: a trained model's settings cannot change. Leave them out, or use the config the "
+            "checkpoint was trained with (its run saved it as config.yaml beside its logs)"
+        )
+
+
+def has_encoder(checkpoint: dict[str, Any]) -> bool:
+    """Whether the checkpoint holds the encoder's weights (then the model need not load ImageNet's first)."""
+    return any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
+
+
+def sha256_of(path: _PATH) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 24), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download_checkpoint(url: str, *, sha256: str | None) -> Path:
+    """The checkpoint at `url`, downloaded once into $TORCH_HOME/hub/checkpoints (torch.hub's downloader) and
+    kept only if its SHA-256 is `sha256`; a file already there is used if its hash matches."""
+    if not sha256 or not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        raise CheckpointError(f"{url}: give the checkpoint's expected SHA-256 (64 hex digits) to download it, "
+                              f"got {sha256!r}")
+    sha256 = sha256.lower()
+    name = os.path.basename(urlparse(url).path) or "checkpoint.ckpt"
+    path = Path(torch.hub.get_dir()) / "checkpoints" / name
+    if path.is_file() and sha256_of(path) == sha256:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # into a temporary file, moved to `path` only when the hash matches
+        torch.hub.download_url_to_file(url, str(path), hash_prefix=sha256, progress=True)
+    except RuntimeError as error:  # torch.hub: invalid hash value
+        raise CheckpointError(f"{url}: refused: its SHA-256 is not {sha256} ({error}); "
+                              "check the URL and the hash you were given") from None
+    except (URLError, OSError) as error:
+        raise CheckpointError(f"{url}: cannot download ({error}); download it yourself and pass the file") from None
+    return path
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint IO, loading through `read_checkpoint` (weights_only=True whatever the caller asks) and
+    saving local files atomically beside their target (Lightning's own save goes through the system's temporary
+    folder, and a failed copy from there leaves a partial checkpoint under the real name)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:
+        if storage_options is not None or "://" in str(path):  # remote storage: Lightning's fsspec transaction
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        write_atomically(path, buffer.getbuffer(), what="checkpoint")
+
+    def load_checkpoint(
+        self, path: _PATH, map_location: Any = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        return read_checkpoint(path, map_location=map_location or "cpu")

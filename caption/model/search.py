@@ -1,0 +1,202 @@
+"""Caption generation: greedy search and batched beam search.
+
+Both run every image of a batch at once (beam search keeps B×k rows, reordered with index
+arithmetic on tensors; no Python loop over images or beams; the k rows of an image share its
+annotations and their projection, see `caption.model.attention`), stop at `max_length` words even when
+a hypothesis never emits <end>, and return the per-word attention α (T×L) and gate β of the
+chosen caption so that it can be drawn (sec. 5.4).
+
+Notation: B images, k beams, T ≤ max_length generated words, L locations, V words.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from caption.errors import ConfigError, check_range
+from caption.model.attention import HardEvalContext
+from caption.model.decoder import Decoder, DecoderState
+from caption.model.vocabulary import Vocabulary
+
+
+@dataclass(frozen=True)
+class DecodingSettings:
+    """How captions are generated at test time and in inference (`model.decoding:` in a config). These settings
+    change no weight: `caption test --model.decoding.beam_size 5 --ckpt_path ...` overrides a checkpoint's.
+
+    Args:
+        max_caption_length: words generated at most.
+        beam_size: beam width (1: greedy); validation always decodes greedily.
+        length_penalty: rank final beams by log p / length^length_penalty (0: raw log-probability).
+        hard_eval_context: hard attention: the context at evaluation, "expected" (original code), "argmax" or
+            "sample".
+    """
+
+    max_caption_length: int = 30                      # ours (original code: maxlen=200, never reached)
+    beam_size: int = 5                                # original code: generate_caps.py k=5
+    length_penalty: float = 0.0                       # original code: generate_caps.py normalize=False
+    hard_eval_context: HardEvalContext = "expected"   # original code: decodes with the expected context
+
+    def __post_init__(self) -> None:
+        check_decoding(beam_size=self.beam_size, max_caption_length=self.max_caption_length)
+        check_range("decoding.length_penalty", self.length_penalty, low=0)
+
+
+def check_decoding(*, beam_size: int, max_caption_length: int, num_captions: int = 1) -> None:
+    """ConfigError naming the decoding setting that cannot work: the one check of beam sizes and lengths, for
+    configs, `Captioner` calls and the commands' flags alike."""
+    check_range("decoding.beam_size", beam_size, low=1)
+    check_range("decoding.max_caption_length", max_caption_length, low=1)
+    if not 1 <= num_captions <= beam_size:
+        raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
+
+
+@dataclass
+class Caption:
+    """One image's caption and where the model looked for each of its T words (<end> not included)."""
+
+    text: str  # the words joined by spaces
+    words: list[str]
+    alpha: Tensor  # attention weights over the L locations, one row per word   (T, L)
+    beta: Tensor  # gate β of each word                                          (T,)
+    locations: Tensor | None  # hard attention: the sampled location s_t        (T,)
+    log_prob: float  # log p(caption | image), <end> included
+
+
+@dataclass
+class Decoded:
+    """Generated captions, one per image (n per image, best first, from `beam_search(num_best=n)`).
+    Token rows hold words, then <end> if emitted, then <pad>."""
+
+    tokens: Tensor  # word ids after <start>                         (B, T)
+    log_prob: Tensor  # log p(caption | a), <end> included             (B,)
+    alpha: Tensor  # attention weights for every generated word       (B, T, L)
+    beta: Tensor  # gate β for every generated word                   (B, T)
+    location: Tensor | None  # hard attention: chosen location s_t    (B, T)
+    lengths: Tensor  # generated words, <end> included                (B,)
+
+    def captions(self, vocabulary: Vocabulary) -> list[Caption]:
+        """One `Caption` per image, on the CPU, α and β cut to the caption's words."""
+        captions = []
+        for row in range(self.tokens.shape[0]):
+            words = vocabulary.decode(self.tokens[row])
+            T = len(words)
+            alpha, beta = self.alpha[row, :T].float().cpu(), self.beta[row, :T].float().cpu()  # (T, L), (T,)
+            locations = None if self.location is None else self.location[row, :T].cpu()  # (T,)
+            captions.append(Caption(" ".join(words), words, alpha, beta, locations, float(self.log_prob[row])))
+        return captions
+
+
+def _next_log_probs(
+    decoder: Decoder, words: Tensor, state: DecoderState, annotations: Tensor, projected: Tensor
+):
+    """Feed `words` (R,) through one decoder step: log p(y_t) (R, V) and the step's output.
+
+    <pad> and <start> are never generated (their log-probabilities are set to -inf).
+    """
+    embedded, gates = decoder.word_gates(words)
+    out = decoder.step(gates, state, annotations, projected)
+    logits = decoder.output_logits(embedded, out.state.h, out.context)
+    log_probs = F.log_softmax(logits.float(), dim=-1)
+    log_probs[:, [Vocabulary.PAD, Vocabulary.START]] = float("-inf")
+    return log_probs, out
+
+
+@torch.inference_mode()
+def greedy(decoder: Decoder, annotations: Tensor, *, max_length: int) -> Decoded:
+    """Pick the most probable word at every step. annotations: (B, L, D)."""
+    B = annotations.shape[0]
+    projected = decoder.project_annotations(annotations)  # (B, L, A), once per image
+    state = decoder.init_state(annotations)
+    words = torch.full((B,), Vocabulary.START, dtype=torch.long, device=annotations.device)
+    finished = torch.zeros(B, dtype=torch.bool, device=annotations.device)
+    log_prob = torch.zeros(B, device=annotations.device)
+    tokens, alphas, betas, locations = [], [], [], []
+    for _ in range(max_length):
+        log_probs, out = _next_log_probs(decoder, words, state, annotations, projected)  # (B, V)
+        words = log_probs.argmax(dim=-1).masked_fill(finished, Vocabulary.PAD)  # (B,)
+        log_prob += log_probs.gather(1, words[:, None]).squeeze(1).masked_fill(finished, 0.0)
+        tokens.append(words)
+        alphas.append(out.alpha)
+        betas.append(out.beta)
+        locations.append(out.location)
+        state = out.state
+        finished = finished | (words == Vocabulary.END)
+        if finished.all():
+            break
+    tokens_ = torch.stack(tokens, dim=1)  # (B, T)
+    return Decoded(
+        tokens=tokens_,
+        log_prob=log_prob,
+        alpha=torch.stack(alphas, dim=1),
+        beta=torch.stack(betas, dim=1),
+        location=None if locations[0] is None else torch.stack(locations, dim=1),
+        lengths=(tokens_ != Vocabulary.PAD).sum(dim=1),
+    )
+
+
+@torch.inference_mode()
+def beam_search(
+    decoder: Decoder,
+    annotations: Tensor,
+    *,
+    beam_size: int,
+    max_length: int,
+    length_penalty: float = 0.0,
+    num_best: int = 1,
+) -> Decoded:
+    """Keep the k most probable prefixes per image; return the best finished-or-capped hypothesis.
+
+    A hypothesis that emitted <end> stays in the beam with its score frozen (it may only be
+    extended by <pad> at no cost), so finished and unfinished hypotheses compete on equal terms.
+    At the end, hypotheses are ranked by log p / length^length_penalty (0 = raw log-probability).
+    `num_best` = n <= k returns the n best of the final beams instead, best first: B·n rows, image by image.
+    """
+    check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_best)
+    B, k, device = annotations.shape[0], beam_size, annotations.device
+    projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
+    state = decoder.init_state(annotations)
+    state = DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0))  # (B·k, n)
+
+    scores = torch.full((B, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    words = torch.full((B * k,), Vocabulary.START, dtype=torch.long, device=device)
+    finished = torch.zeros(B * k, dtype=torch.bool, device=device)
+    tokens = torch.empty(B * k, 0, dtype=torch.long, device=device)
+    alpha = annotations.new_empty(B * k, 0, annotations.shape[1])
+    beta = annotations.new_empty(B * k, 0)
+    location = None if not decoder.is_hard else torch.empty(B * k, 0, dtype=torch.long, device=device)
+    row_offset = (torch.arange(B, device=device) * k)[:, None]  # (B, 1)
+
+    for _ in range(max_length):
+        log_probs, out = _next_log_probs(decoder, words, state, annotations, projected)  # (B·k, V)
+        V = log_probs.shape[1]
+        log_probs[finished] = float("-inf")
+        log_probs[finished, Vocabulary.PAD] = 0.0
+        candidates = (scores.reshape(-1, 1) + log_probs).view(B, k * V)  # (B, k·V)
+        scores, flat = candidates.topk(k, dim=-1)  # (B, k)
+        rows = (row_offset + flat.div(V, rounding_mode="floor")).view(-1)  # parent row of each new beam (B·k,)
+        words = (flat % V).view(-1)  # (B·k,)
+        state = DecoderState(out.state.h[rows], out.state.c[rows])
+        tokens = torch.cat([tokens[rows], words[:, None]], dim=1)
+        alpha = torch.cat([alpha[rows], out.alpha[rows, None]], dim=1)
+        beta = torch.cat([beta[rows], out.beta[rows, None]], dim=1)
+        if location is not None:
+            location = torch.cat([location[rows], out.location[rows, None]], dim=1)
+        finished = finished[rows] | (words == Vocabulary.END)
+        if finished.all():
+            break
+
+    lengths = (tokens != Vocabulary.PAD).sum(dim=1).view(B, k)
+    ranking = scores / lengths.clamp(min=1).float() ** length_penalty if length_penalty else scores
+    best = (row_offset + ranking.topk(num_best, dim=-1).indices).view(-1)  # (B·n,), each image's best first
+    return Decoded(
+        tokens=tokens[best],
+        log_prob=scores.view(-1)[best],
+        alpha=alpha[best],
+        beta=beta[best],
+        location=None if location is None else location[best],
+        lengths=lengths.view(-1)[best],
+    )

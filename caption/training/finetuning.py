@@ -1,0 +1,119 @@
+"""Fine-tuning the torchvision encoder on a schedule, and starting a run from another run's weights.
+
+The paper keeps its CNN fixed. With `model.encoder.freeze: false` the encoder trains on this schedule:
+
+    model:
+      encoder:
+        frozen_epochs: N      # epochs 0 .. N-1: the encoder is frozen (the decoder settles first)
+        finetune_stages: k    # from epoch N: the last k of its 5 stages train (null: all 5)
+        learning_rate: 1e-4   # in their own optimizer parameter group, named "encoder" (null: the model's)
+
+`EncoderFinetuning` is Lightning's `BaseFinetuning`: it freezes the encoder before the optimizer is built
+and, at the start of epoch N, adds the chosen stages to the optimizer as a new parameter group. Lightning
+stores that group in the callback's state, so `caption fit ... --ckpt_path last` restores it (and Adam's
+moments for it) mid-schedule; the stages are made trainable again at the start of the resumed training and of
+every later epoch, since `setup` froze the whole encoder once more (a run resumed mid-epoch gets no epoch
+start). BatchNorm layers never train: they stay in eval mode with
+ImageNet's statistics (`TorchvisionResNet`), and their γ, β stay fixed, as torchvision's detection models do
+(FrozenBatchNorm2d) — a batch holds five captions of one image, so batch statistics would be skewed.
+
+The two-stage recipe: stage 1 trains the decoder from the feature cache (frozen encoder); stage 2 is a new
+run from images whose weights start from stage 1's checkpoint (`model.optimization.init_from`, `load_weights`): new
+optimizer, epochs and steps, not a resume.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import BaseFinetuning
+from lightning.pytorch.utilities import rank_zero_info
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from caption.errors import ConfigError
+from caption.io.checkpoints import read_checkpoint
+from caption.model.encoder import STAGES
+from caption.model.vocabulary import check_vocabulary
+
+GROUP = "encoder"  # the optimizer parameter group of the fine-tuned stages (LearningRateMonitor: lr-Adam/encoder)
+
+
+def stage_parameters(encoder: nn.Module, stages: int | None) -> list[nn.Parameter]:
+    """The parameters of the encoder's last `stages` stages (None: all), BatchNorm's left out."""
+    chosen = encoder.stages[-stages:] if stages else encoder.stages
+    return [
+        parameter
+        for stage in chosen
+        for module in stage.modules()
+        if not isinstance(module, _BatchNorm)
+        for parameter in module.parameters(recurse=False)
+    ]
+
+
+class EncoderFinetuning(BaseFinetuning):
+    """The encoder frozen for `frozen_epochs` epochs, then its last `stages` stages trained at `learning_rate`.
+
+    Args:
+        frozen_epochs: epochs before fine-tuning starts (model.encoder.frozen_epochs).
+        stages: how many stages train, counted from the top (model.encoder.finetune_stages; None: all).
+        learning_rate: of the "encoder" parameter group (model.encoder.learning_rate, or model.optimization.learning_rate).
+    """
+
+    def __init__(self, *, frozen_epochs: int, stages: int | None, learning_rate: float):
+        super().__init__()
+        self.frozen_epochs, self.stages, self.learning_rate = frozen_epochs, stages, learning_rate
+
+    def freeze_before_training(self, pl_module: L.LightningModule) -> None:
+        pl_module.encoder.requires_grad_(False)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """A run resumed in the middle of an epoch gets no `on_train_epoch_start` (Lightning skips it), so its
+        fine-tuned stages, frozen again by `setup`, would silently stop training: unfreeze them here."""
+        if trainer.current_epoch >= self.frozen_epochs:
+            self.on_train_epoch_start(trainer, pl_module)
+
+    def finetune_function(self, pl_module: L.LightningModule, epoch: int, optimizer: torch.optim.Optimizer) -> None:
+        if epoch < self.frozen_epochs:
+            return
+        trained = stage_parameters(pl_module.encoder, self.stages)
+        for parameter in trained:  # again at every start: a resumed run's `setup` froze them
+            parameter.requires_grad_(True)
+        in_optimizer = {id(parameter) for group in optimizer.param_groups for parameter in group["params"]}
+        new = [parameter for parameter in trained if id(parameter) not in in_optimizer]
+        if new:
+            optimizer.add_param_group({"params": new, "lr": self.learning_rate, "name": GROUP})
+            count = sum(parameter.numel() for parameter in new)
+            rank_zero_info(f"Epoch {epoch}: fine-tuning the last {self.stages or STAGES} encoder stages "
+                           f"({count:,} parameters) at learning rate {self.learning_rate:g}")
+
+
+def load_weights(module: L.LightningModule, path: str) -> None:
+    """Start `module` from the weights of checkpoint `path` (model.optimization.init_from), read with weights_only=True."""
+    if not Path(path).is_file():
+        raise ConfigError(f"model.optimization.init_from: {path} does not exist: point it at the checkpoint of the run to start "
+                          "from (e.g. stage 1's checkpoints/best.ckpt)")
+    checkpoint = read_checkpoint(path)
+    vocabulary = checkpoint["hyper_parameters"]["vocabulary"]
+    check_vocabulary(vocabulary, module.vocabulary.itos, problem=f"model.optimization.init_from: {path} was trained "
+                     "on another vocabulary", fix="use the data settings of its run")
+    state: dict[str, Any] = checkpoint["state_dict"]
+    trained_with, attention = checkpoint["hyper_parameters"]["attention"]["kind"], module.settings.attention.kind
+    if trained_with != attention:  # the weights fit; the objective's state (hard attention's baseline) does not
+        objective = {key: value for key, value in module.state_dict().items() if key.startswith("objective.")}
+        left_out = sorted(key for key in state if key.startswith("objective."))
+        state = {**{key: value for key, value in state.items() if not key.startswith("objective.")}, **objective}
+        parts = [f"its {', '.join(left_out)} (for {trained_with} attention only) is left out"] if left_out else []
+        parts += [f"{', '.join(sorted(objective))} starts afresh"] if objective else []
+        rank_zero_info(f"model.optimization.init_from: {path} was trained with {trained_with} attention, this run uses {attention}: "
+                       f"its weights are used; {'; '.join(parts)}")
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as error:
+        summary = " ".join(str(error).split())[:400]
+        raise ConfigError(
+            f"model.optimization.init_from: the weights in {path} do not fit this model ({summary}): keep its "
+            "model.encoder, model.decoder and model.attention settings"
+        ) from None
+    rank_zero_info(f"Starting from the weights of {path} (model.optimization.init_from): a new run, with a new optimizer")

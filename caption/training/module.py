@@ -1,0 +1,382 @@
+"""The LightningModule: encoder + decoder, wired to the objectives, decoding and metrics.
+
+Its settings come in typed groups, each a dataclass beside the module it configures (`EncoderSettings` in
+`caption.model.encoder`, `DecoderSettings`, `AttentionSettings`, the objectives' `SoftObjectiveSettings` and
+`HardObjectiveSettings`, `DecodingSettings`) and set from a config's `model:` section, one YAML mapping per group.
+They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
+inference (checkpoints of version 0.1's flat settings are read too):
+
+    module = caption.inference.load_trained(path).module      # weights_only=True
+"""
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero_warn
+from torch import Tensor
+
+from caption.config.keys import dotted
+from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
+from caption.evaluation.metrics import METRICS
+from caption.evaluation.report import Evaluation, not_looking
+from caption.evaluation.results import Result, result
+from caption.evaluation.scoring import EpochCaptions
+from caption.io.class_paths import instantiate, scheduler_bases
+from caption.model.attention import AttentionSettings
+from caption.model.decoder import Decoder, DecoderSettings
+from caption.model.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
+from caption.model.objectives import (
+    HardAttentionObjective,
+    HardObjectiveSettings,
+    LossTerms,
+    SoftAttentionObjective,
+    SoftObjectiveSettings,
+)
+from caption.model.search import Decoded, DecodingSettings, beam_search, check_decoding, greedy
+from caption.model.vocabulary import Vocabulary, check_vocabulary
+from caption.training.finetuning import EncoderFinetuning, load_weights
+
+
+def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
+    """For ids (B,): the index of each distinct id's first row (U,) and, per row, which distinct id it holds (B,)."""
+    distinct, rows = torch.unique(ids, return_inverse=True)  # (U,), (B,)
+    positions = torch.arange(len(ids), device=ids.device)
+    first = torch.full_like(distinct, len(ids)).scatter_reduce(0, rows, positions, reduce="amin")
+    return first, rows
+
+
+class NonFiniteLossError(CaptionError, FloatingPointError):
+    """A NaN or infinite training loss, with model.optimization.on_nonfinite_loss: error."""
+
+
+@dataclass(frozen=True)
+class OptimizationSettings:
+    """How `caption fit` trains the model (`model.optimization:` in a config).
+
+    Args:
+        optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
+        learning_rate: optimizer step size.
+        on_nonfinite_loss: when the loss is NaN/inf on any rank: stop, naming the step and the loss terms ("error"),
+            or skip the batch on every rank and count it in train/nonfinite_batches ("skip").
+        init_from: a checkpoint of this project whose weights a new `fit` starts from (stage 2 of the two-stage
+            recipe: fresh optimizer, epochs and steps); a run resumed with --ckpt_path keeps its own weights.
+        compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
+    """
+
+    optimizer: Literal["adam", "rmsprop"] = "adam"          # paper: Adam for COCO and Flickr30k
+    learning_rate: float = 2e-4                             # original code: its Adam steps 2e-4 (optimizers.py)
+    on_nonfinite_loss: Literal["error", "skip"] = "error"   # ours
+    init_from: str | None = None                            # ours: a new run starts from scratch
+    compile: bool = False                                   # ours
+
+    def __post_init__(self) -> None:
+        check_range("optimization.learning_rate", self.learning_rate, low=0, strict=True)
+
+
+@dataclass(frozen=True)
+class ModuleSettings:
+    """Every setting of a `CaptionModule`, typed, group by group as in a config's `model:` section."""
+
+    encoder: EncoderSettings
+    decoder: DecoderSettings
+    attention: AttentionSettings
+    soft: SoftObjectiveSettings | None  # soft attention only
+    hard: HardObjectiveSettings | None  # hard attention only
+    decoding: DecodingSettings
+    optimization: OptimizationSettings
+
+    @classmethod
+    def of(cls, **groups: Any) -> "ModuleSettings":
+        """The groups as dataclasses (a checkpoint stores plain dicts), the objective of the attention kind given its
+        defaults when unset; a ConfigError for a group of the other kind, or a setting a group does not have."""
+        settings = {field.name: typed(field.type, groups[field.name], field.name) for field in fields(cls)}
+        kind = settings["attention"].kind
+        for objective in ("soft", "hard"):
+            if objective != kind and settings[objective] is not None:
+                raise ConfigError(f"model.{objective} only applies to model.attention.kind: {objective} (this run's is "
+                                  f"{kind}): leave model.{objective} unset (null)")
+        default = {"soft": SoftObjectiveSettings, "hard": HardObjectiveSettings}[kind]
+        settings[kind] = settings[kind] or default()
+        return cls(**settings)
+
+    def as_dicts(self) -> dict[str, dict[str, Any] | None]:
+        """Each group as a plain dict (None for the objective of the other kind), for the checkpoint."""
+        return {name: None if value is None else asdict(value) for name, value in vars(self).items()}
+
+
+def typed(kind: Any, value: Any, key: str) -> Any:
+    """`value` (a dataclass, a plain dict as checkpoints store it, or None) as the dataclass `kind` (`X | None`: X)."""
+    kind = next((arg for arg in getattr(kind, "__args__", ()) if arg is not type(None)), kind)
+    if value is None or isinstance(value, kind):
+        return value
+    unknown = set(value) - {field.name for field in fields(kind)}
+    if unknown:
+        raise ConfigError(f"model.{key} has no setting {', '.join(sorted(unknown))}: see `caption fit --help`")
+    return kind(**value)
+
+
+class CaptionModule(L.LightningModule):
+    """Show, Attend and Tell as a LightningModule.
+
+    Args:
+        vocabulary: the words, specials first (linked from the data module by the CLI).
+        encoder: the CNN (`caption.model.encoder.EncoderSettings`).
+        decoder: the LSTM and its deep output (`caption.model.decoder.DecoderSettings`).
+        attention: soft or hard, and f_att (`caption.model.attention.AttentionSettings`).
+        soft: soft attention's objective, eq. 14 (`caption.model.objectives.SoftObjectiveSettings`); only with
+            attention.kind soft (null: its defaults).
+        hard: hard attention's objective, eq. 12, and its variance reduction (`caption.model.objectives.HardObjectiveSettings`);
+            only with attention.kind hard (null: its defaults).
+        decoding: test-time decoding (`caption.model.search.DecodingSettings`).
+        optimization: the optimizer, its step size, what to do on a non-finite loss, the weights to start from.
+        lr_scheduler: set by the CLI from `lr_scheduler:` (LightningCLI's own argument group, e.g.
+            `--lr_scheduler ExponentialLR --lr_scheduler.gamma 0.8`): class_path and init_args; None: constant.
+        image_size: (H, W) of the encoder's training inputs, set from the data by the CLI (`data.image_size`): the
+            pixel frame of the object boxes that attention accuracy scores against.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocabulary: list[str],
+        encoder: EncoderSettings = EncoderSettings(),
+        decoder: DecoderSettings = DecoderSettings(),
+        attention: AttentionSettings = AttentionSettings(),
+        soft: SoftObjectiveSettings | None = None,
+        hard: HardObjectiveSettings | None = None,
+        decoding: DecodingSettings = DecodingSettings(),
+        optimization: OptimizationSettings = OptimizationSettings(),
+        lr_scheduler: dict[str, Any] | None = None,
+        image_size: tuple[int, int] | None = None,
+    ):
+        super().__init__()
+        self.settings = settings = ModuleSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
+                                                     hard=hard, decoding=decoding, optimization=optimization)
+        # plain dicts in the checkpoint, which loads with weights_only=True
+        self.save_hyperparameters({"vocabulary": vocabulary, **settings.as_dicts(), "lr_scheduler": lr_scheduler,
+                                   "image_size": image_size})
+        self.vocabulary = Vocabulary(vocabulary)
+        self.encoder = build_encoder(settings.encoder)
+        hard_only = {"semi_sampling": settings.hard.semi_sampling} if settings.hard else {}
+        self.decoder = Decoder(
+            vocab_size=len(self.vocabulary), annotation_dim=self.encoder.dim, settings=settings.decoder,
+            attention=settings.attention, eval_context=settings.decoding.hard_eval_context, **hard_only,
+        )
+        if settings.hard is not None:  # eq. 12, with its baseline
+            self.objective = HardAttentionObjective(settings.hard, hidden_dim=settings.decoder.hidden_dim)
+        else:  # eq. 14
+            self.objective = SoftAttentionObjective(settings.soft)
+        self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
+        self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
+        self.not_looking: str | None = None  # why attention did not look at a validation, once said (`not_looking`)
+        self.predict_num_captions = 1  # captions per image of `predict_step` (caption predict's writer sets it)
+        if settings.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
+            self.decoder.step = torch.compile(self.decoder.step)
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """The hyperparameters loggers record, dotted (`decoder.embed_dim`, as on the command line; no clash with the
+        data module's `encoder`), the vocabulary by its size only (10,000 words on COCO; the checkpoint keeps the
+        words, in `hparams`)."""
+        hparams = AttributeDict({key: list(value) if isinstance(value, tuple) else value  # plain YAML in hparams.yaml
+                                 for key, value in dotted(super().hparams_initial).items()})
+        words = hparams.pop("vocabulary", None)
+        if words is not None:
+            hparams["vocabulary_size"] = len(words)
+        return hparams
+
+    # ----------------------------------------------------------------------------- model
+    def annotations(self, batch: dict[str, Any]) -> Tensor:
+        """(B, L, D) annotations: from the cache when the batch has them, else through the CNN, which sees each
+        distinct image of the batch once (a training batch holds one row per caption, often five per image:
+        `data.batch_by_image`)."""
+        if "annotations" in batch:
+            return batch["annotations"].float()
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.settings.encoder.freeze):
+            if "image_id" not in batch:  # images from outside the dataset
+                return self.encoder(batch["image"])  # (B, L, D)
+            first, rows = first_occurrences(batch["image_id"])  # (U,), (B,)
+            return self.encoder(batch["image"][first])[rows]  # (U, L, D) -> (B, L, D)
+
+    def generate(
+        self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
+        num_captions: int = 1,
+    ) -> Decoded:
+        """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
+        `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`;
+        `num_captions` = n > 1: the n best beams of each image, best first (B·n rows; the beam at least n wide)."""
+        decoding = self.settings.decoding
+        beam_size = max(decoding.beam_size, num_captions) if beam_size is None else beam_size
+        max_length = decoding.max_caption_length if max_length is None else max_length
+        check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_captions)
+        if beam_size == 1:
+            return greedy(self.decoder, annotations, max_length=max_length)
+        return beam_search(
+            self.decoder, annotations, beam_size=beam_size, max_length=max_length,
+            length_penalty=decoding.length_penalty, num_best=num_captions,
+        )
+
+    # -------------------------------------------------------------------------- training
+    def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
+        annotations, captions = self.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
+        images = first_occurrences(batch["image_id"])[1] if "image_id" in batch else None  # (B,): 0..U-1
+        samples = self.settings.hard.samples if self.settings.hard else 1
+        if samples > 1:  # N Monte Carlo samples per caption (eq. 12)
+            annotations = annotations.repeat_interleave(samples, dim=0)
+            captions = captions.repeat_interleave(samples, dim=0)
+            images = None if images is None else images.repeat_interleave(samples)
+        output = self.decoder(annotations, captions, images)
+        targets = captions[:, 1:]
+        mask = (targets != Vocabulary.PAD).float()  # (B, T)
+        terms = self.objective(output, targets, mask)
+        if not self._finite_on_every_rank(terms, batch_index):
+            return None  # Lightning then skips backward and the optimizer step; the baseline is left as it was
+        self.objective.update(terms, self._sum_over_ranks)  # hard attention: the moving-average baseline
+        logged = {f"train/{name}": value for name, value in terms.as_dict().items() if name != "tokens"}
+        logged["train/beta"] = (output.beta * mask).sum() / mask.sum()
+        self.log_dict(logged, prog_bar=False, batch_size=captions.shape[0])
+        self.log("loss", terms.loss, prog_bar=True, logger=False, batch_size=captions.shape[0])
+        return terms.loss
+
+    def _sum_over_ranks(self, value: Tensor) -> Tensor:
+        return self.trainer.strategy.reduce(value, reduce_op="sum") if self._trainer is not None else value
+
+    def _finite_on_every_rank(self, terms: LossTerms, batch_index: int) -> bool:
+        """False (skip) or NonFiniteLossError (error) when the loss is NaN/inf on any rank. The decision is
+        all-reduced, so every rank skips or stops together and DDP never waits on a rank that left."""
+        nonfinite = not bool(torch.isfinite(terms.loss))
+        if self._trainer is not None:
+            nonfinite = self.trainer.strategy.reduce_boolean_decision(nonfinite, all=False)
+        if not nonfinite:
+            return True
+        values = ", ".join(f"{name}={value.item():.4g}" for name, value in terms.as_dict().items())
+        where = f"global step {self.global_step} (epoch {self.current_epoch}, batch {batch_index})"
+        if self.settings.optimization.on_nonfinite_loss == "error":
+            raise NonFiniteLossError(
+                f"non-finite training loss at {where}; this rank's loss terms: {values}. Lower model.optimization.learning_rate, "
+                "set trainer.gradient_clip_val, or set model.optimization.on_nonfinite_loss: skip to skip such batches"
+            )
+        self.nonfinite_batches += 1
+        rank_zero_warn(f"skipped a batch with a non-finite loss at {where} ({values}); {self.nonfinite_batches} so far")
+        self.log("train/nonfinite_batches", float(self.nonfinite_batches))
+        return False
+
+    def configure_callbacks(self) -> list[L.Callback]:
+        """A torchvision encoder that trains (freeze_encoder: false) does so on its schedule (`caption.training.finetuning`)."""
+        encoder = self.settings.encoder
+        if encoder.freeze or encoder.name not in TORCHVISION_ENCODERS:
+            return []
+        rate = encoder.learning_rate or self.settings.optimization.learning_rate
+        return [EncoderFinetuning(frozen_epochs=encoder.frozen_epochs, stages=encoder.finetune_stages,
+                                  learning_rate=rate)]
+
+    def on_train_epoch_start(self) -> None:
+        """Hard attention with semi_sampling_final: this epoch's semi-sampling probability, on a linear schedule."""
+        hard = self.settings.hard
+        if hard is None or hard.semi_sampling_final is None:
+            return
+        epochs = hard.semi_sampling_epochs or self.trainer.max_epochs
+        if epochs is None or epochs < 1:
+            raise ConfigError("model.hard.semi_sampling_final needs the schedule's length: set "
+                              "model.hard.semi_sampling_epochs (or a positive trainer.max_epochs)")
+        progress = min(1.0, self.current_epoch / max(1, epochs - 1))
+        self.decoder.semi_sampling = hard.semi_sampling + (hard.semi_sampling_final - hard.semi_sampling) * progress
+        self.log("train/semi_sampling", self.decoder.semi_sampling)
+
+    def on_fit_start(self) -> None:
+        """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its own)."""
+        init_from = self.settings.optimization.init_from
+        if init_from and self.trainer.ckpt_path is None:
+            load_weights(self, init_from)
+
+    def configure_optimizers(self) -> Any:
+        """The optimizer over the parameters that train now (a fine-tuned encoder joins later, in its own group:
+        `caption.training.finetuning`), and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with its
+        `monitor`, e.g. val/bleu4, as LightningCLI itself would return it)."""
+        parameters = [p for p in self.parameters() if p.requires_grad]
+        optimization = self.settings.optimization
+        if optimization.optimizer == "rmsprop":
+            optimizer = torch.optim.RMSprop(parameters, lr=optimization.learning_rate)
+        else:
+            # Fused Adam: one kernel per step instead of ~10 passes over every tensor (CPU step at (a): -11%).
+            # Lightning refuses gradient clipping with a fused optimizer under mixed precision: not there.
+            mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
+            optimizer = torch.optim.Adam(parameters, lr=optimization.learning_rate, fused=not mixed)
+        if self.hparams.lr_scheduler is None:
+            return optimizer
+        scheduler = instantiate(self.hparams.lr_scheduler, optimizer, base=scheduler_bases(), key="model.lr_scheduler",
+                                origin="the model's settings")
+        return LightningCLI.configure_optimizers(self, optimizer, scheduler)
+
+    # ------------------------------------------------------------------------ evaluation
+    def _decode_batch(self, batch: dict[str, Any], beam_size: int) -> None:
+        self._epoch_captions.add(batch, self.generate(self.annotations(batch), beam_size=beam_size).captions(
+            self.vocabulary))
+
+    def _log_epoch(self, split: str, *, beam_size: int, metrics: tuple[str, ...], prog_bar: bool) -> Evaluation:
+        """Score the epoch's captions (`caption.evaluation.scoring`) and log every score as split/name."""
+        data = self.trainer.datamodule  # its source says which words name which boxes
+        evaluation = self._epoch_captions.score(
+            self.trainer, split=split, beam_size=beam_size, metrics=metrics, image_size=self.hparams.image_size,
+            word_labels=data.source.word_labels if data is not None else {},
+        )
+        # equal on every rank already: sync_dist with "max" keeps them exact (and Lightning quiet)
+        self.log_dict({f"{split}/{name}": value for name, value in evaluation.logged().items()}, prog_bar=prog_bar,
+                      sync_dist=True, reduce_fx="max")
+        return evaluation
+
+    def validation_step(self, batch: dict[str, Any], batch_index: int) -> None:
+        self._decode_batch(batch, beam_size=1)
+
+    def on_validation_epoch_end(self) -> None:
+        """Validation's scores, and once a run, a warning when attention does not look
+        (`caption.evaluation.report.not_looking`)."""
+        evaluation = self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
+        if self.not_looking is None and not self.trainer.sanity_checking:
+            self.not_looking = not_looking(evaluation, kind=self.settings.attention.kind)
+            if self.not_looking is not None:
+                rank_zero_warn(self.not_looking)
+
+    def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
+        self._decode_batch(batch, beam_size=self.settings.decoding.beam_size)
+
+    def on_test_epoch_end(self) -> None:
+        beam_size = self.settings.decoding.beam_size
+        evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
+        rank_zero_info(f"Example test captions (beam {beam_size}):\n{evaluation.examples()}")
+
+    def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[Result]:
+        """`caption predict`: each image's `Result` (`caption.evaluation.results`): its id (the dataset's, or its position among
+        the image files), its file (for image files) and its caption, or its `predict_num_captions` best."""
+        if not len(batch["image_id"]):  # every image of the batch failed to load: named, and skipped
+            return []
+        count = self.predict_num_captions
+        captions = self.generate(self.annotations(batch), num_captions=count).captions(self.vocabulary)
+        files = batch.get("file") or [None] * len(batch["image_id"])
+        return [result(image_id, file, captions[index * count:(index + 1) * count])
+                for index, (image_id, file) in enumerate(zip(batch["image_id"].tolist(), files))]
+
+    # ----------------------------------------------------------------------- checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["nonfinite_batches"] = self.nonfinite_batches
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse checkpoints of another project or trained on another vocabulary, by name."""
+        hyperparameters = checkpoint.get("hyper_parameters", {})
+        if "vocabulary" not in hyperparameters:
+            raise CheckpointError(
+                "this checkpoint has no vocabulary in its hyperparameters: it was not written by this "
+                "project's `caption fit` (or by an old version); retrain or pick another checkpoint"
+            )
+        check_vocabulary(hyperparameters["vocabulary"], self.vocabulary.itos,
+                         problem="the checkpoint's vocabulary differs from the one built from this config's data",
+                         fix="use the config the checkpoint was trained with")
+        self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)
+        state = checkpoint.get("state_dict", {})
+        if "baseline.value" in state:  # written before the baseline moved into the hard-attention objective
+            baseline = state.pop("baseline.value")
+            if self.settings.attention.kind == "hard":
+                state["objective.baseline.value"] = baseline
