@@ -91,6 +91,6 @@ def test_only_the_readers_of_old_files_import_the_compatibility_module():
     graph = module_graph()
     assert not graph["caption.legacy.settings"] - {"caption.errors", "caption.io.outputs"}
     importers = {module for module, imported in graph.items() if "caption.legacy.settings" in imported}
-    assert importers == {"caption.io.checkpoints", "caption.cli.migrate_config", "caption.cli._lightning_parser",
+    assert importers == {"caption.io.checkpoints", "caption.legacy.config_text", "caption.cli._lightning_parser",
                          "caption.cli._options"}
 

@@ -24,7 +24,7 @@ from caption.data.synthetic.shapes import KINDS, ShapesSource
 from caption.evaluation.grid import attention_grid, location_center
 from caption.evaluation.grounding import Localisation, localisation, mean_entropy, step_entropy
 from caption.evaluation.metrics import coco_scores
-from caption.evaluation.scoring import meteor, metrics, ptb_tokenizer
+from caption.evaluation import meteor, metrics, ptb_tokenizer
 from caption.inference import Evaluation, load_trained, write_evaluation
 from caption.model.search import Caption
 

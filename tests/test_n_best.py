@@ -114,7 +114,7 @@ def test_more_captions_than_the_search_holds_gives_each_hypothesis_once_and_no_i
     image = torch.rand(3, 32, 32)
     one_word = captioner(image, num_captions=10, max_length=1)
     assert len(one_word) == 6, "every one-word caption, once: fewer than asked"
-    assert len({caption.model.vocabulary for caption in one_word}) == 6
+    assert len({caption.text for caption in one_word}) == 6
     assert all(math.isfinite(caption.log_prob) for caption in one_word)
     assert [caption.log_prob for caption in one_word] == sorted((c.log_prob for c in one_word), reverse=True)
     assert len(captioner(image, num_captions=10, max_length=3)) == 10, "a longer search fills the beam"

@@ -118,7 +118,7 @@ def test_predict_evaluate_and_describe_write_one_schema_that_load_res_reads(tiny
         entries = json.loads((tmp_path / name / "captions.json").read_text())
         assert [entry["file_name"] for entry in entries] == [str(file) for file in files], name
         for entry, ranked in zip(entries, expected):
-            assert [item["caption"] for item in entry["n_best"]] == [caption.model.vocabulary for caption in ranked], name
+            assert [item["caption"] for item in entry["n_best"]] == [caption.text for caption in ranked], name
             assert [item["log_prob"] for item in entry["n_best"]] == pytest.approx(
                 [caption.log_prob for caption in ranked], abs=1e-4)
             assert entry["caption"] == entry["n_best"][0]["caption"], name

@@ -11,7 +11,7 @@ from kit.cli import REPO, caption
 from kit.tiny import fit_args
 
 from caption.cli import INTERRUPTED, TERMINATED, main
-from caption.evaluation.scoring import meteor
+from caption.evaluation import meteor
 from caption.inference import Captioner
 from caption.training.module import CaptionModule
 

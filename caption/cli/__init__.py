@@ -114,6 +114,3 @@ def run_and_report(argv: list[str] | None) -> None:
         print("caption: stopped by Ctrl-C", file=sys.stderr)
         sys.exit(INTERRUPTED)
 
-
-if __name__ == "__main__":
-    main()

@@ -116,7 +116,7 @@ def describe(
             if num_captions is None:
                 print(f"{path}: {ranked[0].text}", flush=True)
             else:
-                print(f"{path}:", *(f"  {rank}. {caption.model.vocabulary}  (log p = {caption.log_prob:.2f})"
+                print(f"{path}:", *(f"  {rank}. {caption.text}  (log p = {caption.log_prob:.2f})"
                                     for rank, caption in enumerate(ranked, start=1)), sep="\n", flush=True)
     return described
 

@@ -71,7 +71,7 @@ def overlay_figures(models: list[Model], evaluations: list[Evaluation], data: Ca
             labels = named_labels(caption.words, data.source.word_labels)
             named = [next((box.box for box in boxes if box.label == label), None) for label in labels]
             overlays.append(Overlay(pixels, caption.words, caption.alpha, caption.beta, caption.locations,
-                                    title=f"{model.name}: {caption.model.vocabulary}", label=model.name, boxes=named))
+                                    title=f"{model.name}: {caption.text}", label=model.name, boxes=named))
         figure = comparison_figure(overlays)
         figure.suptitle(f"image {record.image_id} ({split})")
         paths.append(out / f"overlays-{record.image_id}.png")

@@ -44,7 +44,7 @@ class Ranked:
 
     @classmethod
     def of(cls, caption: Caption, *, figure: str | Path | None = None) -> Ranked:
-        return cls(caption.model.vocabulary, caption.log_prob, None if figure is None else str(figure))
+        return cls(caption.text, caption.log_prob, None if figure is None else str(figure))
 
     def entry(self) -> dict[str, Any]:
         return {"caption": self.caption, "log_prob": self.log_prob} | (

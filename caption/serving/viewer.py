@@ -155,7 +155,7 @@ def caption_answer(overlay: Overlay, caption: Caption, *, grid: tuple[int, int],
     """One caption: its text, log-probability and words, each word with its panel, β and (hard) chosen cell."""
     panels = overlay_pixels(overlay.image, caption.alpha, vmax=vmax) if caption.words else []
     return {
-        "text": caption.model.vocabulary,
+        "text": caption.text,
         "log_prob": caption.log_prob,
         "words": [
             {

@@ -68,7 +68,7 @@ class AttentionImages(Callback):
             captions = pl_module.generate(annotations, beam_size=1).captions(pl_module.vocabulary)
         normalization = trainer.datamodule.source.normalization
         overlays = [Overlay(to_uint8(image, *normalization), caption.words, caption.alpha, caption.beta,
-                            caption.locations, title=caption.model.vocabulary, label=f"image {image_id}")
+                            caption.locations, title=caption.text, label=f"image {image_id}")
                     for image_id, image, caption in zip(image_ids, pixels, captions)]
         for logger in trainer.loggers:
             self.log_to(logger, trainer, image_ids, overlays, captions)
@@ -93,7 +93,7 @@ class AttentionImages(Callback):
             for image_id, overlay, caption in zip(image_ids, overlays, captions):
                 pixels = rendered(overlay_figure(overlay, columns=self.columns))
                 logger.experiment.add_image(f"attention/{image_id}", pixels, step, dataformats="HWC")
-                logger.experiment.add_text(f"caption/{image_id}", caption.model.vocabulary or "(empty)", step)
+                logger.experiment.add_text(f"caption/{image_id}", caption.text or "(empty)", step)
         elif isinstance(logger, CSVLogger):
             folder = Path(logger.log_dir) / "attention"
             folder.mkdir(parents=True, exist_ok=True)
@@ -102,7 +102,7 @@ class AttentionImages(Callback):
             append_rows(folder / "captions.csv", caption_rows(step, epoch, image_ids, captions))
         elif isinstance(logger, WandbLogger):
             images = [rendered(overlay_figure(overlay, columns=self.columns)) for overlay in overlays]
-            labels = [f"image {image_id}: {caption.model.vocabulary}" for image_id, caption in zip(image_ids, captions)]
+            labels = [f"image {image_id}: {caption.text}" for image_id, caption in zip(image_ids, captions)]
             logger.log_image(key="attention", images=images, step=step, caption=labels)
         elif isinstance(logger, MLFlowLogger):
             client, run_id = logger.experiment, logger.run_id
@@ -119,7 +119,7 @@ class AttentionImages(Callback):
 
 def caption_rows(step: int, epoch: int, image_ids: list[int], captions: list[Caption]) -> list[dict[str, Any]]:
     """One row per image: step, epoch, image_id, caption."""
-    return [{"step": step, "epoch": epoch, "image_id": image_id, "caption": caption.model.vocabulary}
+    return [{"step": step, "epoch": epoch, "image_id": image_id, "caption": caption.text}
             for image_id, caption in zip(image_ids, captions)]
 
 

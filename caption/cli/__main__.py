@@ -1,0 +1,5 @@
+"""`python -m caption.cli`: the `caption` command."""
+
+from caption.cli import main
+
+main()
