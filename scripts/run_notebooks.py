@@ -1,5 +1,5 @@
 """Run the notebooks top to bottom and save them with their outputs, as they are committed (the repository page
-shows the figures); tests/test_notebooks.py runs them the same way.
+shows the figures); tests/project/test_notebooks.py runs them the same way.
 
     python scripts/run_notebooks.py                  # every notebook in notebooks/
     python scripts/run_notebooks.py demo.ipynb       # one

@@ -6,7 +6,7 @@ image and smoothed with a Gaussian, laid over the image the encoder saw. The pap
 image size and smoothed with σ = one grid cell (16 px at the paper's scale). The original code's
 visualisation used σ = 20 px (1.25 cells, `pyramid_expand`); with its reflecting border that
 moves the peak of a cell next to the border into the neighbouring cell on small grids (8×8), while
-one cell keeps every peak inside its own cell (tests/test_visualize.py checks every cell).
+one cell keeps every peak inside its own cell (tests/evaluation/test_overlays.py checks every cell).
 
 Under each panel: the word and the gate β_t (sec. 4.2.1); for hard attention, the chosen location
 s_t is outlined; on data with object boxes, the box of the object a word names is dashed. Panels wrap into rows for long captions and share one colour scale (α, with a

@@ -14,7 +14,7 @@ Backward: a product costs its forward FLOPs once for each operand that needs a g
 weight and/or the input). The annotations are data, so W_a's first layer, f_init's first layer and
 the context's Σ_i α_ti a_i cost 1× backward; every other product costs 2×, so one training step of
 those is 3× forward. Counted over real tokens only (each caption's words and its <end>): the
-FLOPs the model needs, not those a padded batch spends. `tests/test_speed_flops.py` checks every
+FLOPs the model needs, not those a padded batch spends. `tests/model/test_flops.py` checks every
 figure here against `torch.utils.flop_counter.FlopCounterMode` on the real modules.
 """
 

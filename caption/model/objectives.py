@@ -34,7 +34,7 @@ Beyond the paper (each off by default; docs/measurements.md measures them), lowe
     is computed before s̃_t is drawn and detached, so the estimator stays unbiased and only b learns from it.
 
 How the original code (arctic-captions, capgen.py `train()`) weighs these, and how to reproduce it
-(`tests/test_original_objective.py` checks each against a transcription of capgen's update):
+(`tests/model/test_original_objective.py` checks each against a transcription of capgen's update):
   - the NLL is `cost.mean()` over the minibatch, but REINFORCE and entropy enter as `known_grads` on
     alphas (T, B, L), one per caption, not divided by B: per caption λ_r = 0.1·B, λ_e = 0.002·B
     (6.4 and 0.128 at B = 64);

@@ -25,7 +25,7 @@ from caption.config.packaged import (
 )
 from caption.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_shipped_config_is_packaged_and_found_by_name(tmp_path, monkeypatch):

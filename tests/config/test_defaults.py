@@ -17,7 +17,7 @@ from caption.config.packaged import NAMED_RUNS
 from caption.data.datamodule import CaptionDataModule
 from caption.training.module import ModuleSettings
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SOURCES = ("paper", "original code", "ours")
 # the settings classes of a config's `model:` section, by group
 GROUPS: dict[str, type] = {

@@ -27,7 +27,7 @@ from caption.errors import ConfigError
 from caption.evaluation.grounding import Localisation, localisation
 from caption.evaluation.report import Evaluation
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_boxes_follow_the_resize_and_centre_crop_by_hand():

@@ -15,8 +15,8 @@ from kit.cli import printed
 from caption.legacy.settings import grouped
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).parent / "fixtures" / "print_config"
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "print_config"
 OLD_CONFIGS = sorted(path.stem for path in FIXTURES.glob("*.yaml"))
 STAGE2 = "_finetune"
 MOST_SHARED_LINES = 10  # no two config files share more than this
@@ -68,7 +68,7 @@ def test_every_named_run_keeps_its_effective_settings(name):
 
 def test_composing_by_hand_gives_the_named_run():
     """README "Configs": the spelled-out composition of coco_soft. Its logs follow --trainer.default_root_dir
-    when the run starts (tests/test_run_anywhere.py), after --print_config has printed the base's save_dir."""
+    when the run starts (tests/config/test_run_anywhere.py), after --print_config has printed the base's save_dir."""
     by_hand = printed("--config", "paper", "--config", "coco", "--config", "soft",
                       "--trainer.default_root_dir", "runs/coco_soft")
     assert by_hand["trainer"]["logger"]["init_args"].pop("save_dir") == "runs/paper"

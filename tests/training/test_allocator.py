@@ -15,7 +15,7 @@ from caption.cli import main
 from caption.training import allocator
 from caption.training.allocator import configure_allocator
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 MMAP, TRIM = (-3, 1 << 30), (-1, 2**31 - 1)  # (mallopt parameter, value) of each knob, as glibc's malloc.h says
 

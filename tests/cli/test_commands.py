@@ -10,7 +10,7 @@ import pytest
 
 from caption.cli import COMMANDS, main
 
-PACKAGE = Path(__file__).resolve().parents[1] / "caption"
+PACKAGE = Path(__file__).resolve().parents[2] / "caption"
 
 
 def test_help_lists_every_command_with_a_line(capsys):

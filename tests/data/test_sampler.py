@@ -1,7 +1,7 @@
 """Same-length batches: every caption once per epoch, one length per batch, the same number of batches on
 every DDP rank (also after Lightning injects its distributed sampler), and almost no padding. Image batches:
 every caption of an image in one batch, each image encoded once per step. Every kind continues an epoch from the
-place a checkpoint saved (tests/test_preemption.py stops and resumes real runs)."""
+place a checkpoint saved (tests/training/test_preemption.py stops and resumes real runs)."""
 
 from collections import Counter
 

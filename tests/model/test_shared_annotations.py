@@ -1,5 +1,5 @@
 """k rows per image (beam search's hypotheses) share the image's annotations exactly as copies would.
-(That a batch of images decodes as each image alone is tests/test_decoding.py's.)"""
+(That a batch of images decodes as each image alone is tests/model/test_search.py's.)"""
 
 import torch
 

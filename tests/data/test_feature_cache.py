@@ -19,7 +19,7 @@ from caption.data.sources.image_files import BadImageError
 from caption.data.sources.karpathy import KarpathySource
 from caption.model.encoder import TorchvisionVGG
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SIZES = {"resize_size": 36, "crop_size": 32}  # VGG16 on 32x32 crops: 2x2 = 4 annotation vectors, fast on a CPU
 
 
@@ -270,7 +270,7 @@ def test_dataset_configs_parse(name, capsys):
     assert config["data"]["source"]["init_args"]["annotations"] == f"data/{dataset}/dataset_{dataset}.json"
     assert config["data"]["same_length_batches"] and config["data"]["batch_size"] == 64
     assert model["optimization"]["optimizer"] == ("rmsprop" if dataset == "flickr8k" else "adam")
-    if kind == "hard":  # the original's effective weights at B = 64 (tests/test_original_objective.py)
+    if kind == "hard":  # the original's effective weights at B = 64 (tests/model/test_original_objective.py)
         assert (model["hard"]["entropy_weight"], model["hard"]["reinforce_weight"]) == (0.002, 6.4)
     else:
         assert model["soft"]["alpha_c"] == 0.33
