@@ -18,12 +18,16 @@ class CheckpointError(CaptionError):
     """A checkpoint that cannot be used: unreadable, unsafe, foreign, or made for other data."""
 
 
-def check_range(key: str, value: float | None, *, low: float, high: float | None = None, strict: bool = False) -> None:
-    """ConfigError naming `model.<key>` when `value` is below `low` (strict: not above it) or above `high`; the one
-    range check of the settings dataclasses, each calling it for its own fields. None (unset) passes."""
+def check_range(key: str, value: float | None, *, low: float, high: float | None = None, strict: bool = False,
+                below_high: bool = False) -> None:
+    """ConfigError naming `model.<key>` when `value` is below `low` (strict: not above it) or above `high` (below_high:
+    not below it); the one range check of the settings dataclasses, each calling it for its own fields. None (unset)
+    passes."""
     if value is None:
         return
-    if high is not None and not low <= value <= high:
-        raise ConfigError(f"model.{key} is a probability: it must be in [{low:g}, {high:g}], got {value}")
+    if high is not None and not (low <= value < high if below_high else low <= value <= high):
+        interval = f"[{low:g}, {high:g}{')' if below_high else ']'}"
+        what = " is a probability: it" if (low, high, below_high) == (0, 1, False) else ""
+        raise ConfigError(f"model.{key}{what} must be in {interval}, got {value}")
     if not (value > low if strict else value >= low):
         raise ConfigError(f"model.{key} must be {'>' if strict else '>='} {low:g}, got {value}")

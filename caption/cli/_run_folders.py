@@ -11,7 +11,7 @@ from caption.cli._given import given_on_command_line
 from caption.io.outputs import writable_folder
 
 
-def logger_folders(logger: Any) -> list[str]:
+def logger_save_dirs(logger: Any) -> list[str]:
     """The `save_dir` of each logger in the trainer's `logger:` setting (one, a list, or none)."""
     loggers = logger if isinstance(logger, list) else [logger]
     folders = [getattr(getattr(item, "init_args", None), "save_dir", None) for item in loggers]
@@ -44,5 +44,5 @@ def check_output_folders(config: Any) -> None:
     """Create every folder the run writes to and check it is writable, before any work starts."""
     writable_folder(config.trainer.default_root_dir or os.getcwd(), what="trainer.default_root_dir")
     writable_folder(config.checkpoint.dirpath, what="checkpoint.dirpath")
-    for folder in logger_folders(config.trainer.logger):
+    for folder in logger_save_dirs(config.trainer.logger):
         writable_folder(folder, what="trainer.logger's save_dir")

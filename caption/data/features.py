@@ -45,7 +45,7 @@ from caption.data.sources.image_source import ImageFileSource
 from caption.data.sources.records import BadImage, CaptionSource, ImageRecord
 from caption.errors import CaptionError
 from caption.io.checkpoints import sha256_of
-from caption.io.outputs import cannot_write, writable_folder, write_text
+from caption.io.outputs import cannot_write, writable_folder, write_json
 from caption.model.encoder import TORCHVISION_ENCODERS, EncoderWeightsError, annotation_grid, imagenet_weights
 
 VERSION = 1  # bump when the file layout changes
@@ -115,17 +115,12 @@ def mismatch(manifest: dict[str, Any], config: dict[str, Any]) -> str | None:
     return "; ".join(problems) or None
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json_or_none(path: Path) -> dict[str, Any] | None:
     """A JSON file written by `write_json`, or None if it is absent or unreadable (an interrupted write)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically (temporary file + rename), so an interruption never leaves half a file."""
-    write_text(path, json.dumps(data))
 
 
 class FeatureCache:
@@ -136,7 +131,7 @@ class FeatureCache:
 
     def __init__(self, folder: str, config: dict[str, Any]):
         self.folder = Path(folder)
-        manifest = read_json(self.folder / MANIFEST)
+        manifest = read_json_or_none(self.folder / MANIFEST)
         if manifest is None:
             raise FeatureCacheError(f"no feature cache in {self.folder} (data.features): build it with "
                                     f"`caption features --config <your config>`")
@@ -172,7 +167,7 @@ class FeatureCache:
         return torch.from_numpy(np.array(self.array[self.rows[image_id]]))
 
 
-class Decoded(Dataset):
+class DecodedImages(Dataset):
     """The images of some rows, decoded and transformed: (row, image (3, H, W) or None, reason or None)."""
 
     def __init__(self, source: ImageFileSource, records: list[ImageRecord], rows: list[int]):
@@ -215,7 +210,7 @@ def building(folder: Path) -> Iterator[None]:
     try:
         lock.acquire()
     except Timeout:
-        builder = read_json(folder / BUILDER) or {}
+        builder = read_json_or_none(folder / BUILDER) or {}
         holder = f"process {builder.get('pid')} on {builder.get('host')}" if builder else "a process that is starting"
         raise FeatureCacheError(f"the feature cache in {folder} is being built by another `caption features` "
                                 f"({holder}): wait for it to finish") from None
@@ -257,12 +252,12 @@ def build_cache(
     """Encode every image of `records` into `path` (resuming an interrupted build), one build at a time;
     returns the manifest."""
     encoder = encoder.eval().to(device)
-    manifest = read_json(path / MANIFEST)
+    manifest = read_json_or_none(path / MANIFEST)
     problem = mismatch(manifest, config) if manifest else "no cache yet"
     if problem is None and manifest["complete"]:
         rank_zero_info(f"The feature cache in {path} is up to date ({len(records)} images).")
         return manifest
-    progress = read_json(path / PROGRESS) if problem is None else None
+    progress = read_json_or_none(path / PROGRESS) if problem is None else None
     if progress is None:
         if manifest:
             rank_zero_info(f"Rebuilding the feature cache in {path}: {problem or 'unfinished, without progress'}.")
@@ -273,7 +268,7 @@ def build_cache(
     skipped = [BadImage.from_dict(entry) for entry in progress["skipped"]]
     left_out = {image.image_id for image in skipped}
     rows = [row for row in range(progress["done"], len(records)) if records[row].image_id not in left_out]
-    loader = DataLoader(Decoded(source, records, rows), batch_size=batch_size, num_workers=num_workers, collate_fn=list)
+    loader = DataLoader(DecodedImages(source, records, rows), batch_size=batch_size, num_workers=num_workers, collate_fn=list)
     array = np.load(path / ARRAY, mmap_mode="r+")
     started, encoded = time.perf_counter(), 0
     # images/s and the time left; in a log file (not a terminal) a line every LOG_EVERY_S seconds
@@ -299,7 +294,7 @@ def build_cache(
                 encoded += len(good)
             write_json(path / PROGRESS, {"done": items[-1][0] + 1, "skipped": [image.to_dict() for image in skipped]})
             bar.update(len(items))
-    manifest = {**read_json(path / MANIFEST), "complete": True, "skipped": [image.to_dict() for image in skipped]}
+    manifest = {**read_json_or_none(path / MANIFEST), "complete": True, "skipped": [image.to_dict() for image in skipped]}
     write_json(path / MANIFEST, manifest)
     (path / PROGRESS).unlink()
     elapsed = time.perf_counter() - started

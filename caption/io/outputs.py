@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from caption.errors import CaptionError
 
@@ -121,6 +122,11 @@ def writable_folder(path: str | Path, *, what: str) -> Path:
 def write_text(path: Path, text: str) -> None:
     """Write `path` atomically (`write_atomically`): an interruption never leaves half a file."""
     write_atomically(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, data: Any) -> None:
+    """`data` as JSON at `path`, atomically (`write_text`)."""
+    write_text(path, json.dumps(data))
 
 
 def save_figure(figure: Figure, path: Path, *, dpi: int = 100) -> None:

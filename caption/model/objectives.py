@@ -291,7 +291,8 @@ class HardObjectiveSettings:
         check_range("hard.semi_sampling_epochs", self.semi_sampling_epochs, low=1)
         for key in ("reinforce_weight", "entropy_weight"):
             check_range(f"hard.{key}", getattr(self, key), low=0)
-        for key in ("baseline_decay", "semi_sampling", "semi_sampling_final"):
+        check_range("hard.baseline_decay", self.baseline_decay, low=0, high=1, below_high=True)  # 1: b never moves
+        for key in ("semi_sampling", "semi_sampling_final"):
             check_range(f"hard.{key}", getattr(self, key), low=0, high=1)
         if self.baseline == "leave_one_out" and self.samples < 2:
             raise ConfigError("model.hard.baseline leave_one_out needs model.hard.samples >= 2: the other samples of a "

@@ -146,7 +146,7 @@ def figures_line(figures: dict[str, float], *, prefix: str) -> str:
     return ", ".join(f"{name} {figure(figures[prefix + name])}" for name in SUMMARY if prefix + name in figures)
 
 
-def logger_folders(trainer: L.Trainer) -> list[str]:
+def logged_folders(trainer: L.Trainer) -> list[str]:
     """Where each logger of `trainer` wrote (its version folder if it has one)."""
     folders = [getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None) for logger in trainer.loggers]
     return [str(folder) for folder in folders if folder]
@@ -171,7 +171,7 @@ def summary(trainer: L.Trainer, history: FitSummary | None, test: dict[str, floa
         files = [f"best: {best_name}"] if best_name else []
         files += [name for name in saved if name != best_name]
         lines.append(f"checkpoints: {folder}" + (f" ({'; '.join(files)})" if files else ""))
-    for folder in logger_folders(trainer):
+    for folder in logged_folders(trainer):
         folder_path = Path(folder)
         written = sorted(path.name for path in folder_path.iterdir() if path.is_file()) if folder_path.is_dir() else []
         lines.append(f"logs: {folder}" + (f" ({', '.join(written)})" if written else ""))

@@ -21,10 +21,10 @@ from caption.cli import main
 from caption.comparison.table import dataset_name, results_table
 from caption.data.sources.records import ObjectBox
 from caption.data.synthetic.shapes import KINDS, ShapesSource
+from caption.evaluation import meteor, metrics, ptb_tokenizer
 from caption.evaluation.grid import attention_grid, location_center
 from caption.evaluation.grounding import Localisation, localisation, mean_entropy, step_entropy
 from caption.evaluation.metrics import coco_scores
-from caption.evaluation import meteor, metrics, ptb_tokenizer
 from caption.inference import Evaluation, load_trained, write_evaluation
 from caption.model.search import Caption
 

@@ -3,11 +3,11 @@
 import json
 import math
 
-import matplotlib.cbook
 import numpy as np
 import pytest
 import torch
 import yaml
+from kit.figures import GRACE_HOPPER, word_axes
 from matplotlib.patches import Rectangle
 from PIL import Image
 from torchvision.transforms.functional import gaussian_blur
@@ -17,14 +17,6 @@ from caption.cli import main
 from caption.data.sources.karpathy import KarpathySource
 from caption.data.synthetic.shapes import ShapesSource
 from caption.evaluation.overlays import Overlay, attention_map, comparison_figure, overlay_figure, to_uint8
-
-GRACE_HOPPER = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
-
-
-def word_axes(figure):
-    """The word panels in reading order (rows top to bottom, left to right)."""
-    axes = [ax for ax in figure.axes if ax.get_label() == "word"]
-    return sorted(axes, key=lambda ax: (-round(ax.get_position().y0, 3), ax.get_position().x0))
 
 
 def overlay(words, *, grid=8, size=64, hard=False, seed=0):

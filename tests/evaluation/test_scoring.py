@@ -15,9 +15,9 @@ from kit.data import write_image
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from caption.cli import main
+from caption.evaluation import metrics, ptb_tokenizer
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, PTBCache
-from caption.evaluation import metrics, ptb_tokenizer
 from caption.model.vocabulary import tokenize
 
 # what people write: capitals, commas, full stops, brackets, quotes, contractions, possessives; longer than the

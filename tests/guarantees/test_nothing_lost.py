@@ -28,8 +28,8 @@ from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from caption.cli import main
 from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
-from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.evaluation import scoring as evaluation_module
+from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.inference import Captioner
 from caption.io.outputs import OutputError
 

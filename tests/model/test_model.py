@@ -6,6 +6,7 @@ import pytest
 import torch
 from kit import models
 
+from caption.errors import ConfigError, check_range
 from caption.model.attention import AdditiveScorer, HardAttention, SoftAttention
 from caption.model.decoder import Decoder
 from caption.model.encoder import EncoderSettings, SmallVGG, TorchvisionVGG, build_encoder
@@ -331,3 +332,19 @@ def test_soft_attention_refuses_hard_attention_settings_by_name():
         small_module("soft", hard={"credit": "step", "baseline": "learned"})
     with pytest.raises(ValueError, match=r"model.hard.semi_sampling_final is a probability"):
         small_module("hard", hard={"semi_sampling_final": 1.5})
+
+
+@pytest.mark.parametrize("decay", [1.0, -0.1])
+def test_a_baseline_decay_the_moving_average_cannot_take_is_refused_by_the_settings(decay):
+    """b ← decay · b + (1 - decay) · r̄ needs decay in [0, 1): 1 would keep b where it started."""
+    with pytest.raises(ConfigError, match=r"^model.hard.baseline_decay must be in \[0, 1\), got "):
+        HardObjectiveSettings(baseline_decay=decay)
+    assert HardObjectiveSettings(baseline_decay=0.0).baseline_decay == 0.0
+
+
+def test_a_bounded_setting_that_is_no_probability_is_not_called_one():
+    with pytest.raises(ConfigError) as refused:
+        check_range("x", 3, low=0, high=2)
+    assert str(refused.value) == "model.x must be in [0, 2], got 3"
+    with pytest.raises(ConfigError, match=r"^model.decoder.dropout is a probability: it must be in \[0, 1\], got 2"):
+        check_range("decoder.dropout", 2, low=0, high=1)

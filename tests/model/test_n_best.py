@@ -8,9 +8,9 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from kit.figures import GRACE_HOPPER, word_axes
 from kit.models import tiny_module
-from test_decoding import D, L, all_hypotheses, make_decoder, sequence_log_prob, strip
-from test_visualize import GRACE_HOPPER, word_axes
+from kit.search import D, L, all_hypotheses, make_decoder, sequence_log_prob, strip
 from torchvision.transforms.functional import to_tensor
 
 from caption.cli import main

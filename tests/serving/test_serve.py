@@ -15,10 +15,10 @@ import pytest
 import torch
 from kit.cli import PATIENCE_S, failed
 from kit.data import write_image
+from kit.figures import word_axes
 from kit.models import tiny_module
 from matplotlib import colormaps
 from PIL import Image
-from test_visualize import word_axes
 
 from caption.comparison.models import Model
 from caption.data.synthetic.shapes import ShapesSource

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from kit.cli import PATIENCE_S, start
 from kit.data import write_image
+from kit.figures import word_axes
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
@@ -20,7 +21,6 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
-from test_visualize import word_axes
 
 from caption.evaluation.grid import attention_grid
 from caption.evaluation.overlays import COLORMAP, HEAT_OPACITY, grey, to_uint8

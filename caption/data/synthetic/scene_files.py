@@ -17,7 +17,6 @@ taken for one; a folder that holds both already is kept as it is.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from caption.data.sources.records import ObjectBox
+from caption.io.outputs import write_json
 from caption.model.vocabulary import tokenize
 
 IMAGES = "images"
@@ -58,13 +58,6 @@ class SceneFiles:
 def scene_files(root: Path, name: str) -> SceneFiles:
     """The paths of the dataset called `name` under `root`."""
     return SceneFiles(root / f"dataset_{name}.json", root / IMAGES, root / f"instances_{name}.json")
-
-
-def write_json(path: Path, data: dict) -> None:
-    """`data` as JSON at `path`, whole or not at all."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data))
-    partial.replace(path)
 
 
 def write_scenes(root: Path, *, name: str, categories: tuple[str, ...], splits: dict[str, int], seed: int,
