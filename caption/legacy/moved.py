@@ -80,6 +80,7 @@ MOVED = {
     "caption.text": "caption.model.vocabulary",
     "caption.visualize": "caption.evaluation.overlays",
 }
+# caption.evaluation is a package now: its module's classes of then (no config names them) are found by path only
 OLD_PACKAGES = {"caption.commands"}  # old names of packages, whose modules are looked up here too
 
 
