@@ -94,3 +94,13 @@ def test_only_the_readers_of_old_files_import_the_compatibility_module():
     assert importers == {"caption.io.checkpoints", "caption.legacy.config_text", "caption.cli._lightning_parser",
                          "caption.cli._options"}
 
+
+
+def test_the_legacy_folder_is_reached_only_through_its_hooks():
+    """caption.legacy (0.1's settings, the flat layout's module names) is imported only by the checkpoint reader, the
+    class-path lookup and the command line: deleting it means mending those and nothing else."""
+    graph = module_graph()
+    importers = {module for module, imported in graph.items()
+                 if not module.startswith("caption.legacy") and any(name.startswith("caption.legacy") for name in imported)}
+    assert importers == {"caption.io.checkpoints", "caption.io.class_paths", "caption.cli", "caption.cli.migrate_config",
+                         "caption.cli._lightning_parser", "caption.cli._options"}

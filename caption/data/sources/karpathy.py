@@ -63,10 +63,19 @@ def unique_ids(records: list[ImageRecord], path: str) -> list[ImageRecord]:
 
 class InstancesSource(ImageFileSource):
     """An image-file source whose records can take their boxes from COCO-format instances files (None: no boxes),
-    and whose word -> label map comes from those files' categories (`caption.data.sources.category_words`)."""
+    and whose word -> label map comes from those files' categories (`caption.data.sources.category_words`).
 
-    def __init__(self, *, instances: list[str] | None, labels: dict[str, str] | None, resize_size: int | None,
-                 crop_size: int | None, min_side: int):
+    Args:
+        resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
+        crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
+        min_side: images whose short side is smaller are bad (ours: 32).
+        instances: COCO-format object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes
+            for attention accuracy, of the files' own categories, named in captions by their names (None: no boxes).
+        labels: more caption words of the categories, {word: category name}, e.g. {pup: dog} (None: the names).
+    """
+
+    def __init__(self, *, resize_size: int | None = None, crop_size: int | None = None, min_side: int = 32,
+                 instances: list[str] | None = None, labels: dict[str, str] | None = None):
         super().__init__(resize_size=resize_size, crop_size=crop_size, min_side=min_side)
         if labels and instances is None:
             raise ConfigError(f"{LABELS_KEY} maps caption words to the labels of boxes, but there are no boxes: "
@@ -101,12 +110,7 @@ class KarpathySource(InstancesSource):
         annotations: the dataset file, e.g. data/coco/dataset_coco.json.
         images: the image root; an image is at images/filepath/filename (filepath: COCO only).
         restval: "train" (default: COCO's 113,287 training images) or "drop".
-        resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
-        crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
-        min_side: images whose short side is smaller are bad (ours: 32).
-        instances: COCO-format object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes
-            for attention accuracy, of the files' own categories, named in captions by their names (None: no boxes).
-        labels: more caption words of the categories, {word: category name}, e.g. {pup: dog} (None: the names).
+        **image_settings: resize_size, crop_size, min_side, instances and labels, as `InstancesSource` takes them.
     """
 
     path_arguments = ("annotations", "images", "instances")
@@ -117,14 +121,9 @@ class KarpathySource(InstancesSource):
         annotations: str,
         images: str,
         restval: Restval = "train",
-        resize_size: int | None = None,
-        crop_size: int | None = None,
-        min_side: int = 32,
-        instances: list[str] | None = None,
-        labels: dict[str, str] | None = None,
+        **image_settings: Any,
     ):
-        super().__init__(instances=instances, labels=labels, resize_size=resize_size, crop_size=crop_size,
-                         min_side=min_side)
+        super().__init__(**image_settings)
         self.annotations = annotations
         self.images = images
         self.restval = restval
@@ -163,12 +162,7 @@ class CocoSource(InstancesSource):
         splits: Karpathy's dataset_coco.json (split per cocoid) or {"train": [ids], "val": [...], "test": [...]}.
             Images of the annotation files that the split file does not list are left out.
         restval: "train" (default) or "drop", for a Karpathy split file.
-        resize_size: the short side is resized to this (None: the encoder weights' preset, 256).
-        crop_size: then centre-cropped to a square of this side (None: the encoder weights' preset, 224).
-        min_side: images whose short side is smaller are bad (ours: 32).
-        instances: COCO-format object annotations, e.g. [instances_train2014.json, instances_val2014.json]: boxes
-            for attention accuracy, of the files' own categories, named in captions by their names (None: no boxes).
-        labels: more caption words of the categories, {word: category name}, e.g. {pup: dog} (None: the names).
+        **image_settings: resize_size, crop_size, min_side, instances and labels, as `InstancesSource` takes them.
     """
 
     path_arguments = ("annotations", "images", "splits", "instances")
@@ -180,14 +174,9 @@ class CocoSource(InstancesSource):
         images: list[str],
         splits: str,
         restval: Restval = "train",
-        resize_size: int | None = None,
-        crop_size: int | None = None,
-        min_side: int = 32,
-        instances: list[str] | None = None,
-        labels: dict[str, str] | None = None,
+        **image_settings: Any,
     ):
-        super().__init__(instances=instances, labels=labels, resize_size=resize_size, crop_size=crop_size,
-                         min_side=min_side)
+        super().__init__(**image_settings)
         if len(annotations) != len(images):
             raise ValueError(
                 f"source.annotations and source.images must pair up (one image folder per annotation file); "
