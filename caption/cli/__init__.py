@@ -7,12 +7,9 @@
     caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
 
-Each command lives in `caption.cli`; `caption <command> --help` is its own help, and a knob several commands
-have is spelled the same in each (`--model.decoding.beam_size`, `--predictions.out`: `caption.cli._options`). Errors the
-project foresees (a bad file, setting or checkpoint) are printed as one `caption: error:` line.
-Lightning and torch are imported by the commands that need them, not here: `caption --help`,
-`caption --version` and a mistyped command answer at once (benchmarks/cli_startup.py). `caption -v <command>`
-also shows what the dependencies say (deprecations, tips, the tokenizer's notes: `caption.config.console`).
+Each command lives in `caption.cli`, with its own `--help`; a knob several commands have is spelled the same in each
+(`caption.cli._options`). Foreseen errors print as one `caption: error:` line; torch and Lightning are imported only
+by the commands that need them; `caption -v <command>` also shows the dependencies' notes (docs/console.md).
 """
 
 import sys

@@ -1,18 +1,10 @@
 """What the argparse commands share: the same option names as `caption fit/test/predict`, with the same checks.
 
-A knob a Lightning command has too is spelled as it spells it, dotted name included, so that a command line learnt
-in one command works in the others and every `--help` shows one name per knob:
-
-| knob | option |
-| --- | --- |
-| the checkpoint (a file, a run folder or a URL) | `--ckpt_path` |
-| beam width, words per caption | `--model.decoding.beam_size`, `--model.decoding.max_caption_length` |
-| images per batch | `--data.eval_batch_size` |
-| where to run | `--trainer.accelerator`, `--trainer.devices` (one device here) |
-| the folder written to, captions per image | `--predictions.out`, `--predictions.num_captions` |
-
-The spellings these commands had before (`--beam_size`, `--out`, `--device` ...) are refused in one line that names
-the new one (`caption.legacy.settings.RENAMED_OPTIONS`).
+A knob a Lightning command has too is spelled as it spells it, dotted name included (`--ckpt_path`,
+`--model.decoding.beam_size`, `--data.eval_batch_size`, `--trainer.accelerator`, `--predictions.out` ...), so a command
+line learnt in one command works in the others and every `--help` shows one name per knob; the spellings of 0.1
+(`--beam_size`, `--out`, `--device` ...) are refused in one line that names the new one
+(`caption.legacy.settings.RENAMED_OPTIONS`). The knobs, command by command: docs/attention.md#one-name-per-knob.
 """
 
 import argparse

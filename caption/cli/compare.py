@@ -2,21 +2,12 @@
 
     caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
 
-Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`), all on the same data and
-split (the first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR/report.md
-(DIR: `--predictions.out`, as for `caption predict` and `evaluate`) then holds a table laid out like the paper's Table 1 (BLEU-1..4, METEOR, in %) plus ROUGE-L, CIDEr-D and attention accuracy, with the paper's
-own numbers for the same dataset beside them where it has some (none for the built-in data);
-figures of the same images captioned by each model, overlays side by side (DIR/overlays-<id>.png);
-and training curves from each run's CSV or TensorBoard logs (DIR/curves.png; a run whose curves cannot be drawn
-is named, with the reason, on the console and in the report). Each model's metrics.json, captions.json and
-captions.csv go to DIR/<name>/. A model trained on other data than the first is named with what differs (the data
-source's class and settings but its file and folder names, and the vocabulary): the same config with its data in
-another folder is the same data.
-
-A run folder (e.g. `runs/shapes_soft`) stands for its newest model-selection checkpoint
-(`best-*.ckpt`, else `last.ckpt`) and its newest logs (a `metrics.csv`, else TensorBoard event files).
-The parts are in `caption.comparison` (models, table, figures), imported once the options are read: `caption
-compare --help` answers at once.
+Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`), all on the same data and split (the
+first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR (`--predictions.out`) gets
+report.md (a table laid out like the paper's Table 1 with the paper's numbers beside it, overlays side by side,
+training curves) and each model's results in DIR/<name>/. A run folder stands for its newest model-selection
+checkpoint and its newest logs. The parts are in `caption.comparison`, imported once the options are read. The report,
+file by file: docs/attention.md#from-the-command-line.
 """
 
 import warnings

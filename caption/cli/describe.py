@@ -2,18 +2,11 @@
 
     caption describe --ckpt_path runs/shapes_soft photo.jpg photos/ --predictions.out figures
 
-Prints each image's caption and writes DIR/<name>.png: the image as the encoder sees it, then one
-panel per word with its attention overlay (`caption.evaluation.overlays`), and DIR/captions.json and DIR/captions.csv in
-the one result format of `caption predict` and `caption evaluate` (`caption.evaluation.results`: image_id, the image's
-position among those given; caption; file_name; log_prob; figure). DIR is `--predictions.out`, as for `caption
-predict`. With `--predictions.num_captions k`, each image's k best beams with their log-probabilities (`n_best`),
-and DIR/<name>_1.png ... _k.png. Any image Pillow opens works,
-whatever its size or mode; folders are captioned in batches, and their unreadable files skipped with a warning (no
-readable image at all is an error). Images get the transform of the data the model was trained on
-(`caption.inference.Captioner`): for vgg16/vgg19 the weights' own (short side 256, centre crop 224,
-ImageNet normalisation, as the paper, at the training data's sizes); for small_vgg (built-in data)
-a resize to the training size and the built-in data's normalisation. The model, torch and the image libraries are
-imported once the options are read: `caption describe --help` answers at once.
+Prints each image's caption and writes DIR/<name>.png (the image as the encoder sees it, then one panel per word with
+its overlay: `caption.evaluation.overlays`) and DIR/captions.json, captions.csv (`caption.evaluation.results`); with
+`--predictions.num_captions k`, each image's k best beams and DIR/<name>_1.png ... _k.png. Images get the transform of
+the model's training data (`caption.inference.Captioner`); folders are captioned in batches. The model, torch and the
+image libraries are imported once the options are read. More: docs/attention.md#from-the-command-line.
 """
 
 from __future__ import annotations

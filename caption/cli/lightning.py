@@ -8,15 +8,10 @@
     caption fit --config shapes_soft                               # a packaged config, by name, from any folder
     caption fit --config shapes_soft --keep_freed_memory true      # CPU runs: glibc keeps freed memory (faster)
 
-The best checkpoint is chosen on validation BLEU-4 (the paper's model selection); `last.ckpt` is
-kept fresh by `periodic_checkpoint:` (every N steps, after validation, at the end and on SIGTERM), both in
-`<trainer.default_root_dir>/checkpoints`, so a killed or pre-empted run continues with
-`caption fit ... --ckpt_path last`. After `fit`, the best checkpoint is evaluated on the test split.
-Checkpoints are always loaded with weights_only=True (`caption.io.checkpoints`). Output folders are
-created and checked writable before any work (`caption.io.outputs`); decoding settings given on the
-command line (`--model.decoding.beam_size` ...) win over those stored in `--ckpt_path`'s checkpoint.
-`caption predict` and its writer are described in `caption.cli._prediction_writer`; it prints its own
-lines, its progress bar, and warnings of this package, not Lightning's notes (`caption.cli._quiet_lightning`).
+The best checkpoint is chosen on validation BLEU-4 and tested after `fit`; `last.ckpt` is kept fresh
+(`periodic_checkpoint:`), so a killed run continues with `--ckpt_path last`. Checkpoints load with weights_only=True
+(`caption.io.checkpoints`); decoding settings on the command line win over a checkpoint's; `predict` writes through
+`caption.cli._prediction_writer`, quietly (`caption.cli._quiet_lightning`). More: docs/distributed.md.
 """
 
 import contextlib

@@ -1,22 +1,12 @@
 """The feature cache: the frozen CNN runs once per image, training reads its annotations back.
 
-The paper does not fine-tune the encoder, so the annotations a_i are a fixed function of the
-image: computing them once instead of at every epoch is the bulk of the training speed.
-`caption features --config X.yaml` fills the config's `data.features` folder with
-
-    annotations.npy  (N, L, D) float16, memory-mapped; row i holds manifest["images"][i]
-    manifest.json    encoder, its grid (L = grid², null: VGG's unpooled conv5 map), weights, transform,
-                     the shape [N, L, D], the image list [[image_id, file], ...],
-                     the images left out (data.on_bad_image: skip) and whether the build finished
-    progress.json    while building: rows done so far, from which an interrupted build resumes
-    building.lock    the lock of the one build allowed at a time: an operating-system lock (`filelock`), which
-                     goes with the process that holds it, however it ends (killed, crashed, a container stopped)
-    builder.json     while building: the host and process id of the build, named to a second one
-
-With `data.features` set, training and evaluation read the rows (batches carry "annotations"
-instead of "image") and never run the CNN. A cache built for another encoder, grid, weights file,
-transform or image list is refused with the command that rebuilds it. Reading is safe from
-several DataLoader workers: each process maps the file itself.
+The paper does not fine-tune the encoder, so the annotations a_i are a fixed function of the image, computed once
+instead of at every epoch. `caption features --config X.yaml` fills the config's `data.features` folder with
+annotations.npy ((N, L, D) float16, memory-mapped) and manifest.json (what built it, the image list), plus, while
+building, progress.json, building.lock and builder.json, so that one build runs at a time and an interrupted one
+resumes. With `data.features` set, training and evaluation read the rows and never run the CNN; a cache built for
+another encoder, grid, weights file, transform or image list is refused with the command that rebuilds it. The
+files, one by one: data/README.md ("The feature cache").
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """Training batches grouped by caption length (the paper, sec. 4.3), by image, or at random, on one process or
 several, resumable mid-epoch.
 
-The paper trains on minibatches whose captions all have the same length, so no step is spent on
-padding; the original code's `HomogeneousData` groups captions by length, shuffles each group and
-cuts it into batches. `LengthBatchSampler` does the same. `ImageBatchSampler` puts every caption of an
-image into the same batch, so that a trained encoder sees each image once per step, not once per
-caption (self-critical.pytorch's `seq_per_img`; the module encodes each distinct image of a batch once).
-`RandomBatchSampler` cuts the shuffled captions into batches, with no grouping.
-
-All work under DDP: every rank builds the same list of batches (same seed, same epoch) and takes every
-`num_replicas`-th batch, after the list is padded with batches from its start so that every rank gets as
-many batches.
-
-The rank and the number of ranks come from the `DistributedSampler` given as `sampler`: the data
-module makes one for the trainer's world, and under DDP Lightning injects its own (with the same
-ranks) into any `BatchSampler`, then calls its `set_epoch` every epoch. Only its `num_replicas`,
-`rank` and `epoch` are used; the shuffling is this sampler's own.
-
-Resuming mid-epoch: an epoch's batches follow from (seed, epoch) alone, so the place in the epoch is one number,
-the batches this rank has handed to training. `ResumableLoader` counts them and gives Lightning the sampler's
-`state_dict()`, which Lightning keeps in every checkpoint (`loops.fit_loop.state_dict.combined_loader`); on
-`--ckpt_path last` it hands it back through `load_state_dict()`, and the epoch continues with the next batch, so
-no caption of the epoch is trained on twice and none is skipped.
+`LengthBatchSampler` cuts each length's shuffled captions into batches (the original code's `HomogeneousData`: no
+step spent on padding); `ImageBatchSampler` puts every caption of an image into one batch, so a trained encoder sees
+each image once per step; `RandomBatchSampler` shuffles with no grouping. An epoch's batches follow from (seed, epoch)
+alone: under DDP every rank builds the same list and takes every `num_replicas`-th batch (rank and epoch come from the
+`DistributedSampler` given as `sampler`), and `ResumableLoader` counts the batches handed out, so that `--ckpt_path
+last` continues the epoch with the next one. More: docs/datasets.md#training-batches.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """The one result format of `caption predict`, `caption evaluate` and `caption describe`: DIR/captions.json in the
 COCO results format, and DIR/captions.csv beside it.
 
-captions.json is a list with one entry per image, as leaderboards and pycocoevalcap (`COCO.loadRes`, then
-`COCOEvalCap`) read it:
-
-    {"image_id": 42, "caption": "a red circle above a blue square", "file_name": "photos/a.jpg", "log_prob": -3.1}
-
-`image_id` is the dataset's id for an image of a split, and the image's position (0, 1, ...) among the files given
-for image files; `file_name` is the image file (null for images that are no file, such as the built-in data's);
-`log_prob` is log p(caption | image), <end> included. With `num_captions` n > 1 each entry also has
-`"n_best": [{"caption", "log_prob"}, ...]`, the n best beams, best first (the first is the entry's own caption).
-The n best sit inside the image's one entry, not in an entry each, because pycocoevalcap's scorers take exactly one
-caption per image id. `caption describe` adds each caption's `figure`. Any other keys are ignored by `loadRes`.
-
-captions.csv holds the same, one row per caption: image_id, file_name, rank (1 = the caption), caption, log_prob
-(and figure).
+captions.json holds one entry per image, {"image_id", "caption", "file_name", "log_prob"}, as `COCO.loadRes` and
+pycocoevalcap read it; with `num_captions` n > 1 also "n_best", the n best beams, inside the image's one entry (the
+scorers take one caption per image id); `caption describe` adds each caption's "figure". captions.csv holds the same,
+one row per caption: image_id, file_name, rank, caption, log_prob (and figure). Each field: docs/attention.md#one-result-format.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Loading checkpoints safely: always `weights_only=True`, and a clear message naming the file.
 
-A Lightning checkpoint is a pickle. `torch.load(weights_only=True)` only rebuilds tensors and plain
-containers, so a file whose pickle would import or call anything else (a planted `os.system`, a
-foreign class) is refused instead of executed. Every path that reads a checkpoint goes through
-`read_checkpoint`:
-
-- the CLI (`caption fit/test --ckpt_path ...`): Lightning loads through `SafeCheckpointIO`, which the
-  CLI installs in every Trainer;
-- inference code: `caption.inference.load_module(path)` returns the `CaptionModule`, vocabulary and
-  hyperparameters included; `download_checkpoint(url, sha256=...)` fetches a published one first.
-
-Plain values can still name classes (the data source, the lr_scheduler): `caption.io.class_paths` checks each one is
-a known class of the expected kind before anything of the checkpoint is used.
-
-`SafeCheckpointIO` also writes every checkpoint of a run atomically in its own folder
-(`caption.io.outputs.write_atomically`): a full disk or a kill during a save leaves the previous file whole and no
-partial one, and the message names the full folder and the space a checkpoint needs.
+A Lightning checkpoint is a pickle; `torch.load(weights_only=True)` rebuilds only tensors and plain containers, so a
+file whose pickle would import or call anything else is refused instead of executed. Every reader goes through
+`read_checkpoint`: the CLI's Trainers through `SafeCheckpointIO`, inference through
+`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). The class
+paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
+writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
+previous file whole. What you see for each failure: docs/reliability.md.
 """
 
 import hashlib

@@ -96,7 +96,7 @@ def instantiate(settings: Any, *args: Any, base: type | tuple[type, ...], key: s
 
 
 def import_own_module(class_path: str) -> None:
-    """Import the module of `class_path` when it is one of this project's own (`caption.data.synthetic.shapes.ShapesSource`):
+    """Import the module of `class_path` when it is one of this project's own (`caption.data.sources.karpathy.KarpathySource`):
     the project's code is trusted, so its classes are known to the lookup. No other module is imported."""
     module = class_path.rpartition(".")[0]
     if module.split(".")[0] != "caption":

@@ -1,21 +1,11 @@
 """Files and command lines of caption 0.1, read by caption 0.2 and 0.3: the flat model settings and where each lives
-now, and the options of describe, evaluate, compare and serve renamed to `caption fit`'s names.
+now, and the options of describe, evaluate, compare and serve renamed to `caption fit`'s names. Removed in 0.4.
 
-Removed in 0.4: checkpoints and configs of 0.1 must be migrated by then (`caption migrate-config`, or a checkpoint
-loaded and saved again by 0.2 or 0.3).
-
-Until 0.1 every model setting was a flat key (`model.embed_dim`); since 0.2 each belongs to the group of the module it
-configures (`model.decoder.embed_dim`; `caption.training.module.CaptionModule`). `RENAMED` maps each flat key to its new name.
-Only the places that read files of 0.1 use this module:
-
-- `caption.io.checkpoints.read_checkpoint` moves a checkpoint's flat hyperparameters into their groups (`grouped`);
-- `caption migrate-config FILE --in-place` rewrites a config file, comments kept (`caption.cli.migrate_config`,
-  which finds the flat keys with `is_old` and checks its edit against `moved`);
-- a key the command line parser has already refused is looked up here to name its new spelling (`renamed_hint`);
-- so is an option of describe, evaluate, compare or serve spelled as in 0.1 (`--beam_size`), once their parser has
-  refused the command line (`renamed_option_hint`, `RENAMED_OPTIONS`).
-
-No torch here: `caption migrate-config` and the parser's error path answer at once.
+`RENAMED` maps each flat key (`model.embed_dim`) to its group's (`model.decoder.embed_dim`), `RENAMED_OPTIONS` each
+option of 0.1 (`--beam_size`) to its new name. Only the readers of 0.1's files use it: the checkpoint reader
+(`caption.io.checkpoints.read_checkpoint`, through `grouped`), `caption migrate-config` (`is_old`, `moved`) and the
+parsers' error paths (`renamed_hint`, `renamed_option_hint`). No torch here, so those answer at once. The migration:
+docs/settings.md#migration-from-01.
 """
 
 import re

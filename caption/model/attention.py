@@ -1,25 +1,15 @@
 """Attention over the annotation vectors: the scorer of eq. 4 and the two φ functions of sec. 4.
 
-Notation (Xu et al., 2015):
+Notation (Xu et al., 2015), with k rows per image (k = 1 in training, the beam size in beam search):
     a      annotations, L vectors a_i ∈ R^D per image                         (B, L, D)
-    h      previous LSTM hidden state h_{t-1}                                 (B, n)
-    e_t    attention logits e_ti = f_att(a_i, h_{t-1})                         (B, L)   eq. 4
-    α_t    attention weights softmax(e_t)                                      (B, L)   eq. 5
-    ẑ_t    context φ({a_i}, {α_ti})                                           (B, D)
-    s_t    hard attention: the sampled location, s_t ~ Multinoulli_L(α_t)     (B,)     eq. 8
-
-f_att follows the original code (arctic-captions, capgen.py):
-    e_ti = w · tanh(W_a a_i + W_h h_{t-1}) + c
-The annotation projection W_a a_i depends only on the image, so `project` runs once per image and
-`forward` adds the per-step query W_h h_{t-1} (computed by the decoder, fused with its other matmuls).
-The per-step work takes R = B·k rows of queries for B images, k consecutive rows per image (beam
-search keeps k hypotheses per image; training has k = 1): the annotations and their projection are
-broadcast to the rows, never copied per row.
-
-Soft attention (sec. 4.2): φ = Σ_i α_ti a_i, the expected context.
-Hard attention (sec. 4.1): φ = a_{s_t}. With semi-sampling (sec. 4.1, last paragraph) a random
-subset of images (probability `semi_sampling` per image) uses the expected context instead.
-At evaluation, hard attention uses the expected context by default, as the original code does.
+    h      previous LSTM hidden state h_{t-1}                                 (B·k, n)
+    e_t    logits e_ti = f_att(a_i, h_{t-1}) = w · tanh(W_a a_i + W_h h_{t-1}) + c  (B·k, L)   eq. 4
+    α_t    attention weights softmax(e_t)                                      (B·k, L)   eq. 5
+    ẑ_t    context φ: soft Σ_i α_ti a_i (sec. 4.2), hard a_{s_t} (sec. 4.1)    (B·k, D)
+    s_t    hard attention: the sampled location, s_t ~ Multinoulli_L(α_t)     (B·k,)     eq. 8
+W_a a_i depends only on the image: `project` runs once per image, broadcast to its k rows, never copied. Hard
+attention uses the expected context for semi-sampled images and, by default, at evaluation (original code).
+More: docs/paper.md#where-each-equation-lives.
 """
 
 from dataclasses import dataclass
@@ -93,13 +83,13 @@ class AdditiveScorer(nn.Module):
 
 @dataclass
 class AttentionOutput:
-    """What one attention step returns."""
+    """What one attention step returns, for B·k rows (k per image)."""
 
-    context: Tensor  # φ(a, α_t) before the β gate                          (B, D)
-    alpha: Tensor  # attention weights α_t                                  (B, L)
-    location: Tensor | None = None  # hard: sampled or chosen location s_t  (B,)
-    log_alpha_location: Tensor | None = None  # hard: log α_{t, s_t}          (B,)
-    entropy: Tensor | None = None  # hard: H(α_t) = -Σ_i α_ti log α_ti       (B,)
+    context: Tensor  # φ(a, α_t) before the β gate                          (B·k, D)
+    alpha: Tensor  # attention weights α_t                                  (B·k, L)
+    location: Tensor | None = None  # hard: sampled or chosen location s_t  (B·k,)
+    log_alpha_location: Tensor | None = None  # hard: log α_{t, s_t}          (B·k,)
+    entropy: Tensor | None = None  # hard: H(α_t) = -Σ_i α_ti log α_ti       (B·k,)
 
 
 def expected_context(annotations: Tensor, alpha: Tensor) -> Tensor:

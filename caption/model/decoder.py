@@ -1,19 +1,14 @@
 """The attention LSTM decoder of sec. 3.1.2, with the deep output layer of eq. 7.
 
-Notation (Xu et al., 2015), one step t = 1..T:
-    E y_{t-1}   embedding of the previous word                                  (B, m)
-    β_t         gate σ(f_β(h_{t-1})), a scalar per sample (sec. 4.2.1)         (B,)
-    ẑ_t         gated context β_t · φ(a, α_t)                                   (B, D)
-    i,f,o,g     LSTM gates (eq. 1): T_{D+m+n, n}[E y_{t-1}; h_{t-1}; ẑ_t]        (B, 4n)
-    c_t, h_t    memory and hidden state (eq. 2-3)                               (B, n)
+One step t = 1..T, on B·k rows (k rows per image: k = 1 in training, the beam size in beam search):
+    ẑ_t         gated context β_t · φ(a, α_t), β_t = σ(f_β(h_{t-1})) (sec. 4.2.1)    (B·k, D)
+    i,f,o,g     LSTM gates (eq. 1): T_{D+m+n, n}[E y_{t-1}; h_{t-1}; ẑ_t]          (B·k, 4n)
+    c_t, h_t    memory and hidden state (eq. 2-3)                                 (B·k, n)
     p(y_t)      ∝ exp(L_o tanh(E y_{t-1} + L_h h_t + L_z ẑ_t))  (eq. 7; tanh from the original code)
-    h_0, c_0    tanh(f_init,h / f_init,c (mean_i a_i))  (eq. 5; hidden ReLU layers, each followed by
-                dropout, as the original code's build_model)
-
-Every matmul that depends only on h_{t-1} (the LSTM recurrence, the attention query W_h h_{t-1}
-and f_β) is one fused `nn.Linear`; the word side of the LSTM input is computed for all steps at
-once before the loop; the annotation projection of eq. 4 once per image; the deep output for all
-steps at once after the loop. The step loop itself holds two matmuls and the attention.
+    h_0, c_0    tanh(f_init,h / f_init,c (mean_i a_i))  (eq. 5; hidden ReLU layers with dropout: original code)
+Every matmul that depends only on h_{t-1} (the recurrence, the query W_h h_{t-1}, f_β) is one fused `nn.Linear`; the
+word side of the LSTM input and the deep output run for all steps at once, so the loop holds two matmuls and the
+attention. More: docs/paper.md#where-each-equation-lives.
 """
 
 from dataclasses import dataclass
@@ -27,23 +22,23 @@ from caption.model.attention import ATTENTIONS, AdditiveScorer, AttentionSetting
 
 @dataclass
 class DecoderState:
-    """Recurrent state carried from step to step."""
+    """Recurrent state carried from step to step, B·k rows (k per image: the beam in beam search, else 1)."""
 
-    h: Tensor  # hidden state h_{t-1}  (B, n)
-    c: Tensor  # memory c_{t-1}        (B, n)
+    h: Tensor  # hidden state h_{t-1}  (B·k, n)
+    c: Tensor  # memory c_{t-1}        (B·k, n)
 
 
 @dataclass
 class StepOutput:
-    """One decoding step (teacher-forced or free-running)."""
+    """One decoding step (teacher-forced or free-running), B·k rows as the state's."""
 
     state: DecoderState
-    context: Tensor  # gated context ẑ_t                    (B, D)
-    alpha: Tensor  # attention weights α_t                   (B, L)
-    beta: Tensor  # gate β_t (ones when the gate is off)     (B,)
-    location: Tensor | None  # hard attention: s_t            (B,)
-    log_alpha_location: Tensor | None  # hard: log α_{t,s_t}  (B,)
-    entropy: Tensor | None  # hard: H(α_t)                     (B,)
+    context: Tensor  # gated context ẑ_t                    (B·k, D)
+    alpha: Tensor  # attention weights α_t                   (B·k, L)
+    beta: Tensor  # gate β_t (ones when the gate is off)     (B·k,)
+    location: Tensor | None  # hard attention: s_t            (B·k,)
+    log_alpha_location: Tensor | None  # hard: log α_{t,s_t}  (B·k,)
+    entropy: Tensor | None  # hard: H(α_t)                     (B·k,)
 
 
 @dataclass

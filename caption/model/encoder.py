@@ -1,18 +1,12 @@
-"""The CNN encoder (sec. 3.1.1): an image becomes L annotation vectors a_i ∈ R^D.
+"""The CNN encoder (sec. 3.1.1): an image becomes L annotation vectors a_i ∈ R^D, (B, 3, H, W) -> (B, L, D).
 
-The paper takes VGG's last convolutional block *before* its final max-pool: 14×14×512 at a
-224×224 input, so L = 196 and D = 512, not fine-tuned. torchvision's `vgg16.features[:30]` ends at
-relu5_3 and `vgg19.features[:36]` at relu5_4.
-
-The ResNets (50/101/152, torchvision) give their last stage, layer4: 7×7×2048 at 224×224, average-pooled
-adaptively to `grid` × grid (default 14, the paper's L = 196, as the most-used PyTorch port does), D = 2048.
-Every torchvision encoder is split into five `stages` (ResNet: the stem and layer1-4; VGG: its five conv
-blocks), so that fine-tuning can train the last k of them (`caption.training.finetuning`).
-
-`SmallVGG` keeps the VGG pattern (3×3 convolutions and 2×2 max-pools, annotations taken before the
-last pool) at a few channels, so the built-in data trains end to end on a CPU in minutes. Its pretrained
-weights, the analogue of ImageNet's for the built-in data, come from another run of this project: the encoder
-of a `caption fit` checkpoint (`encoder_weights: runs/shapes_soft`), then frozen as the paper's VGG is.
+VGG16/19: the last convolutional block *before* its final max-pool (the paper's, not fine-tuned: 14×14×512 at
+224×224, L = 196, D = 512; torchvision's `vgg16.features[:30]` ends at relu5_3, `vgg19.features[:36]` at relu5_4).
+ResNet-50/101/152: layer4, average-pooled adaptively to `grid` × grid (default 14, the paper's L = 196), D = 2048.
+Every torchvision encoder is split into five `stages` for fine-tuning (`caption.training.finetuning`). `SmallVGG` keeps
+the VGG pattern at a few channels, so the built-in data trains end to end on a CPU; its pretrained weights come from
+another run's checkpoint (`model.encoder.weights: runs/shapes_soft`), then frozen as the paper's VGG is. Choosing
+one: docs/datasets.md#choosing-an-encoder.
 """
 
 import os
@@ -179,7 +173,7 @@ class TorchvisionVGG(nn.Module):
         builder, _, depth, layers = TORCHVISION_VGG[name]
         if weights == "none":  # torchvision's own random initialisation
             self.features = builder(weights=None).features[:depth]
-        else:  # just the layers used (the classifier's 120M parameters take seconds to build), then loaded
+        else:  # just the layers used (the classifier's 120M parameters are slow to build), then loaded
             self.features = models.vgg.make_layers(models.vgg.cfgs[layers])[:depth]
             state = (_imagenet_state_dict(name) if weights == "imagenet"
                      else _file_state_dict(weights, family="VGG", example="features.0.weight"))

@@ -1,21 +1,11 @@
 """FLOPs of the decoder, counted analytically from its dimensions: what `benchmarks/speed.py` divides by time,
 and the FLOPs per training batch from which `caption.training.callbacks.ModelFlopsUtilization` logs MFU on a GPU.
 
-One multiply-add is 2 FLOPs; only matrix products are counted (every linear layer, the attention
-score w·tanh(..) and the context Σ_i α_ti a_i); element-wise work (tanh, sigmoid, softmax, dropout,
-the LSTM cell, Adam) and embedding look-ups count 0. Dimensions: L locations, D annotation size,
-m embedding, n LSTM, A attention, V vocabulary.
-
-    once per image      W_a a_i (+ extra f_att layers): 2·L·D·A (+ 2·L·A·A each); f_init: 2·D·2n (+ 2·D·D each)
-    once per word       E y → gates 2·m·4n;  h_{t-1} → gates, query, β: 2·n·(4n + A + 1);  score 2·L·A;
-                        context 2·L·D;  ẑ_t → gates 2·D·4n;  deep output 2·n·m (+ 2·D·m) + 2·m·V
-
-Backward: a product costs its forward FLOPs once for each operand that needs a gradient (the
-weight and/or the input). The annotations are data, so W_a's first layer, f_init's first layer and
-the context's Σ_i α_ti a_i cost 1× backward; every other product costs 2×, so one training step of
-those is 3× forward. Counted over real tokens only (each caption's words and its <end>): the
-FLOPs the model needs, not those a padded batch spends. `tests/model/test_flops.py` checks every
-figure here against `torch.utils.flop_counter.FlopCounterMode` on the real modules.
+Only matrix products count, 2 FLOPs a multiply-add, over real tokens only. Dimensions: L locations, D annotation
+size, m embedding, n LSTM, A attention, V vocabulary. Backward costs a product's forward FLOPs once per operand that
+needs a gradient: once for the products with the annotations (data), twice for the others. The formulas, per image
+and per word: docs/measurements.md#how-flops-are-counted; `tests/model/test_flops.py` checks them against
+`torch.utils.flop_counter.FlopCounterMode` on the real modules.
 """
 
 from dataclasses import dataclass

@@ -1,51 +1,12 @@
 """Training objectives: eq. 14 for soft attention, eq. 12 (the Jensen lower bound) for hard.
 
-Notation: B captions, T steps (without <start>), L locations, V words.
-    mask_t  1 on real target tokens, <end> included, 0 on padding         (B, T)
-    ℓ_t     mask_t log p(y_t | ·), the log-likelihood of word t             (B, T)
-    log p(y | a)      Σ_t ℓ_t, the caption log-likelihood                  (B,)
-
-Every weight below is *per caption*, against that caption's NLL; the loss is the mean over captions
-(the paper's per-caption form). One loss object per attention kind owns its settings (and, for hard
-attention, its baseline): `SoftAttentionObjective(model.soft)`, `HardAttentionObjective(model.hard)`.
-
-Soft (eq. 14):  loss = -log p(y|a) + λ Σ_i (1 - Σ_t α_ti)²    (λ = `alpha_c`; sums over real steps)
-
-Hard (eq. 11-12), with s̃ ~ Multinoulli(α) sampled by the decoder:
-    ∂L_s/∂W ≈ 1/N Σ_n [ ∂log p(y|s̃ⁿ,a)/∂W + λ_r (r(s̃ⁿ) - b) ∂log p(s̃ⁿ|a)/∂W + λ_e ∂H[s̃ⁿ]/∂W ]
-We minimise a surrogate whose gradient is minus that estimate:
-    loss = -log p(y|s̃,a) - λ_r Σ_t (R_t - b_t) log α_{t,s̃_t} - λ_e H[s̃]
-where H[s̃] = Σ_t H(α_t), R_t and b_t are constants, and (the paper, `credit: caption`) R_t = r for every
-step: the caption's log-likelihood ("sum", the paper) or its mean per token ("mean", the original code's
-choice); b_t = b, the moving average b ← 0.9 b + 0.1 r̄ (sec. 4.1). Images marked semi-sampled used the
-expected context: they carry no REINFORCE term, and the NLL's gradient through α (exact for the expected
-context) is kept, as in the original's scan.
-
-Beyond the paper (each off by default; docs/measurements.md measures them), lower-variance estimators:
-  - `credit: step`: location s̃_t is credited only with the words it can affect, R_t = Σ_{t'≥t} ℓ_t'
-    (divided by the caption's length n for "mean"): the reward-to-go of REINFORCE (Williams, 1992), still
-    unbiased, since s̃_t cannot change the words before t. The moving average then stands for the share of
-    r still to come, b_t = b (n - t + 1)/n.
-  - `baseline: leave_one_out`: with N ≥ 2 samples per caption, sample n's baseline is the mean reward of the
-    other N - 1 samples of the same caption (Kool, van Hoof and Welling, "Buy 4 REINFORCE samples, get a
-    baseline for free!", 2019): unbiased, since the other samples are independent of sample n.
-  - `baseline: learned`: b_t = w·h_{t-1} + c, an input-dependent baseline regressed on R_t by squared error
-    (Mnih, Heess, Graves and Kavukcuoglu, "Recurrent models of visual attention", 2014, sec. 3.2). h_{t-1}
-    is computed before s̃_t is drawn and detached, so the estimator stays unbiased and only b learns from it.
-
-How the original code (arctic-captions, capgen.py `train()`) weighs these, and how to reproduce it
-(`tests/model/test_original_objective.py` checks each against a transcription of capgen's update):
-  - the NLL is `cost.mean()` over the minibatch, but REINFORCE and entropy enter as `known_grads` on
-    alphas (T, B, L), one per caption, not divided by B: per caption λ_r = 0.1·B, λ_e = 0.002·B
-    (6.4 and 0.128 at B = 64);
-  - `alpha_c * ((1 - alphas.sum(0))**2).sum(0).mean()` sums over the batch and averages over the
-    L locations: per caption λ = alpha_c·B/L (0.33 for COCO at B = 64, L = 196);
-  - under hard attention the known gradient on alphas replaces the regulariser's, so the doubly
-    stochastic term trains soft attention only (the paper gives eq. 14 for the deterministic model);
-    `HardAttentionObjective` logs it and leaves it out of the loss;
-  - the known gradient is `(baseline_time - masked_cost.mean(0))/10. * (-alphas_sample/alphas)`: its two
-    minus signs cancel into (cost - b)/10 · s̃/α, the gradient of (cost - b) log α_s̃, a descent direction that
-    makes the locations of worse captions less likely, as eq. 12 does. The original has no sign error.
+Soft (eq. 14):  loss = -log p(y|a) + λ Σ_i (1 - Σ_t α_ti)²    (`SoftAttentionObjective`, λ = `alpha_c`)
+Hard (eq. 12):  a surrogate whose gradient is minus eq. 12's Monte Carlo estimate (`HardAttentionObjective`),
+    loss = -log p(y|s̃,a) - λ_r Σ_t (R_t - b_t) log α_{t,s̃_t} - λ_e H[s̃],    H[s̃] = Σ_t H(α_t)
+with the rewards R_t (`credited_rewards`) and a baseline b_t: the paper's moving average, or beyond it leave-one-out
+or learned. Every weight is per caption, and the loss is the mean over captions. The surrogate, the estimators beyond
+the paper and how the original code's update maps onto these weights: docs/paper.md#the-objectives and
+docs/paper.md#the-original-codes-effective-weights.
 """
 
 from collections.abc import Callable
@@ -120,7 +81,7 @@ class MovingAverageBaseline(nn.Module):
         self.register_buffer("value", torch.zeros(()))
 
     def forward(self, rewards: Tensor, *, hidden: Tensor, share: Tensor) -> Tensor:
-        return self.value * share  # (B, T)
+        return self.value * share  # (B·N, T)
 
     @torch.no_grad()
     def update(self, reward_mean: Tensor) -> None:
@@ -128,7 +89,7 @@ class MovingAverageBaseline(nn.Module):
 
 
 class LeaveOneOutBaseline(nn.Module):
-    """Sample n's baseline: the mean reward of the other N - 1 samples of its caption (module docstring).
+    """Sample n's baseline: the mean reward of the other N - 1 samples of its caption (docs/paper.md).
     The batch holds each caption's N samples in consecutive rows."""
 
     def __init__(self, samples: int):
@@ -136,20 +97,20 @@ class LeaveOneOutBaseline(nn.Module):
         self.samples = samples
 
     def forward(self, rewards: Tensor, *, hidden: Tensor, share: Tensor) -> Tensor:
-        grouped = rewards.view(-1, self.samples, rewards.shape[-1])  # (B/N, N, T)
+        grouped = rewards.view(-1, self.samples, rewards.shape[-1])  # (B, N, T)
         others = (grouped.sum(dim=1, keepdim=True) - grouped) / (self.samples - 1)
-        return others.view_as(rewards)  # (B, T)
+        return others.view_as(rewards)  # (B·N, T)
 
 
 class LearnedBaseline(nn.Module):
-    """b_t = w·h_{t-1} + c from the state the step attends from (detached), regressed on R_t (module docstring)."""
+    """b_t = w·h_{t-1} + c from the state the step attends from (detached), regressed on R_t (docs/paper.md)."""
 
     def __init__(self, hidden_dim: int):
         super().__init__()
         self.layer = nn.Linear(hidden_dim, 1)
 
     def forward(self, rewards: Tensor, *, hidden: Tensor, share: Tensor) -> Tensor:
-        return self.layer(hidden.detach()).squeeze(-1)  # (B, T); the loss masks padding
+        return self.layer(hidden.detach()).squeeze(-1)  # (B·N, T); the loss masks padding
 
 
 @dataclass
@@ -165,7 +126,7 @@ class LossTerms:
     reward: Tensor | None = None  # r, mean over the sampled captions
     baseline: Tensor | None = None  # b_t, mean over the sampled captions' steps
     advantage_square: Tensor | None = None  # (R_t - b_t)², mean over sampled steps: what the baseline leaves
-    sampled: Tensor | None = None  # boolean (B,): captions whose attention was sampled (not semi-sampled)
+    sampled: Tensor | None = None  # boolean (B·N,): captions whose attention was sampled (not semi-sampled)
 
     def as_dict(self) -> dict[str, Tensor]:
         return {name: value for name, value in vars(self).items() if value is not None and name != "sampled"}
@@ -197,26 +158,26 @@ def hard_attention_loss(
     """Surrogate loss whose gradient is minus the Monte Carlo estimate of eq. 12.
 
     With N samples per caption, the batch holds each caption N times and the mean over rows is
-    the 1/N Σ_n of eq. 12. `baseline` is a constant b (any shape that broadcasts to (B, T)) or one of the
-    baselines above; a learned one adds its squared error to the loss. The doubly stochastic term is
-    reported, not trained (module docstring). The moving average is not updated here
+    the 1/N Σ_n of eq. 12 (B·N rows). `baseline` is a constant b (any shape that broadcasts to (B·N, T)) or one of
+    the baselines above; a learned one adds its squared error to the loss. The doubly stochastic term is reported,
+    not trained (docs/paper.md#the-original-codes-effective-weights). The moving average is not updated here
     (HardAttentionObjective.update).
     """
     assert output.log_alpha_location is not None and output.entropy is not None, "decoder must use hard attention"
-    token_ll = token_log_likelihood(output.logits, targets, mask)  # ℓ_t: (B, T)
-    log_likelihood = token_ll.sum(dim=1)  # log p(y|s̃,a): (B,)
-    entropy = (output.entropy * mask).sum(dim=1)  # H[s̃]: (B,)
+    token_ll = token_log_likelihood(output.logits, targets, mask)  # ℓ_t: (B·N, T)
+    log_likelihood = token_ll.sum(dim=1)  # log p(y|s̃,a): (B·N,)
+    entropy = (output.entropy * mask).sum(dim=1)  # H[s̃]: (B·N,)
 
-    rewards = credited_rewards(token_ll.detach(), mask, reward=reward, credit=credit)  # R_t: (B, T)
+    rewards = credited_rewards(token_ll.detach(), mask, reward=reward, credit=credit)  # R_t: (B·N, T)
     if isinstance(baseline, nn.Module):
         share = remaining_share(mask, credit)
-        baseline = baseline(rewards, hidden=output.hidden, share=share)  # b_t: (B, T)
+        baseline = baseline(rewards, hidden=output.hidden, share=share)  # b_t: (B·N, T)
     baseline = baseline.expand_as(rewards) * mask
     sampled = torch.ones_like(log_likelihood, dtype=torch.bool) if output.semi_sampled is None else ~output.semi_sampled
     sampled_steps = mask * sampled[:, None]  # semi-sampled captions carry no REINFORCE term
-    advantage = (rewards - baseline.detach()) * sampled_steps  # (B, T)
-    reinforce = -(advantage * output.log_alpha_location).sum(dim=1)  # (B,)
-    squared_error = ((rewards - baseline) ** 2 * sampled_steps).sum(dim=1)  # (B,)
+    advantage = (rewards - baseline.detach()) * sampled_steps  # (B·N, T)
+    reinforce = -(advantage * output.log_alpha_location).sum(dim=1)  # (B·N,)
+    squared_error = ((rewards - baseline) ** 2 * sampled_steps).sum(dim=1)  # (B·N,)
 
     loss = -log_likelihood + reinforce_weight * reinforce - entropy_weight * entropy
     if baseline.requires_grad:  # a learned baseline regresses on the rewards
@@ -246,7 +207,7 @@ class SoftObjectiveSettings:
 
     Args:
         alpha_c: λ of the doubly stochastic regulariser per caption; 0 turns it off (original code: alpha_c·B/L per
-            caption; see the module docstring).
+            caption; docs/paper.md).
     """
 
     alpha_c: float = 1.0  # paper (eq. 14) and original code (COCO: alpha_c=1.0)

@@ -67,15 +67,15 @@ class Caption:
 
 @dataclass
 class Decoded:
-    """Generated captions, one per image (n per image, best first, from `beam_search(num_best=n)`).
+    """Generated captions, one per image (n per image, best first, from `beam_search(num_best=n)`): B·n rows.
     Token rows hold words, then <end> if emitted, then <pad>."""
 
-    tokens: Tensor  # word ids after <start>                         (B, T)
-    log_prob: Tensor  # log p(caption | a), <end> included             (B,)
-    alpha: Tensor  # attention weights for every generated word       (B, T, L)
-    beta: Tensor  # gate β for every generated word                   (B, T)
-    location: Tensor | None  # hard attention: chosen location s_t    (B, T)
-    lengths: Tensor  # generated words, <end> included                (B,)
+    tokens: Tensor  # word ids after <start>                         (B·n, T)
+    log_prob: Tensor  # log p(caption | a), <end> included             (B·n,)
+    alpha: Tensor  # attention weights for every generated word       (B·n, T, L)
+    beta: Tensor  # gate β for every generated word                   (B·n, T)
+    location: Tensor | None  # hard attention: chosen location s_t    (B·n, T)
+    lengths: Tensor  # generated words, <end> included                (B·n,)
 
     def captions(self, vocabulary: Vocabulary) -> list[Caption]:
         """One `Caption` per image, on the CPU, α and β cut to the caption's words."""

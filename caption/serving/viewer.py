@@ -39,7 +39,7 @@ def png_data_url(pixels: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def check_num_captions(value: Any) -> int:
+def page_num_captions(value: Any) -> int:
     """`num_captions` as the page sends it (text), checked: an integer in 1..MAX_CAPTIONS."""
     try:
         number = int(value)
@@ -90,7 +90,7 @@ class AttentionViewer:
 
     def __init__(self, models: list[Model], *, num_captions: int = 1, test_images: int = 12):
         self.models = models
-        self.num_captions = check_num_captions(num_captions)
+        self.num_captions = page_num_captions(num_captions)
         self.test_images = find_test_images(models[0], test_images)
         self.lock = threading.Lock()  # one image at a time through the models
 
@@ -121,7 +121,7 @@ class AttentionViewer:
         """Every model's `num_captions` best captions of `image`, each word with its overlay (a PNG data URL), its
         gate β and, for hard attention, the grid cell it chose; `colours`: the colour map, from 0 to each model's
         `vmax`."""
-        num_captions = check_num_captions(num_captions)
+        num_captions = page_num_captions(num_captions)
         answers = []
         with self.lock:
             for model in self.models:

@@ -1,28 +1,12 @@
 """Keep freed CPU memory in the process for reuse, instead of handing it back to the kernel (glibc): opt-in.
 
-PyTorch's CPU tensors come from malloc. By default glibc serves every block above its mmap threshold
-(at most 32 MB) with fresh pages and hands freed memory at the top of the heap back to the kernel,
-so the big temporaries of every step are page-faulted and zeroed by the kernel again, step after
-step: the attention map W_a a_i + W_h h_{t-1} alone is B·k·L·A floats (77 MB in beam search over
-64 images with k = 3, L = 196, A = 512), and a training step's saved activations are hundreds of MB.
-Raising both thresholds makes glibc keep what was freed and hand it out again (most steps then
-reuse old pages; glibc's placement still puts a block on fresh pages now and then). The gain and its price,
-the process keeping its peak memory until it exits, are measured by benchmarks/allocator.py and
-benchmarks/speed.py (--default-malloc for the comparison); the figures are in docs/measurements.md.
-jemalloc or tcmalloc (LD_PRELOAD) do the same job.
-
-malloc is process-wide, so nothing in the library calls this: importing `caption` or using `Captioner`
-leaves malloc as it is. It is asked for explicitly: `caption fit --keep_freed_memory true` (also
-`validate`, `test`, `predict`; the flag is `caption.cli.lightning`'s), or a program of your own calls
-`configure_allocator(device_type)`. It changes malloc only when both hold:
-
-- the run computes on the CPU: on a GPU the big tensors live in CUDA memory, which PyTorch's own
-  caching allocator already keeps, and a host process that holds its peak would only cost RAM;
-- the C library is glibc (macOS, musl and Windows have no such knobs).
-
-Each knob (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) is set by its own `mallopt` call and checked on its own,
-and one line says what was set, what glibc refused, or why nothing was: the first call decides for the
-whole process and later calls return its result without a second line.
+By default glibc serves big blocks with fresh pages and hands freed memory back to the kernel, so the big temporaries
+of every step (the attention map W_a a_i + W_h h_{t-1} is B·k·L·A floats) are page-faulted and zeroed again; raising
+M_MMAP_THRESHOLD and M_TRIM_THRESHOLD (one `mallopt` call each, each checked) keeps them, and the process its peak
+memory. malloc is process-wide, so nothing in the library calls this: `caption fit --keep_freed_memory true` (also
+validate, test, predict) or your own `configure_allocator(device_type)` asks for it, and it acts only on the CPU
+under glibc; the first call decides for the process, in one log line. Why, and what it gains:
+docs/measurements.md#speed-input-inference-start-up-memory.
 """
 
 import ctypes
@@ -63,7 +47,7 @@ def _configure(device_type: str) -> dict[str, bool]:
         rank_zero_info(f"caption.training.allocator: malloc left at glibc's defaults ({skipped or 'no mallopt in libc.so.6'})")
         return {}
     results = {name: bool(mallopt(parameter, value)) for name, (parameter, value, _) in KNOBS.items()}
-    rank_zero_info(f"caption.training.allocator: {describe(results)}")
+    rank_zero_info(f"caption.training.allocator: {knobs_line(results)}")
     return results
 
 
@@ -84,7 +68,7 @@ def glibc_mallopt() -> Callable[[int, int], int] | None:
         return None
 
 
-def describe(results: dict[str, bool]) -> str:
+def knobs_line(results: dict[str, bool]) -> str:
     """The log line's text: which knobs are set and which glibc refused."""
     accepted = [f"{name}={KNOBS[name][2]}" for name, ok in results.items() if ok]
     refused = [f"{name}={KNOBS[name][2]}" for name, ok in results.items() if not ok]

@@ -1,25 +1,11 @@
 """Fine-tuning the torchvision encoder on a schedule, and starting a run from another run's weights.
 
-The paper keeps its CNN fixed. With `model.encoder.freeze: false` the encoder trains on this schedule:
-
-    model:
-      encoder:
-        frozen_epochs: N      # epochs 0 .. N-1: the encoder is frozen (the decoder settles first)
-        finetune_stages: k    # from epoch N: the last k of its 5 stages train (null: all 5)
-        learning_rate: 1e-4   # in their own optimizer parameter group, named "encoder" (null: the model's)
-
-`EncoderFinetuning` is Lightning's `BaseFinetuning`: it freezes the encoder before the optimizer is built
-and, at the start of epoch N, adds the chosen stages to the optimizer as a new parameter group. Lightning
-stores that group in the callback's state, so `caption fit ... --ckpt_path last` restores it (and Adam's
-moments for it) mid-schedule; the stages are made trainable again at the start of the resumed training and of
-every later epoch, since `setup` froze the whole encoder once more (a run resumed mid-epoch gets no epoch
-start). BatchNorm layers never train: they stay in eval mode with
-ImageNet's statistics (`TorchvisionResNet`), and their γ, β stay fixed, as torchvision's detection models do
-(FrozenBatchNorm2d) — a batch holds five captions of one image, so batch statistics would be skewed.
-
-The two-stage recipe: stage 1 trains the decoder from the feature cache (frozen encoder); stage 2 is a new
-run from images whose weights start from stage 1's checkpoint (`model.optimization.init_from`, `load_weights`): new
-optimizer, epochs and steps, not a resume.
+The paper keeps its CNN fixed. With `model.encoder.freeze: false` the encoder is frozen for `frozen_epochs` epochs,
+then its last `finetune_stages` stages train at `learning_rate`, in their own optimizer group "encoder":
+`EncoderFinetuning` is Lightning's `BaseFinetuning`, whose state keeps that group, so `--ckpt_path last` resumes
+mid-schedule. BatchNorm never trains (eval mode, ImageNet's statistics, fixed γ, β). `load_weights` starts a new run
+(new optimizer, epochs and steps) from another run's checkpoint, `model.optimization.init_from`: stage 2 of the
+two-stage recipe. The schedule, its memory and the recipe: docs/datasets.md#choosing-an-encoder.
 """
 
 from pathlib import Path

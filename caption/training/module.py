@@ -230,7 +230,7 @@ class CaptionModule(L.LightningModule):
             images = None if images is None else images.repeat_interleave(samples)
         output = self.decoder(annotations, captions, images)
         targets = captions[:, 1:]
-        mask = (targets != Vocabulary.PAD).float()  # (B, T)
+        mask = (targets != Vocabulary.PAD).float()  # (B·N, T): N samples of each caption (hard attention), else N = 1
         terms = self.objective(output, targets, mask)
         if not self._finite_on_every_rank(terms, batch_index):
             return None  # Lightning then skips backward and the optimizer step; the baseline is left as it was
@@ -265,7 +265,7 @@ class CaptionModule(L.LightningModule):
         return False
 
     def configure_callbacks(self) -> list[L.Callback]:
-        """A torchvision encoder that trains (freeze_encoder: false) does so on its schedule (`caption.training.finetuning`)."""
+        """A torchvision encoder that trains (model.encoder.freeze: false) does so on its schedule (`caption.training.finetuning`)."""
         encoder = self.settings.encoder
         if encoder.freeze or encoder.name not in TORCHVISION_ENCODERS:
             return []
@@ -301,7 +301,7 @@ class CaptionModule(L.LightningModule):
         if optimization.optimizer == "rmsprop":
             optimizer = torch.optim.RMSprop(parameters, lr=optimization.learning_rate)
         else:
-            # Fused Adam: one kernel per step instead of ~10 passes over every tensor (CPU step at (a): -11%).
+            # Fused Adam: one kernel per step instead of a pass per operation over every tensor (docs/measurements.md).
             # Lightning refuses gradient clipping with a fused optimizer under mixed precision: not there.
             mixed = self._trainer is not None and "mixed" in str(self.trainer.precision)
             optimizer = torch.optim.Adam(parameters, lr=optimization.learning_rate, fused=not mixed)

@@ -1,24 +1,13 @@
 """Where the model looks, while it trains: the overlays and captions of a few fixed validation images in the
 logger after every validation.
 
-    caption fit --config shapes_soft --trainer.callbacks+=caption.training.overlay_logging.AttentionImages
-    caption fit --config shapes_soft --trainer.callbacks+=caption.training.overlay_logging.AttentionImages \\
+    caption fit --config shapes_soft --trainer.callbacks+=caption.training.overlay_logging.AttentionImages \
         --trainer.callbacks.num_images 8
 
-or in a config, under `trainer: callbacks:`, `- class_path: caption.training.overlay_logging.AttentionImages`. The images
-are the first `num_images` of the validation split, the same at every validation; each is captioned greedily
-(as validation scores it) and drawn as `caption describe` draws it (`caption.evaluation.overlays`). Each logger gets them
-its own way:
-
-- TensorBoard (`TensorBoardLogger`): an image `attention/<image id>` and a text `caption/<image id>` per image
-  and validation, under IMAGES and TEXT, with a slider over the steps;
-- CSV (`CSVLogger`): PNG files beside its metrics.csv, `<log_dir>/attention/step<step>-image<id>.png`, and
-  `<log_dir>/attention/captions.csv` (step, epoch, image_id, caption);
-- Weights & Biases (`WandbLogger`): its `log_image`, one image list `attention` per validation, each image with its
-  caption (the W&B media panel, with a slider over the steps);
-- MLflow (`MLFlowLogger`): artifacts of its run through its client's `log_figure` and `log_text`,
-  `attention/step<step>-image<id>.png` and `attention/step<step>-captions.csv`;
-- a logger that takes no images is left out, with one line that says so.
+The images are the first `num_images` of the validation split, the same at every validation, captioned greedily and
+drawn as `caption describe` draws them (`caption.evaluation.overlays`). TensorBoard, CSV, Weights & Biases and MLflow
+loggers each get them their own way; a logger that takes no images is left out, with one line that says so. What
+each logger gets: docs/attention.md#from-the-command-line.
 """
 
 import csv

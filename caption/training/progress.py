@@ -1,18 +1,10 @@
 """What a run shows while it trains and when it ends: a progress bar of the few figures that move, then a summary.
 
-    Epoch 3: 100%|██████████| 250/250 [01:02<00:00, 4.00it/s, loss=21.30, val/bleu4=0.412, val/attention_accuracy=0.631]
-    ...
-    kept epoch 5 (best by val/bleu4), validation: bleu4 0.9123, cider 2.345, attention_accuracy 0.8123, alpha_entropy 1.234
-    test (best checkpoint): bleu1 0.9712, bleu4 0.9105, meteor 0.6012, rouge_l 0.9311, cider 2.311, ...
-    checkpoints: runs/shapes_soft/checkpoints (best: best-epoch5-step1500.ckpt; last.ckpt)
-    logs: runs/shapes_soft/logs/version_0 (metrics.csv, hparams.yaml, config.yaml)
-
-`ProgressBar` is Lightning's TQDMProgressBar with `shown` figures only (not the version number, not the chance
-levels of the attention scores, which do not move), and each epoch's finished bar kept. On a terminal it is
-redrawn in place as Lightning's; written to a file or a pipe (a cluster's log), where every redraw adds text, a
-bar is written at most every `file_refresh_s` seconds and `file_refreshes` times, and once finished.
-`FitSummary` records every validation's figures; `summary` names the best epoch (the model-selection
-checkpoint's), its figures and the test figures at 4 significant digits, and the folders the run wrote to.
+`ProgressBar` is Lightning's TQDMProgressBar with the `shown` figures only, each epoch's finished bar kept; written to
+a file or a pipe (a cluster's log) instead of a terminal, a bar is written at most every `file_refresh_s` seconds and
+`file_refreshes` times, and once finished. `FitSummary` records every validation's figures; `summary` names the kept
+epoch (the model-selection checkpoint's), its figures and the test figures, and the folders the run wrote to. What
+both look like: docs/console.md#progress-bar-and-summary.
 """
 
 from __future__ import annotations

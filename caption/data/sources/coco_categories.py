@@ -1,19 +1,10 @@
 """Which caption words name which of COCO's 80 object categories: the map attention accuracy needs on COCO.
 
-Where it comes from: the 80 category names of COCO's `instances_*.json` (2014/2017, in id order), each with the
-words captions use for it, written by hand for this project after reading COCO captions, in the spirit of the
-synonym list of the CHAIR hallucination metric (Rohrbach et al., "Object Hallucination in Image Captioning",
-EMNLP 2018): person is named by man, woman, boy, girl, people, child, player, skier, ...; bicycle by bike;
-airplane by plane, jet; tv by television, monitor; and so on (`SYNONYMS`).
-
-Rules:
-- every name is a caption token (lower case, as `caption.model.vocabulary.tokenize` splits) or a two-word phrase such as
-  "hot dog", "teddy bear", "traffic light" (`caption.data.sources.category_words.named_labels` matches a phrase at its last word,
-  before the single words: "hot dog" names hot dog, not dog);
-- each name also counts in its plural (`plural`: -s, -es after s/x/z/ch/sh, consonant + y -> -ies, and the
-  irregular forms of `IRREGULAR`: men, women, children, people, knives, mice, geese, ...);
-- a word that names two categories in common captions is left out: "orange" (mostly the colour; "oranges"
-  stays), "light" and "sign" (alone they are seldom a traffic light or a stop sign), "glass", "bag", "computer".
+`SYNONYMS`: each category name of COCO's `instances_*.json` (in id order) with the words captions use for it, written
+by hand in the spirit of the CHAIR metric's synonym list (Rohrbach et al., EMNLP 2018): person by man, woman, boy, ...;
+bicycle by bike. Each name is a caption token or a two-word phrase and counts in its plural too (`plural`,
+`IRREGULAR`); a word that names two categories in common captions is left out. The rules, and the words left out:
+docs/datasets.md#boxes-for-attention-accuracy.
 """
 
 from __future__ import annotations

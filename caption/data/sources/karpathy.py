@@ -1,28 +1,10 @@
 """COCO, Flickr8k and Flickr30k on the standard (Karpathy) splits, and any dataset in the same format.
 
-Karpathy's `dataset_coco.json`, `dataset_flickr8k.json` and `dataset_flickr30k.json` hold
-
-    {"images": [{"filepath": "val2014",            # COCO only: sub-folder of the image root
-                 "filename": "COCO_val2014_000000391895.jpg",
-                 "split": "train" | "restval" | "val" | "test",
-                 "sentences": [{"raw": "A man riding ...", "tokens": ["a", "man", ...], ...}, ...],
-                 "imgid": 0, "cocoid": 391895}, ...]}  # cocoid: COCO only
-
-`restval` (30,504 COCO val2014 images outside the 5,000/5,000 val/test) joins the training split by
-default, giving COCO's 113,287 / 5,000 / 5,000. Every reference is kept for scoring. Captions are
-re-tokenised from `raw` with `caption.model.vocabulary.tokenize`, like every other source, so training targets,
-references and generated text are split into words the same way. COCO image ids are the `cocoid`s
-(the ids of the official annotations); other datasets use `imgid`.
-
-Both sources take object annotations in COCO's instances format too, optionally (`instances`: COCO's own
-instances_train2014.json, instances_val2014.json, or a file of any categories): each record then carries the boxes
-of its image's objects, and attention accuracy is scored on the files' categories, named in captions by their names
-(COCO's synonyms for COCO's categories; `labels` for more words: `caption.data.sources.coco_instances`,
-`caption.data.sources.category_words`).
-
-`CocoSource` reads the official caption files (`captions_train2014.json`, `captions_val2014.json`:
-`images[].id/file_name`, `annotations[].image_id/caption`) and takes the split of each image from a
-split file: Karpathy's `dataset_coco.json` (its `cocoid` and `split`) or `{"train": [ids], ...}`.
+`KarpathySource` reads Karpathy's `dataset_*.json`; `CocoSource` the official caption files with a split file
+(Karpathy's `dataset_coco.json` or `{"train": [ids], ...}`); both take COCO-format instances files for the boxes that
+attention accuracy scores. COCO's `restval` trains by default; every reference is kept for scoring; captions are
+re-tokenised from `raw` with `caption.model.vocabulary.tokenize`, as in every source; COCO's image ids are its
+`cocoid`s. The file formats: data/README.md.
 """
 
 from __future__ import annotations

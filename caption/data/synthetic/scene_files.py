@@ -1,18 +1,11 @@
 """Generated scenes written as a real dataset: PNG files, Karpathy's JSON and a COCO-format instances file.
 
-The synthetic datasets of the benchmarks (`caption.data.synthetic.positions`, `caption.data.synthetic.silhouettes`) are not read through
-a source of their own: they are written in the formats real data comes in, and read back as real data is, by
-`caption.data.sources.karpathy.KarpathySource` with `instances`. A dataset called NAME lies in one folder:
-
-    ROOT/images/00000.png ...          one PNG per image, named by its image id
-    ROOT/dataset_NAME.json             Karpathy's format: images[].filename, split, imgid, sentences[].raw/tokens
-    ROOT/instances_NAME.json           COCO's instances format: images[].id/width/height/file_name,
-                                       annotations[].image_id/category_id/bbox [x, y, w, h], categories[].id/name
-
-The categories of the instances file are the scene's own nouns ("cross", "house", "table lamp"); their names, singular
-and plural, are the words that attention accuracy scores (`caption.data.sources.karpathy.InstancesSource.word_labels`).
-The two JSON files are written last, each whole (a partial file, then a rename), so a half-written dataset is never
-taken for one; a folder that holds both already is kept as it is.
+The benchmarks' synthetic datasets (`caption.data.synthetic.positions`, `caption.data.synthetic.silhouettes`) are
+written in the formats real data comes in and read back as real data is, by `caption.data.sources.karpathy.KarpathySource`
+with `instances`. A dataset NAME lies in one folder: ROOT/images/<image id>.png, ROOT/dataset_NAME.json (Karpathy's
+format) and ROOT/instances_NAME.json (COCO's; its categories are the scene's own nouns, whose names attention accuracy
+scores). The JSON files are written last, each whole, so a half-written dataset is never taken for one. More:
+docs/datasets.md#generated-datasets-in-the-real-formats.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The built-in synthetic dataset: coloured shapes on a plain canvas.
 
-Each image holds (by default) two objects of different kinds, e.g. a large red
-circle and a small blue square, placed so that their spatial relation is
-unambiguous. Every image has five reference captions drawn from varied
-templates; one of them is always the *canonical* caption
-
-    "a large red circle left of a small blue square"
-
-(sizes, colours, kinds and the relation, left/top object first), so a model
-that understands the scene perfectly can reach BLEU-4 close to 1. Describing a
-scene correctly requires looking at each object, which makes the data a
-natural testbed for attention.
-
-Everything is generated procedurally from a seed: no download is needed, and
-the same parameters always give byte-identical images and captions.
+Each image holds (by default) two objects of different kinds, e.g. a large red circle and a small blue square, placed
+so that their spatial relation is unambiguous, and five reference captions from varied templates, one always the
+canonical "a large red circle left of a small blue square" (sizes, colours, kinds and the relation, left/top object
+first): a model that reads the scene can reach BLEU-4 close to 1, and only by looking at each object. Generated from a
+seed, no download: the same parameters always give byte-identical images and captions. More:
+docs/datasets.md#the-built-in-data.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The silhouettes dataset: 3 to 5 everyday things drawn as silhouettes on a 96×96 canvas, captions that name them and
 how they lie.
 
-Each image holds 3 to 5 objects of six categories (house, tree, car, boat, umbrella, table lamp; a category may
-repeat), each a silhouette of a few polygons 20 to 26 pixels across, anywhere on the canvas without touching another
-(no layout grid), in a colour drawn from a palette that no caption names: the category is told by the shape alone.
-The background is a pale colour of its own per image. Five captions per image, objects named left to right:
-
-    "three objects from left to right : a house , a car and a table lamp"
-    "a house , a car and a table lamp"
-    "a house and a car and a table lamp"          ... or counted: "two houses and a car"
-    "a house left of a car and a table lamp"      consecutive pairs: left of, above or below
-    "a house at the top and a table lamp at the bottom"
-
-Written by `generate` as a real dataset (`caption.data.synthetic.scene_files`: PNG files, `dataset_silhouettes.json`,
-`instances_silhouettes.json` with each object's tight box, labelled by its category, "table lamp" a two-word name)
-and read like COCO or Flickr by `caption.data.sources.karpathy.KarpathySource`. The benchmark that trains on it:
-benchmarks/silhouettes.py.
+Six categories (house, tree, car, boat, umbrella, table lamp; one may repeat), each a silhouette of a few polygons,
+anywhere on the canvas without touching another, in a colour that no caption names: the category is told by the shape
+alone. Five captions per image name the objects left to right (listed, counted or related). Written by `generate` as a
+real dataset (`caption.data.synthetic.scene_files`) and read like COCO or Flickr by
+`caption.data.sources.karpathy.KarpathySource`; benchmarks/silhouettes.py trains on it. The scenes and captions:
+docs/datasets.md#generated-datasets-in-the-real-formats.
 """
 
 from __future__ import annotations
