@@ -1,6 +1,7 @@
 """What `--keep_freed_memory true` (caption.training.allocator) buys and costs, against glibc's defaults.
 
     python benchmarks/allocator.py
+    python benchmarks/allocator.py --cases "caption library"   # some cases only
 
 Each case runs in its own process:
   torch only          torch, nothing of this project;
@@ -63,12 +64,15 @@ CASES = ("torch only", "caption library", "keep_freed_memory")
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=CASES, metavar="CASE",
+                        help="the cases to run, named as the table names them (default: all)")
+    args = parser.parse_args()
     print(f"# {date.today()}, {platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, "
           f"{platform.libc_ver()[0]} {platform.libc_ver()[1]}")
     print("| case | 77 MB broadcast add, ms (median) | RSS before, MiB | RSS after freeing 512 MiB | kept |")
     print("|---|---:|---:|---:|---:|")
-    for case in CASES:
+    for case in args.cases:
         out = subprocess.run([sys.executable, "-c", CASE, case], capture_output=True, text=True, check=True).stdout
         milliseconds, before, after = map(float, out.split())
         print(f"| {case} | {milliseconds:.1f} | {before:,.0f} | {after:,.0f} | {after - before:,.0f} |")

@@ -2,6 +2,7 @@
 
     python benchmarks/cli_startup.py                 # 7 runs of each, median and range
     python benchmarks/cli_startup.py --repeats 3
+    python benchmarks/cli_startup.py --commands "caption --help" "caption fit --help"   # some commands only
 
 Each run is a new process, `python -m caption.cli ...` (what the `caption` script runs, interpreter start
 included), timed from start to exit; the first run of each warms the file cache and is not counted.
@@ -44,12 +45,15 @@ def cpu_name() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7, help="timed runs of each command (default 7)")
+    parser.add_argument("--commands", nargs="+", choices=COMMANDS, default=list(COMMANDS), metavar="COMMAND",
+                        help="the commands to time, named as the table names them (default: all)")
     args = parser.parse_args()
     print(f"# {date.today()}, {cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| command | median, s | fastest – slowest, s |")
     print("|---|---:|---|")
-    for name, command in COMMANDS.items():
+    for name in args.commands:
+        command = COMMANDS[name]
         seconds(command)  # warm-up
         times = [seconds(command) for _ in range(args.repeats)]
         print(f"| `{name}` | {statistics.median(times):.2f} | {min(times):.2f} – {max(times):.2f} |")

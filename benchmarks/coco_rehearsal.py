@@ -44,11 +44,10 @@ from fractions import Fraction
 from pathlib import Path
 
 import psutil
+from coco_shaped import data_paths, generate
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
-sys.path.insert(0, str(BENCHMARKS))
-from coco_shaped import data_paths, generate  # noqa: E402
 
 COCO_IMAGES = 123_287
 MB = 2**20

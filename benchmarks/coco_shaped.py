@@ -4,7 +4,7 @@ full feature cache written through the project's own cache writer, for `benchmar
     python benchmarks/coco_shaped.py --scale 1/16 --out data/rehearsal/1-16
 
 At --scale 1: 113,287 training images (82,783 train + 30,504 restval) / 5,000 val / 5,000 test, 5 captions per image
-(0.3% with 6 or 7: 616,767 in all, as COCO), lengths spread like COCO's (`tests/kit/lengths.py`), words drawn
+(0.3% with 6 or 7: 616,767 in all, as COCO), lengths spread like COCO's (`benchmarks/_helpers.py`), words drawn
 from a Zipf law over 30,000 words whose exponent leaves about 10,000 of them at least 5 times in the training
 captions (what `min_count: 5` keeps). Written under --out:
 
@@ -29,11 +29,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _helpers import coco_like_words
 from PIL import Image
 from torch import Tensor, nn
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from kit.lengths import coco_like_words  # noqa: E402  (the COCO-like caption lengths the tests use too)
 
 COCO_SPLITS = {"train": 82_783, "restval": 30_504, "val": 5_000, "test": 5_000}
 COCO_CAPTIONS = 616_767

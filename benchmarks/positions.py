@@ -4,6 +4,7 @@ captions that name where each object is.
     python benchmarks/positions.py                      # generate data/positions, train soft then hard, score both
     python benchmarks/positions.py --generate-only      # just the dataset
     python benchmarks/positions.py --train 1000 --out runs/positions_1000   # a smaller training split
+    python benchmarks/positions.py --smoke              # a tiny run, to check it works (positions_smoke)
 
 The data (`caption.data.synthetic.positions`): 1 to 3 objects (cross, ring, bar, diamond; purple, orange, black, cyan) on a
 light 64×64 canvas, each in its own cell of a 3×3 layout, five captions per image such as "a purple cross in the top

@@ -91,6 +91,8 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=16, help="words per caption (plus <end>)")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, to check the script runs")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("no CUDA device here: `--device cpu --tiny` checks the script on the CPU")
     device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     print(f"{device}, batch {args.batch_size}, {args.length + 1} target words per caption, {args.steps} timed steps")
     print("| attention | precision | steps/s | captions/s | peak memory (GiB) |\n|---|---|---|---|---|")

@@ -3,6 +3,7 @@
     python benchmarks/shapes.py                                   # the two shapes configs as they ship (alone!)
     python benchmarks/shapes.py --hard-ablations --jobs 2 --epochs 1   # + one row per hard-attention estimator
     python benchmarks/shapes.py --only hard_samples_4 --epochs 4 --out /tmp/shapes
+    python benchmarks/shapes.py --smoke                           # a tiny run, to check it works (runs/shapes_smoke)
 
 Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. The soft
 run comes first: it is stage 1 of the hard recipe, and every hard row but `hard_from_scratch` trains its decoder
@@ -36,6 +37,7 @@ from datetime import date
 from pathlib import Path
 
 import torch
+from _helpers import SMOKE_FIT, SMOKE_SPLITS
 
 from caption.data.synthetic.shapes import object_for_word
 from caption.inference import Captioner, evaluate, training_data
@@ -118,13 +120,23 @@ def score(run_dir: Path, *, hard: bool) -> dict[str, float]:
     return result
 
 
-def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | None, threads: int | None) -> dict:
+def smoke_overrides(out: Path) -> list[str]:
+    """`caption fit` overrides of a smoke run: `SMOKE_FIT` on a few built-in images generated under out/data."""
+    sizes = [item for split, count in SMOKE_SPLITS.items()
+             for item in (f"--data.source.init_args.num_{split}", str(count))]
+    return [*SMOKE_FIT, "--data.source.init_args.root", str(out / "data"), *sizes]
+
+
+def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | None, threads: int | None,
+        extra: list[str]) -> dict:
+    """One row's `caption fit` in its own process, into out/name, `extra` overrides after the row's; its figures from
+    the logs."""
     run_dir = out / name
     log = out / f"{name}.log"
     stage_one = ["--model.encoder.weights", str(out / "soft")] if stage_two(config, overrides) else []
     command = [sys.executable, "-m", "caption.cli", "fit", "--config", config, *stage_one, *overrides,
                "--trainer.default_root_dir", str(run_dir), "--trainer.logger.init_args.save_dir", str(run_dir),
-               "--trainer.enable_progress_bar", "false"]
+               "--trainer.enable_progress_bar", "false", *extra]
     if epochs is not None:
         command += ["--trainer.max_epochs", str(epochs)]
     environment = os.environ | ({"OMP_NUM_THREADS": str(threads)} if threads else {})
@@ -173,10 +185,14 @@ def main() -> None:
                         "need <out>/soft, trained first when missing (and reused, not retrained, when there)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="override trainer.max_epochs of every hard row, the shipped one too (soft runs as shipped)")
-    parser.add_argument("--out", type=Path, default=Path("runs/shapes"))
+    parser.add_argument("--out", type=Path, help="default: runs/shapes (--smoke: runs/shapes_smoke)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once, one thread each when > 1 (wall times are then not comparable)")
+    parser.add_argument("--smoke", action="store_true", help="a few images (under <out>/data), one epoch, a model of "
+                        "a few units: checks the script runs (its figures mean nothing)")
     args = parser.parse_args()
+    args.out = args.out or Path("runs/shapes_smoke" if args.smoke else "runs/shapes")
+    extra = smoke_overrides(args.out) if args.smoke else []
     names = args.only or list(RUNS) + (list(HARD_ABLATIONS) if args.hard_ablations else [])
     unknown = sorted(set(names) - set(TABLE))
     if unknown:
@@ -196,10 +212,10 @@ def main() -> None:
     if list((args.out / "soft").glob("checkpoints/best-*.ckpt")):  # stage 1 of an earlier run in this folder
         print(f"stage 1: the encoder of {args.out / 'soft'}, trained before (not run nor scored again)", flush=True)
     elif "soft" in names or any(stage_two(*TABLE[name][:2]) for name in names):  # stage 1 first: the hard rows
-        finish(fit("soft", *TABLE["soft"][:2], args.out, None, None))  # train on its encoder
+        finish(fit("soft", *TABLE["soft"][:2], args.out, None, None, extra))  # train on its encoder
     rest = [name for name in names if name != "soft"]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # fits in parallel; scoring (Java inside) one at a time
-        futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, args.epochs, threads) for name in rest]
+        futures = [pool.submit(fit, name, *TABLE[name][:2], args.out, args.epochs, threads, extra) for name in rest]
         for future in futures:
             finish(future.result())
     print_table(results)

@@ -4,6 +4,7 @@ silhouettes anywhere on a 96×96 canvas, in colours no caption names, with capti
     python benchmarks/silhouettes.py                    # generate data/silhouettes, train soft then hard, score both
     python benchmarks/silhouettes.py --generate-only    # just the dataset
     python benchmarks/silhouettes.py --train 1000 --out runs/silhouettes_1000   # a smaller training split
+    python benchmarks/silhouettes.py --smoke            # a tiny run, to check it works (silhouettes_smoke)
 
 The data (`caption.data.synthetic.silhouettes`): house, tree, car, boat, umbrella and table lamp (a category may repeat), 20 to
 26 pixels across, five captions per image naming them left to right, counted ("two houses and a car"), in pairs

@@ -12,9 +12,9 @@ Sections (--only):
            spread like COCO's; tokens/s, captions/s, peak memory, and how long one COCO epoch (566,435
            captions) would take: the number of same-length batches of the epoch times the mean step
            time, the timed lengths being evenly spaced quantiles of the epoch's.
-  decode   greedy and beam search (beam 3 and 5) over 64 images, capped at 20 words; <end> is made
-           impossible so that random weights run every hypothesis to the cap; images/s. At
-           configuration (a) on CPU, (b) on GPU.
+  decode   greedy and beam search (beam 3 and 5) over 64 images (--decode-images), capped at 20 words;
+           <end> is made impossible so that random weights run every hypothesis to the cap; images/s.
+           At configuration (a) on CPU, (b) on GPU.
   padding  padded target slots in one epoch of 566,435 COCO-like captions: same-length batches
            versus shuffled ones.
   input    runs benchmarks/input_pipeline.py (VGG16 images/s; training from the cache versus from
@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _helpers import coco_like_words
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DistributedSampler
 
@@ -57,9 +58,6 @@ from caption.model.flops import DecoderFlops
 from caption.model.vocabulary import Vocabulary
 from caption.training.allocator import configure_allocator
 from caption.training.module import CaptionModule
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from kit.lengths import coco_like_words  # noqa: E402  (the COCO-like caption lengths the tests use too)
 
 LOCATIONS, ANNOTATION_DIM, VOCABULARY = 196, 512, 10_000
 COCO_CAPTIONS = 566_435  # Karpathy train + restval: 113,287 images × ~5 captions
@@ -249,7 +247,8 @@ def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, d
     with torch.no_grad():
         module.decoder.output_words.bias[Vocabulary.END] = float("-inf")  # every hypothesis runs to the cap
     counts = DecoderFlops.of(module.decoder, LOCATIONS)
-    annotations = torch.randn(DECODE_IMAGES, LOCATIONS, ANNOTATION_DIM).to(device)
+    images = args.decode_images
+    annotations = torch.randn(images, LOCATIONS, ANNOTATION_DIM).to(device)
     results = {}
     for beam in (1, 3, 5):
         decoded = []
@@ -263,10 +262,10 @@ def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, d
         memory.reset()
         seconds, rates = zip(*(clock.time(work) for _ in range(args.repeats)))
         steps = decoded[-1].tokens.shape[1]
-        flops = [counts.generation(images=DECODE_IMAGES, rows=DECODE_IMAGES * beam, steps=steps)] * len(seconds)
+        flops = [counts.generation(images=images, rows=images * beam, steps=steps)] * len(seconds)
         name = f"decode ({config}) {'greedy' if beam == 1 else f'beam {beam}'} {precision}"
-        results[beam] = report(name, list(seconds), flops, list(rates), {"images": DECODE_IMAGES * len(seconds)},
-                               memory.gib(), f"{DECODE_IMAGES} images, {steps} words")
+        results[beam] = report(name, list(seconds), flops, list(rates), {"images": images * len(seconds)},
+                               memory.gib(), f"{images} images, {steps} words")
         if args.profile and beam == 3:
             print_profile(work, device, CONFIGS[config]["attention"]["dim"])
     return results
@@ -375,6 +374,8 @@ def main() -> None:
     parser.add_argument("--precision", nargs="+", choices=["fp32", "bf16"], help="default: fp32 on CPU, both on GPU")
     parser.add_argument("--steps", type=int, help="timed training steps per case (default 8; --quick 3)")
     parser.add_argument("--repeats", type=int, help="timed decoding runs per case (default 3; --quick 1)")
+    parser.add_argument("--decode-images", type=int, default=DECODE_IMAGES,
+                        help=f"images each decoding run captions (default {DECODE_IMAGES})")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
     parser.add_argument("--compile", action="store_true", help="model.optimization.compile: torch.compile the decoder step")
     parser.add_argument("--profile", action="store_true", help="profile one step of every train and beam-3 case")

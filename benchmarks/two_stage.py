@@ -7,7 +7,7 @@ file, the images at their own size) and room for its captions (`model.decoding.m
 is given the soft run's folder (`model.encoder.weights`). No objective setting is overridden. Each best checkpoint
 (validation BLEU-4) then decodes the test split with beam 3 and is scored with the coco-caption metrics and where
 each object noun looked (attention accuracy beside a random location and a random object of the image). Writes
-DIR/<name>.json and prints a table.
+DIR/<name>.json and prints a table. `--smoke`: the same at a tiny size (`_helpers.SMOKE_FIT`), to check it runs.
 """
 
 import argparse
@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+
+from _helpers import SMOKE_FIT, SMOKE_SPLITS
 
 from caption.data.synthetic.scene_files import SceneFiles
 
@@ -55,12 +57,14 @@ def score(run: Path) -> dict[str, float]:
     return evaluation.scores | evaluation.attention_scores()
 
 
-def two_stage(files: SceneFiles, *, image_size: int, caption_length: int, out: Path) -> dict[str, dict[str, float]]:
-    """Soft, then hard on soft's encoder: {stage: its test scores and wall seconds}."""
+def two_stage(files: SceneFiles, *, image_size: int, caption_length: int, out: Path,
+              overrides: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+    """Soft, then hard on soft's encoder: {stage: its test scores and wall seconds}; `overrides` go to both fits."""
     out.mkdir(parents=True, exist_ok=True)
     data = str(data_config(files, image_size=image_size, caption_length=caption_length, out=out))
-    walls = {"soft": fit("soft", [STAGES["soft"], data], [], out),
-             "hard": fit("hard", [STAGES["hard"], data], ["--model.encoder.weights", str(out / "soft")], out)}
+    walls = {"soft": fit("soft", [STAGES["soft"], data], list(overrides), out),
+             "hard": fit("hard", [STAGES["hard"], data], ["--model.encoder.weights", str(out / "soft"), *overrides],
+                         out)}
     return {stage: score(out / stage) | {"wall_seconds": round(wall)} for stage, wall in walls.items()}
 
 
@@ -84,15 +88,21 @@ def main(*, name: str, description: str, generate: Callable[..., SceneFiles], im
     """The command line of a dataset's benchmark: generate it (kept if there), then the two stages, unless
     --generate-only."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=Path(f"data/{name}"))
-    parser.add_argument("--out", type=Path, default=Path(f"runs/{name}"))
+    parser.add_argument("--data", type=Path, help=f"default: data/{name} (--smoke: data/{name}_smoke)")
+    parser.add_argument("--out", type=Path, help=f"default: runs/{name} (--smoke: runs/{name}_smoke)")
     parser.add_argument("--train", type=int, default=3000, help="training images (val and test: 200 each)")
     parser.add_argument("--generate-only", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a few images, one epoch of each stage, a model of a "
+                        "few units: checks the script runs (its figures mean nothing)")
     args = parser.parse_args()
-    files = generate(args.data.resolve(), splits={"train": args.train, "val": 200, "test": 200})
+    folder = f"{name}_smoke" if args.smoke else name  # a smoke run's data is never kept for a real one
+    args.data, args.out = args.data or Path("data") / folder, args.out or Path("runs") / folder
+    splits = SMOKE_SPLITS if args.smoke else {"train": args.train, "val": 200, "test": 200}
+    files = generate(args.data.resolve(), splits=splits)
     if args.generate_only:
         print(f"wrote {files.annotations}, {files.instances} and {files.images}/")
         return
-    results = two_stage(files, image_size=image_size, caption_length=caption_length, out=args.out)
+    results = two_stage(files, image_size=image_size, caption_length=caption_length, out=args.out,
+                        overrides=SMOKE_FIT if args.smoke else ())
     (args.out / f"{name}.json").write_text(json.dumps(results, indent=2))
     print(table(name, results))

@@ -5,7 +5,7 @@
 - `kit.cli`: running `caption` as a user does, in this process or in a subprocess, and reading its one-line errors.
 - `kit.models`: the tiny Decoder and CaptionModule the unit tests build in Python, settings named in their groups.
 - `kit.probes`: test-only callbacks a subprocess run adds with `--trainer.callbacks+=kit.probes.<Name>`.
-- `kit.lengths`: caption lengths spread like COCO's (also used by benchmarks/speed.py).
+- `kit.lengths`: caption lengths spread like COCO's (defined in benchmarks/_helpers.py, which the benchmarks use).
 - `kit.data`: data fixtures made on the fly: images, bad files, Karpathy/COCO dataset files, random encoder weights.
 - `kit.disk`: a small disk (a 1 MiB tmpfs, or a simulated write budget) for full-disk tests.
 """

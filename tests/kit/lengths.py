@@ -1,12 +1,12 @@
-"""Caption lengths spread like COCO's, for the sampler's tests and the speed benchmark, without the data."""
+"""Caption lengths spread like COCO's, for the sampler's tests: the benchmarks' own (benchmarks/_helpers.py), read
+from its file (benchmarks/ is no package and not on sys.path), so that tests and benchmarks share one definition."""
 
-import numpy as np
+import importlib.util
+from pathlib import Path
 
+_HELPERS = Path(__file__).resolve().parents[2] / "benchmarks" / "_helpers.py"
+_spec = importlib.util.spec_from_file_location("benchmarks_helpers", _HELPERS)
+_helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_helpers)
 
-def coco_like_words(count: int, seed: int = 0) -> np.ndarray:
-    """Words per caption: 8 + Poisson(3) (mean 11), and 1% from 15 to 30 words."""
-    rng = np.random.default_rng(seed)
-    words = 8 + rng.poisson(3.0, size=count)
-    tail = rng.random(count) < 0.01
-    words[tail] = rng.integers(15, 31, size=tail.sum())
-    return words
+coco_like_words = _helpers.coco_like_words
