@@ -124,7 +124,10 @@ def write_configs(tmp_path: Path, root: Path, annotations: Path, weights: Path) 
         "checkpoint": {"filename": "best", "enable_version_counter": False},
         "model": {"encoder": {"name": "resnet50", "weights": str(weights), "grid": GRID},
                   "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1}, "attention": {"dim": 8, "layers": 1},
-                  "decoding": {"max_caption_length": 6, "beam_size": 1}, "optimization": {"learning_rate": 0.01}},
+                  "decoding": {"max_caption_length": 6, "beam_size": 1},
+                  # a step small enough that 7 steps on 2,048-wide random features leave the LSTM unsaturated, so the
+                  # gradient reaches the encoder in stage 2
+                  "optimization": {"learning_rate": 0.001}},
         "data": {
             "source": {"class_path": "caption.data.sources.karpathy.KarpathySource",
                        "init_args": {"annotations": str(annotations), "images": str(root / "images"), **SIZES}},
