@@ -8,6 +8,7 @@ Each old name read says its new one in one `caption: warning:` line. Removed in 
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 import types
