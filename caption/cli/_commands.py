@@ -14,6 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("lightning", "score a checkpoint on the validation split, inside Lightning"),
     "test": ("lightning", "score a checkpoint on the test split, inside Lightning (one or many GPUs, as fit)"),
     "predict": ("lightning", "caption a folder of images or a split into COCO-results JSON (one or many GPUs)"),
+    "pretrain-encoder": ("pretrain_encoder", "train the config's encoder as a classifier of its labelled objects, for "
+                         "model.encoder.weights"),
     "features": ("features", "run the frozen CNN once over a config's images into its feature cache"),
     "describe": ("describe", "caption images and draw where the model looked for each word"),
     "evaluate": ("evaluate", "score a checkpoint on a split with the coco-caption metrics (pycocoevalcap)"),

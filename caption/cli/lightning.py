@@ -43,7 +43,7 @@ from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError
 from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
 from caption.training.allocator import configure_allocator
-from caption.training.callbacks import PeriodicCheckpoint
+from caption.training.callbacks import AttentionPatience, PeriodicCheckpoint
 from caption.training.module import CaptionModule
 from caption.training.progress import FitSummary, ProgressBar, summary
 
@@ -75,6 +75,7 @@ class CaptionCLI(LightningCLI):
         )
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(PeriodicCheckpoint, "periodic_checkpoint")
+        parser.add_lightning_class_args(AttentionPatience, "early_stopping")  # off unless early_stopping.patience
         parser.set_defaults(
             {
                 "checkpoint.monitor": "val/bleu4",

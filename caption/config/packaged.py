@@ -33,6 +33,7 @@ NAMED_RUNS: dict[str, tuple[str, ...]] = {
     "coco_resnet101_hard": ("paper", "coco", "resnet101", "hard"),
     "coco_resnet101_soft_finetune": ("paper", "coco", "resnet101", "soft", "finetune"),
     "coco_resnet101_hard_finetune": ("paper", "coco", "resnet101", "hard", "finetune"),
+    "shapes_encoder": ("shapes",),
     "shapes_soft": ("shapes", "soft", "shapes_stage1"),
     "shapes_hard": ("shapes", "hard", "shapes_stage2"),
 }

@@ -114,6 +114,9 @@ RESPONSIBLE = {  # attention kind -> the settings most likely responsible when i
             "about one object)",
 }
 EXPLAINED = "docs/hard-attention.md"
+PRETRAIN = ("an encoder pretrained on the data's labelled objects, then frozen (the paper's setting): `caption "
+            "pretrain-encoder --config YOUR_CONFIG --out runs/NAME_encoder`, then train with --model.encoder.weights "
+            "runs/NAME_encoder (docs/datasets.md#an-encoder-pretrained-on-your-labels)")
 
 
 def not_looking(evaluation: Evaluation, *, kind: str) -> str | None:
@@ -130,10 +133,10 @@ def not_looking(evaluation: Evaluation, *, kind: str) -> str | None:
                      f"({located.chance_object:.3f}, {located.nouns} object words)")
     if not found:
         return None
-    unrecognised = ""
+    responsible = f"Most likely responsible: {RESPONSIBLE.get(kind, RESPONSIBLE['soft'])}"
     if located is not None and located.nouns and located.absent >= ABSENT_SHARE:
-        unrecognised = (f" {located.absent:.0%} of the object words name what the image does not hold: the encoder "
-                        f"does not tell the objects apart yet, and attention has nothing to find them by.")
-    return (f"{kind} attention is not looking on the {evaluation.split} split: {'; '.join(found)}.{unrecognised} "
-            f"Most likely responsible: {RESPONSIBLE.get(kind, RESPONSIBLE['soft'])}. See {EXPLAINED}, \"When "
-            f"attention is not looking\".")
+        responsible = (f"{located.absent:.0%} of the object words name what the image does not hold: the encoder does "
+                       f"not tell the objects apart yet, and attention has nothing to find them by. The remedy: "
+                       f"{PRETRAIN}. Also possibly responsible: {RESPONSIBLE.get(kind, RESPONSIBLE['soft'])}")
+    return (f"{kind} attention is not looking on the {evaluation.split} split: {'; '.join(found)}. {responsible}. "
+            f"See {EXPLAINED}, \"When attention is not looking\".")

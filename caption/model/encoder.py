@@ -38,6 +38,7 @@ TORCHVISION_RESNET = {
 }
 TORCHVISION_ENCODERS = (*TORCHVISION_VGG, *TORCHVISION_RESNET)
 RESNET_GRID = 14  # the ResNets' grid when model.encoder.grid is not set: the paper's L = 196
+PRETRAINED_FILE = "encoder.pt"  # what `caption pretrain-encoder` writes: the encoder's own state dict
 STAGES = 5  # ResNet: stem, layer1-4; VGG: conv blocks 1-5 (`.stages` of the torchvision encoders)
 
 
@@ -149,6 +150,14 @@ def _load(module: nn.Module, state: dict[str, Tensor], *, name: str, weights: st
         ) from None
 
 
+def pretrained_file(weights: str) -> str | None:
+    """The file `caption pretrain-encoder` wrote, when `weights` names it or its folder; else None."""
+    path = Path(weights)
+    if path.is_dir() and (path / PRETRAINED_FILE).is_file():
+        return str(path / PRETRAINED_FILE)
+    return weights if path.name == PRETRAINED_FILE else None
+
+
 def pooled_annotations(features: Tensor, pool: nn.Module) -> Tensor:
     """(B, D, h, w) conv map -> (B, L, D) annotations, L = grid² after `pool` (or h·w without one)."""
     return pool(features).flatten(2).transpose(1, 2)  # (B, L, D)
@@ -176,7 +185,7 @@ class TorchvisionVGG(nn.Module):
         else:  # just the layers used (the classifier's 120M parameters are slow to build), then loaded
             self.features = models.vgg.make_layers(models.vgg.cfgs[layers])[:depth]
             state = (_imagenet_state_dict(name) if weights == "imagenet"
-                     else _file_state_dict(weights, family="VGG", example="features.0.weight"))
+                     else _file_state_dict(pretrained_file(weights) or weights, family="VGG", example="features.0.weight"))
             kept = {  # the layers before `depth`, keyed relative to `features`; the classifier is not used
                 key.removeprefix("features."): value
                 for key, value in state.items()
@@ -233,7 +242,8 @@ class TorchvisionResNet(nn.Module):
         self.layer1, self.layer2, self.layer3, self.layer4 = resnet.layer1, resnet.layer2, resnet.layer3, resnet.layer4
         if weights != "none":
             state = (_imagenet_state_dict(name) if weights == "imagenet"
-                     else _file_state_dict(weights, family="ResNet", example="layer4.0.conv1.weight"))
+                     else _file_state_dict(pretrained_file(weights) or weights, family="ResNet",
+                                       example="layer4.0.conv1.weight"))
             kept = {key: value for key, value in state.items() if not key.startswith("fc.")}
             _load(self, kept, name=name, weights=weights, layers="conv1 ... layer4")
         self.pool = nn.AdaptiveAvgPool2d(grid)
@@ -302,16 +312,22 @@ class SmallVGG(nn.Module):
         return super().train(mode and not self.freeze)
 
     def load_from_run(self, path: str) -> None:
-        """The encoder weights of a `caption fit` checkpoint, or of a run folder's newest best checkpoint."""
-        try:
-            checkpoint = find_checkpoint(Path(path))
-            state = {key.removeprefix("encoder."): value for key, value in read_checkpoint(checkpoint)["state_dict"].items()
-                     if key.startswith("encoder.")}
-        except CheckpointError as error:
-            untrained = Path(path).is_dir() and not any(Path(path).rglob("*.ckpt"))  # a run folder, not yet trained
-            hint = (". Train that run first (the hard shapes recipe: caption fit --config shapes_soft), or name a "
-                    "checkpoint") if untrained else ""
-            raise EncoderWeightsError(f"model.encoder.weights: {error}{hint}") from None
+        """The encoder weights of `caption pretrain-encoder` (its folder, or its encoder.pt), or of a `caption fit`
+        checkpoint or run folder (its newest best checkpoint's encoder)."""
+        pretrained = pretrained_file(path)
+        if pretrained is not None:
+            state = _file_state_dict(pretrained, family="small_vgg", example="features.0.weight")
+            checkpoint = Path(pretrained)
+        else:
+            try:
+                checkpoint = find_checkpoint(Path(path))
+                state = {key.removeprefix("encoder."): value
+                         for key, value in read_checkpoint(checkpoint)["state_dict"].items() if key.startswith("encoder.")}
+            except CheckpointError as error:
+                untrained = Path(path).is_dir() and not any(Path(path).rglob("*.ckpt"))  # a run folder, not yet trained
+                hint = (". Train that run first (the shapes recipe: caption pretrain-encoder --config shapes_encoder, "
+                        "or caption fit --config shapes_soft_scratch), or name a checkpoint") if untrained else ""
+                raise EncoderWeightsError(f"model.encoder.weights: {error}{hint}") from None
         if not state:
             raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
         try:

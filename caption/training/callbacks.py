@@ -1,4 +1,5 @@
-"""Training callbacks: a fresh `last.ckpt` for long and pre-emptible runs, tokens per second, and MFU on a GPU.
+"""Training callbacks: a fresh `last.ckpt` for long and pre-emptible runs, tokens per second, MFU on a GPU, and a
+stop once attention accuracy stops rising (`AttentionPatience`).
 
 `PeriodicCheckpoint` keeps `last.ckpt` no older than N optimizer steps, so a run that is killed or
 pre-empted continues with `--ckpt_path last` and loses at most the steps since that save:
@@ -19,7 +20,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Callback, ThroughputMonitor
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ThroughputMonitor
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -279,3 +280,34 @@ class ModelFlopsUtilization(ThroughputMonitor):
 def rows_in(batch: dict[str, Any]) -> int:
     """Samples in a batch: its rows (a training batch's captions, an evaluation batch's images)."""
     return len(batch["image_id"])
+
+
+class AttentionPatience(EarlyStopping):
+    """Training that ends when where the model looks stops improving: Lightning's EarlyStopping on validation
+    attention accuracy, off unless `patience` is set (`early_stopping:` in a config; trainer.max_epochs stays the cap).
+    Counted in validations, not seconds, so the epoch it stops at does not depend on the machine's speed.
+
+        caption fit --config shapes_soft_scratch --early_stopping.patience 2 --trainer.max_epochs 30
+
+    Args:
+        patience: validations without a rise of more than `min_delta` before training stops (None: never stops early).
+        monitor: the logged figure (val/attention_accuracy needs data with boxes; val/bleu4 works on any).
+        min_delta: the smallest change that counts as a rise.
+    """
+
+    def __init__(self, patience: int | None = None, monitor: str = "val/attention_accuracy", min_delta: float = 0.0):
+        if patience is not None and patience < 1:
+            raise ConfigError(f"early_stopping.patience must be >= 1 (or null: off), got {patience}")
+        super().__init__(monitor=monitor, min_delta=min_delta, patience=patience or 1, mode="max", strict=False,
+                         check_finite=False)
+        self.enabled = patience is not None
+
+    def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
+        if not self.enabled or trainer.sanity_checking:
+            return
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None or not torch.isfinite(value):
+            raise ConfigError(f"early_stopping.monitor {self.monitor} was not measured at this validation (attention "
+                              "accuracy needs data with object boxes): monitor val/bleu4, or set "
+                              "early_stopping.patience: null")
+        super()._run_early_stopping_check(trainer)

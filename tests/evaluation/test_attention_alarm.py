@@ -90,5 +90,8 @@ def test_object_words_naming_what_the_image_lacks_are_said_as_the_likely_cause()
     guessing = Evaluation("val", 1, {}, {}, located(0.04, 0.28, absent=0.5), alpha_entropy=4.3, locations=256)
     said = not_looking(guessing, kind="soft")
     assert "50% of the object words name what the image does not hold" in said and "\n" not in said
+    # the remedy comes first, with its command; the settings after it
+    assert said.index("caption pretrain-encoder --config") < said.index("model.optimization.learning_rate")
     naming = Evaluation("val", 1, {}, {}, located(0.30, 0.28, absent=0.2), alpha_entropy=4.3, locations=256)
     assert "does not hold" not in not_looking(naming, kind="soft")
+    assert "pretrain-encoder" not in not_looking(naming, kind="soft")

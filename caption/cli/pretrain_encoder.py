@@ -1,0 +1,165 @@
+"""`caption pretrain-encoder`: the encoder pretrained elsewhere, on data with labels but no ImageNet-like CNN.
+
+    caption pretrain-encoder --config shapes_encoder                  # runs/shapes_encoder/encoder.pt
+    caption pretrain-encoder --config my_data.yaml --out runs/my_encoder     # the objects of its instances file
+    caption pretrain-encoder --config my_data.yaml --images classes/ --out runs/my_encoder   # class folders
+    caption fit --config my_data.yaml --model.encoder.weights runs/my_encoder    # the captioner on it, frozen
+
+Trains the config's `model.encoder` from scratch as a classifier of the config's labelled objects (`data.source`
+with boxes: an instances file, the built-in data), or of the images of `--images` (one folder per class), read as
+the captioner reads them (`caption.data.labelled_objects`, `caption.training.encoder_pretraining`). The epoch of
+the best validation accuracy is kept: OUT/encoder.pt is that encoder's state dict (no head: what
+`model.encoder.weights: OUT` loads, the annotation grid unchanged), OUT/encoder.json says what it is (the encoder
+settings, the categories, every epoch's validation accuracy and confusion). Prints the confusion at the end.
+"""
+
+import argparse
+import io
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from caption.cli._options import CommandParser, add_device, positive_int
+from caption.config.packaged import configs, merged, named_run
+from caption.errors import ConfigError
+from caption.io.outputs import writable_folder, write_atomically, write_json
+
+SETTINGS = ("epochs", "batch_size", "learning_rate", "background_weight", "max_shift")  # PretrainingSettings' fields
+TRAINED_ELSEWHERE = ("weights", "freeze", "frozen_epochs", "finetune_stages", "learning_rate")  # set here, not read
+
+
+def read_configs(values: list[str]) -> dict[str, Any]:
+    """The settings of every `--config`, merged in order as `caption fit` merges them (a named run: its fragments)."""
+    settings: dict[str, Any] = {}
+    for value in values:
+        for config in configs(value):
+            path = Path(config)
+            try:
+                text = path.read_text(encoding="utf-8") if path.is_file() else config  # else inline YAML / JSON
+                loaded = yaml.safe_load(text)
+            except (OSError, yaml.YAMLError) as error:
+                raise ConfigError(f"cannot read config {config}: {error}") from None
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"config {config}: expected a mapping of settings, got {type(loaded).__name__}")
+            settings = merged(settings, loaded)
+    return settings
+
+
+def output_folder(args: argparse.Namespace) -> Path:
+    """--out, else the named run's folder (runs/<name>)."""
+    if args.out is not None:
+        return args.out
+    runs = [run for run in map(named_run, args.config) if run is not None]
+    if not runs:
+        raise ConfigError("name the folder to write the encoder to: --out runs/<data>_encoder")
+    return Path("runs") / runs[-1]
+
+
+def main(argv: list[str]) -> None:
+    from caption.training.encoder_pretraining import PretrainingSettings
+
+    defaults = PretrainingSettings()
+    parser = CommandParser(prog="caption pretrain-encoder", description=__doc__.split("\n\n")[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", "-c", action="append", required=True,
+                        help="a config with `model.encoder` and `data` (a file, a packaged config or a named run such "
+                             "as shapes_encoder), repeated to compose them as for `caption fit`")
+    parser.add_argument("--images", type=Path, default=None,
+                        help="a folder of class folders (<class>/*.jpg; or train/ and val/ of them) to classify "
+                             "instead of the data's boxes")
+    parser.add_argument("--out", type=Path, default=None, help="folder for encoder.pt and encoder.json "
+                        "(default: runs/<named run>)")
+    parser.add_argument("--epochs", type=positive_int, default=defaults.epochs,
+                        help=f"passes over the training images (default: {defaults.epochs})")
+    parser.add_argument("--batch_size", type=positive_int, default=defaults.batch_size,
+                        help=f"images per step (default: {defaults.batch_size})")
+    parser.add_argument("--learning_rate", type=float, default=defaults.learning_rate,
+                        help=f"Adam's step size (default: {defaults.learning_rate})")
+    parser.add_argument("--background_weight", type=float, default=defaults.background_weight,
+                        help=f"loss weight of the cells no box holds (default: {defaults.background_weight})")
+    parser.add_argument("--max_shift", type=float, default=defaults.max_shift,
+                        help=f"random translation of training images, in grid cells (default: {defaults.max_shift})")
+    parser.add_argument("--seed", type=int, default=None, help="(default: the config's seed_everything, else 0)")
+    parser.add_argument("--num_workers", type=int, default=0, help="data loader workers (default: 0)")
+    add_device(parser)
+    args = parser.parse_args(argv)
+    settings = PretrainingSettings(**{key: getattr(args, key) for key in SETTINGS})
+    config = read_configs(args.config)
+    out = writable_folder(output_folder(args), what="--out")
+    pretrain(config, settings, out=out, images=args.images, seed=args.seed, num_workers=args.num_workers,
+             accelerator=args.accelerator, devices=[args.devices] if args.devices is not None else 1,
+             command=" ".join(["caption", "pretrain-encoder", *argv]))
+
+
+def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path | None, seed: int | None,
+             num_workers: int, accelerator: str, devices: Any, command: str) -> None:
+    """Train, then write OUT/encoder.pt and OUT/encoder.json and print the summary (see the module's docstring)."""
+    import lightning as L
+    import torch
+    from torch.utils.data import DataLoader
+
+    from caption.data.labelled_objects import ClassFolders, LabelledObjects, collate_objects, object_categories
+    from caption.evaluation.grid import attention_grid
+    from caption.inference.split import build_data
+    from caption.model.encoder import EncoderSettings, build_encoder
+    from caption.training.encoder_pretraining import EncoderClassifier, confusion_table
+    from caption.training.progress import ProgressBar
+
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    given = {key: value for key, value in (model.get("encoder") or {}).items() if key not in TRAINED_ELSEWHERE}
+    try:  # from scratch and trainable: this stage is the "elsewhere" the captioner's encoder comes from
+        encoder_settings = EncoderSettings(**given, weights="none", freeze=False)
+    except TypeError as error:
+        raise ConfigError(f"model.encoder: {error}") from None
+    data_settings = {key: value for key, value in (config.get("data") or {}).items() if key != "features"}
+    if "source" not in data_settings:
+        raise ConfigError("the config has no data.source: give the data config the captioner is trained with")
+    data = build_data({**data_settings, "encoder": encoder_settings.name}, origin="the configs given")
+    source = data.source
+    image_size = tuple(source.image_size)
+    if images is not None:
+        labelled = ClassFolders(images, transform=source.inference_transform(), image_size=image_size)
+        splits = {"train": labelled.split("train"), "val": labelled.split("val")}
+    else:
+        labelled = source
+        splits = {"train": data.split("train"), "val": data.split("val")}
+    categories = object_categories(splits["train"])
+    L.seed_everything(config.get("seed_everything", 0) if seed is None else seed, verbose=False)
+    encoder = build_encoder(encoder_settings)
+    with torch.no_grad():  # the annotation grid of these images
+        locations = encoder.eval()(torch.zeros(1, 3, *image_size)).shape[1]
+    encoder.train()
+    grid = attention_grid(locations, image_size)
+    shift = round(settings.max_shift * image_size[0] / grid[0])
+    loaders = {split: DataLoader(LabelledObjects(labelled, records, categories=categories, grid=grid,
+                                                 max_shift=shift if split == "train" else 0),
+                                 batch_size=settings.batch_size, shuffle=split == "train", num_workers=num_workers,
+                                 collate_fn=collate_objects)
+               for split, records in splits.items()}
+    if not len(loaders["val"].dataset):
+        raise ConfigError("no labelled objects in the validation split: the data's val images have no boxes")
+    classifier = EncoderClassifier(encoder=encoder, categories=categories, settings=settings)
+    trainer = L.Trainer(max_epochs=settings.epochs, accelerator=accelerator, devices=devices, logger=False,
+                        enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
+                        callbacks=[ProgressBar(shown=("loss", "val/accuracy"))])
+    trainer.fit(classifier, train_dataloaders=loaders["train"], val_dataloaders=loaders["val"])
+    best = classifier.best
+    buffer = io.BytesIO()
+    torch.save(classifier.best_state, buffer)
+    write_atomically(out / "encoder.pt", buffer.getbuffer(), what="encoder weights")
+    write_json(out / "encoder.json", {
+        "command": command, "encoder": {key: list(value) if isinstance(value, tuple) else value
+                                        for key, value in vars(encoder_settings).items()},
+        "image_size": list(image_size), "grid": list(grid), "categories": categories,
+        "images": {split: len(loader.dataset) for split, loader in loaders.items()},
+        "best_epoch": best["epoch"], "accuracy": best["accuracy"], "history": classifier.history,
+    })
+    held_out = sum(map(sum, best["confusion"]))
+    print(f"encoder {encoder_settings.name} as a classifier of {len(categories)} categories: best validation accuracy "
+          f"{best['accuracy']:.3f} at epoch {best['epoch'] + 1} of {settings.epochs}, on {held_out} held-out objects "
+          f"(chance {1 / len(categories):.3f})\n"
+          f"confusion at that epoch (rows: the object's category, columns: the one predicted):\n"
+          f"{confusion_table(best['confusion'], categories)}\n"
+          f"wrote {out / 'encoder.pt'} and {out / 'encoder.json'}; the captioner on it, frozen: "
+          f"--model.encoder.weights {out}", flush=True)
