@@ -5,10 +5,11 @@
     python benchmarks/shapes.py --only hard_samples_4 --epochs 4 --out /tmp/shapes
     python benchmarks/shapes.py --smoke                           # a tiny run, to check it works (runs/shapes_smoke)
 
-Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. The soft
-run comes first: it is stage 1 of the hard recipe, and every hard row but `hard_from_scratch` trains its decoder
-on soft's encoder, frozen (`model.encoder.weights: <out>/soft`, as `shapes_hard` does with
-`runs/shapes_soft`). Then each run's best checkpoint (validation BLEU-4) decodes the test split with beam 3 and
+Each run is the real `caption fit --config ...` (with the overrides of its row) in its own process. Stage 0 comes
+first, `caption pretrain-encoder --config shapes_encoder` into <out>/encoder, then the soft run from its encoder
+(`model.encoder.weights: <out>/encoder`, as `shapes_soft` does with `runs/shapes_encoder`): it is stage 1 of the
+hard recipe, and every hard row but `hard_from_scratch` trains its decoder on soft's encoder, frozen
+(`model.encoder.weights: <out>/soft`, as `shapes_hard` does with `runs/shapes_soft`). Then each run's best checkpoint (validation BLEU-4) decodes the test split with beam 3 and
 is scored here:
 - BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json);
 - where each object noun's α peak lies (`caption.evaluation.grounding.localisation`): on the named object (the attention
@@ -66,6 +67,22 @@ HARD_ABLATIONS: dict[str, tuple[str, list[str], str]] = {
     "hard_no_semi_sampling": (HARD, ["--model.hard.semi_sampling", "0.0"], "no semi-sampling: every caption sampled"),
 }
 TABLE = RUNS | HARD_ABLATIONS
+
+
+def stage_zero(out: Path, *, smoke: bool) -> str:
+    """`caption pretrain-encoder --config shapes_encoder` into out/encoder (a smoke run: one epoch of its tiny data and
+    encoder); one line saying its held-out accuracy and wall seconds."""
+    tiny = {"model": {"encoder": {"channels": [4, 8, 8]}}, "data": {"source": {"init_args": {
+        "root": str(out / "data"), **{f"num_{split}": count for split, count in SMOKE_SPLITS.items()}}}}}
+    command = [sys.executable, "-m", "caption.cli", "pretrain-encoder", "--config", "shapes_encoder", "--out",
+               str(out / "encoder"), *(["--config", json.dumps(tiny), "--epochs", "1"] if smoke else [])]
+    started = time.perf_counter()
+    with (out / "encoder.log").open("w") as stream:
+        if subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT).returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed; see {out / 'encoder.log'}")
+    about = json.loads((out / "encoder" / "encoder.json").read_text())
+    return (f"stage 0: held-out object accuracy {about['accuracy']:.3f} (best epoch {about['best_epoch'] + 1}), "
+            f"{time.perf_counter() - started:.0f} s")
 
 
 def stage_two(config: str, overrides: list[str]) -> bool:
@@ -134,6 +151,7 @@ def fit(name: str, config: str, overrides: list[str], out: Path, epochs: int | N
     run_dir = out / name
     log = out / f"{name}.log"
     stage_one = ["--model.encoder.weights", str(out / "soft")] if stage_two(config, overrides) else []
+    stage_one = ["--model.encoder.weights", str(out / "encoder")] if name == "soft" else stage_one
     command = [sys.executable, "-m", "caption.cli", "fit", "--config", config, *stage_one, *overrides,
                "--trainer.default_root_dir", str(run_dir), "--trainer.logger.init_args.save_dir", str(run_dir),
                "--trainer.enable_progress_bar", "false", *extra]
@@ -212,6 +230,7 @@ def main() -> None:
     if list((args.out / "soft").glob("checkpoints/best-*.ckpt")):  # stage 1 of an earlier run in this folder
         print(f"stage 1: the encoder of {args.out / 'soft'}, trained before (not run nor scored again)", flush=True)
     elif "soft" in names or any(stage_two(*TABLE[name][:2]) for name in names):  # stage 1 first: the hard rows
+        print(stage_zero(args.out, smoke=args.smoke), flush=True)
         finish(fit("soft", *TABLE["soft"][:2], args.out, None, None, extra))  # train on its encoder
     rest = [name for name in names if name != "soft"]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # fits in parallel; scoring (Java inside) one at a time

@@ -38,9 +38,9 @@ from caption.cli._predict_arguments import predict_arguments
 from caption.cli._quiet_lightning import quiet_lightning
 from caption.cli._run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
 from caption.cli._run_outputs import SaveConfig, guard_logger_writes
-from caption.config.packaged import with_packaged_configs
+from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import CaptionDataModule
-from caption.errors import CaptionError
+from caption.errors import CaptionError, ConfigError
 from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
 from caption.training.allocator import configure_allocator
 from caption.training.callbacks import AttentionPatience, PeriodicCheckpoint
@@ -88,7 +88,12 @@ class CaptionCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
-        args = with_packaged_configs(sys.argv[1:] if args is None else list(args))  # --config shapes_soft
+        args = sys.argv[1:] if args is None else list(args)
+        stage_0 = encoder_run(args)
+        if stage_0 is not None:
+            raise ConfigError(f"--config {stage_0} trains an encoder alone: run `caption pretrain-encoder --config "
+                              f"{stage_0}`, then `caption fit` on it (README \"Quick start\")")
+        args = with_packaged_configs(args)  # --config shapes_soft
         if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
             args = with_run_checkpoint(args)
         if args[:1] == ["predict"]:

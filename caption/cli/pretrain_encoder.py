@@ -1,9 +1,10 @@
 """`caption pretrain-encoder`: the encoder pretrained elsewhere, on data with labels but no ImageNet-like CNN.
 
-    caption pretrain-encoder --config shapes_encoder                  # runs/shapes_encoder/encoder.pt
-    caption pretrain-encoder --config my_data.yaml --out runs/my_encoder     # the objects of its instances file
-    caption pretrain-encoder --config my_data.yaml --images classes/ --out runs/my_encoder   # class folders
-    caption fit --config my_data.yaml --model.encoder.weights runs/my_encoder    # the captioner on it, frozen
+    caption pretrain-encoder --config shapes_encoder                      # runs/shapes_encoder/encoder.pt
+    caption pretrain-encoder --config shapes_encoder --config my_data.yaml --out runs/my_encoder   # its boxes
+    caption pretrain-encoder --config shapes_encoder --config my_data.yaml --images classes/ --out runs/my_encoder
+    caption fit --config shapes_soft --config my_data.yaml --model.encoder.weights runs/my_encoder \
+        --trainer.default_root_dir runs/my_soft                           # stage 1 from it (docs/datasets.md)
 
 Trains the config's `model.encoder` from scratch as a classifier of the config's labelled objects (`data.source`
 with boxes: an instances file, the built-in data), or of the images of `--images` (one folder per class), read as
@@ -21,6 +22,7 @@ from typing import Any
 import yaml
 
 from caption.cli._options import CommandParser, add_device, positive_int
+from caption.cli._quiet_lightning import quiet_lightning
 from caption.config.packaged import configs, merged, named_run
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder, write_atomically, write_json
@@ -47,21 +49,24 @@ def read_configs(values: list[str]) -> dict[str, Any]:
 
 
 def output_folder(args: argparse.Namespace) -> Path:
-    """--out, else the named run's folder (runs/<name>)."""
+    """--out, else the folder of a named run given alone (runs/<name>): composed with other configs, it is other
+    data, which must not overwrite that run's encoder."""
     if args.out is not None:
         return args.out
-    runs = [run for run in map(named_run, args.config) if run is not None]
-    if not runs:
+    run = named_run(args.config[0]) if len(args.config) == 1 else None
+    if run is None:
         raise ConfigError("name the folder to write the encoder to: --out runs/<data>_encoder")
-    return Path("runs") / runs[-1]
+    return Path("runs") / run
 
 
 def main(argv: list[str]) -> None:
     from caption.training.encoder_pretraining import PretrainingSettings
 
     defaults = PretrainingSettings()
-    parser = CommandParser(prog="caption pretrain-encoder", description=__doc__.split("\n\n")[0],
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="caption pretrain-encoder", formatter_class=argparse.RawDescriptionHelpFormatter,
+                           description="Train the config's encoder from random weights as a classifier of its data's "
+                                       "labelled objects (or of class folders), for model.encoder.weights.",
+                           epilog="examples:\n" + __doc__.split("\n\n")[1])
     parser.add_argument("--config", "-c", action="append", required=True,
                         help="a config with `model.encoder` and `data` (a file, a packaged config or a named run such "
                              "as shapes_encoder), repeated to compose them as for `caption fit`")
@@ -85,11 +90,13 @@ def main(argv: list[str]) -> None:
     add_device(parser)
     args = parser.parse_args(argv)
     settings = PretrainingSettings(**{key: getattr(args, key) for key in SETTINGS})
+    folder = output_folder(args)
     config = read_configs(args.config)
-    out = writable_folder(output_folder(args), what="--out")
-    pretrain(config, settings, out=out, images=args.images, seed=args.seed, num_workers=args.num_workers,
-             accelerator=args.accelerator, devices=[args.devices] if args.devices is not None else 1,
-             command=" ".join(["caption", "pretrain-encoder", *argv]))
+    out = writable_folder(folder, what="--out")
+    with quiet_lightning():  # the progress bar and the summary; no device lines
+        pretrain(config, settings, out=out, images=args.images, seed=args.seed, num_workers=args.num_workers,
+                 accelerator=args.accelerator, devices=[args.devices] if args.devices is not None else 1,
+                 command=" ".join(["caption", "pretrain-encoder", *argv]))
 
 
 def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path | None, seed: int | None,

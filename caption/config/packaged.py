@@ -21,6 +21,7 @@ from caption.errors import ConfigError
 
 SUFFIX = ".yaml"
 FINETUNE = "_finetune"  # a named run `<stage 1>_finetune` starts from its stage 1's best checkpoint
+ENCODER = "_encoder"  # a named run `<data>_encoder` is `caption pretrain-encoder`'s, not `caption fit`'s
 # named run -> its fragments (configs/<fragment>.yaml), merged in this order
 NAMED_RUNS: dict[str, tuple[str, ...]] = {
     "coco_soft": ("paper", "coco", "soft"),
@@ -33,8 +34,9 @@ NAMED_RUNS: dict[str, tuple[str, ...]] = {
     "coco_resnet101_hard": ("paper", "coco", "resnet101", "hard"),
     "coco_resnet101_soft_finetune": ("paper", "coco", "resnet101", "soft", "finetune"),
     "coco_resnet101_hard_finetune": ("paper", "coco", "resnet101", "hard", "finetune"),
-    "shapes_encoder": ("shapes",),
+    "shapes_encoder": ("shapes",),  # stage 0, for `caption pretrain-encoder` (ENCODER)
     "shapes_soft": ("shapes", "soft", "shapes_stage1"),
+    "shapes_soft_scratch": ("shapes", "soft", "shapes_stage1", "scratch"),
     "shapes_hard": ("shapes", "hard", "shapes_stage2"),
 }
 
@@ -121,6 +123,13 @@ def configs(value: str) -> list[str]:
     """The configs `--config value` stands for: a named run's, else the one `config_file` finds."""
     run = named_run(value)
     return named_run_configs(run) if run is not None else [config_file(value)]
+
+
+def encoder_run(args: list[str]) -> str | None:
+    """The first named run of `caption pretrain-encoder` (`<data>_encoder`) that `args` give as a --config, or None."""
+    values = [value for flag, value in zip(["", *args], args) if flag in ("--config", "-c")]
+    values += [arg.removeprefix("--config=") for arg in args if arg.startswith("--config=")]
+    return next((run for run in map(named_run, values) if run is not None and run.endswith(ENCODER)), None)
 
 
 def with_packaged_configs(args: list[str]) -> list[str]:

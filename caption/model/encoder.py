@@ -5,8 +5,9 @@ VGG16/19: the last convolutional block *before* its final max-pool (the paper's,
 ResNet-50/101/152: layer4, average-pooled adaptively to `grid` × grid (default 14, the paper's L = 196), D = 2048.
 Every torchvision encoder is split into five `stages` for fine-tuning (`caption.training.finetuning`). `SmallVGG` keeps
 the VGG pattern at a few channels, so the built-in data trains end to end on a CPU; its pretrained weights come from
-another run's checkpoint (`model.encoder.weights: runs/shapes_soft`), then frozen as the paper's VGG is. Choosing
-one: docs/datasets.md#choosing-an-encoder.
+`caption pretrain-encoder` (`model.encoder.weights: runs/shapes_encoder`, a classifier of the data's objects) or
+another run's checkpoint (`runs/shapes_soft`), then frozen as the paper's VGG is. Choosing one:
+docs/datasets.md#choosing-an-encoder.
 """
 
 import os
@@ -49,8 +50,8 @@ class EncoderSettings:
     Args:
         name: "vgg16", "vgg19" (torchvision, paper), "resnet50", "resnet101", "resnet152" (torchvision, layer4) or
             "small_vgg" (built-in data, from scratch).
-        weights: "imagenet", "none", a path to a torchvision-format state dict, or (small_vgg) another run's
-            checkpoint or run folder, whose encoder is taken.
+        weights: "imagenet", "none", a path to a torchvision-format state dict, the folder `caption pretrain-encoder`
+            wrote (its encoder.pt), or (small_vgg) another run's checkpoint or run folder, whose encoder is taken.
         freeze: keep the CNN fixed all run (the paper); required for the feature cache. False: it trains, on the
             schedule of the three settings below (`caption.training.finetuning`).
         frozen_epochs: with freeze false: epochs the encoder stays frozen before it trains.
@@ -324,9 +325,10 @@ class SmallVGG(nn.Module):
                 state = {key.removeprefix("encoder."): value
                          for key, value in read_checkpoint(checkpoint)["state_dict"].items() if key.startswith("encoder.")}
             except CheckpointError as error:
-                untrained = Path(path).is_dir() and not any(Path(path).rglob("*.ckpt"))  # a run folder, not yet trained
-                hint = (". Train that run first (the shapes recipe: caption pretrain-encoder --config shapes_encoder, "
-                        "or caption fit --config shapes_soft_scratch), or name a checkpoint") if untrained else ""
+                untrained = not Path(path).exists() or Path(path).is_dir() and not any(Path(path).rglob("*.ckpt"))
+                hint = (". Train it first (the shapes recipe's stage 0: caption pretrain-encoder --config "
+                        "shapes_encoder; or stage 1 from random weights: caption fit --config shapes_soft_scratch)"
+                        ) if untrained else ""
                 raise EncoderWeightsError(f"model.encoder.weights: {error}{hint}") from None
         if not state:
             raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
@@ -366,7 +368,8 @@ def build_encoder(settings: EncoderSettings) -> nn.Module:
     if name == "small_vgg":
         if weights == "imagenet":
             raise ConfigError("encoder small_vgg has no ImageNet weights: set model.encoder.weights to none (train "
-                              "from scratch) or to another run's checkpoint or run folder (e.g. runs/shapes_soft)")
+                              "from scratch), to a `caption pretrain-encoder` folder (e.g. runs/shapes_encoder) or to "
+                              "another run's checkpoint or run folder (e.g. runs/shapes_soft)")
         if grid is not None:
             raise ConfigError("model.encoder.grid applies to the torchvision encoders; small_vgg's grid follows "
                               "model.encoder.channels: leave it null")

@@ -51,7 +51,7 @@ def test_the_pretrained_encoder_loads_as_model_encoder_weights_with_the_same_gri
     out, _ = pretrained
     state = torch.load(out / "encoder.pt", weights_only=True)
     assert not any(key.startswith("head.") for key in state)  # the classifier is dropped
-    settings = dict(name="small_vgg", channels=(8, 16), kernel_sizes=(3, 3), coordinates=True)
+    settings = {"name": "small_vgg", "channels": (8, 16), "kernel_sizes": (3, 3), "coordinates": True}
     for weights in (str(out), str(out / "encoder.pt")):  # the folder, or the file
         loaded = build_encoder(EncoderSettings(**settings, weights=weights, freeze=True))
         fresh = build_encoder(EncoderSettings(**settings, weights="none", freeze=True))
@@ -64,7 +64,7 @@ def test_the_pretrained_encoder_loads_as_model_encoder_weights_with_the_same_gri
 
 
 def test_a_folder_of_class_folders_is_classified_whole(tmp_path):
-    for label, seeds in (("bright", range(0, 12)), ("dark", range(12, 24))):
+    for label, seeds in (("bright", range(12)), ("dark", range(12, 24))):
         for seed in seeds:
             write_image(tmp_path / "classes" / label / f"{seed}.png", size=(64, 64), seed=seed)
     config = tmp_path / "tiny.yaml"
@@ -90,3 +90,13 @@ def test_data_without_labels_is_refused_in_one_line(tmp_path):
                    str(tmp_path / "out"), "--trainer.accelerator", "cpu"])
     assert "no labelled objects" in line and "instances file" in line
     assert not (tmp_path / "out" / "encoder.pt").exists()
+
+
+def test_fit_refuses_an_encoder_run_and_names_its_command():
+    line = failed(["fit", "--config", "shapes_encoder"])
+    assert "caption pretrain-encoder --config shapes_encoder" in line
+
+
+def test_composed_with_other_data_it_needs_its_own_folder(tmp_path):
+    line = failed(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(tmp_path / "mine.yaml")])
+    assert "--out runs/<data>_encoder" in line

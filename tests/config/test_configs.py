@@ -35,7 +35,7 @@ def normalise(config: dict) -> dict:
     their groups (`caption.legacy.settings.grouped`, as checkpoints are), and the objective group of the attention kind a
     run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them. Settings
     added since, off by default, are given their default where missing (the sources' `instances` and `labels`: no
-boxes)."""
+boxes; `early_stopping`: no patience)."""
     source = config["data"]["source"]
     if source["class_path"] != "caption.data.synthetic.shapes.ShapesSource":
         source = source | {"init_args": {"instances": None, "labels": None} | source["init_args"]}
@@ -45,7 +45,8 @@ boxes)."""
         value = model.pop(group, None)
         if group == kind:
             model[group] = asdict(settings()) | (value or {})
-    return config | {"model": model, "data": config["data"] | {"source": source}}
+    stopping = {"patience": None, "monitor": "val/attention_accuracy", "min_delta": 0.0} | config.get("early_stopping", {})
+    return config | {"model": model, "data": config["data"] | {"source": source}, "early_stopping": stopping}
 
 
 def fixture(name: str) -> dict:
@@ -56,6 +57,7 @@ def fixture(name: str) -> dict:
         config["checkpoint"]["monitor"] = None
     if name == "shapes_soft":  # stage 1's learning rate, at which the CNN learns the objects' kinds (docs/measurements.md)
         config["model"]["learning_rate"] = 0.001
+        config["model"]["encoder_weights"] = "runs/shapes_encoder"  # from stage 0's classifier (docs/measurements.md)
     if "entropy_weight" in config["model"]:  # hard runs: configs/hard.yaml's entropy weight (docs/hard-attention.md)
         config["model"]["entropy_weight"] = 0.002
     return config

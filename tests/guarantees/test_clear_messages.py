@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from kit.cli import failed
 from PIL import Image
 
@@ -57,12 +58,17 @@ def encoder_error(weights) -> str:
     return str(error.value)
 
 
-def test_bad_encoder_weights_suggest_training_only_for_a_run_folder_without_checkpoints(tmp_path):
+def test_bad_encoder_weights_suggest_training_only_for_a_run_not_trained_yet(tmp_path):
     untrained = tmp_path / "run"
     untrained.mkdir()
-    assert "Train that run first" in encoder_error(untrained)
+    for missing in (untrained, tmp_path / "shapes_encoder"):  # a run folder without checkpoints, or none at all
+        message = encoder_error(missing)
+        assert "Train it first" in message and "caption pretrain-encoder --config shapes_encoder" in message
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"not a checkpoint")
     message = encoder_error(broken)
     assert "not a PyTorch checkpoint" in message or "not a readable" in message
-    assert "Train that run first" not in message
+    assert "Train it first" not in message
+    planted = tmp_path / "encoder.pt"  # what pretrain-encoder writes, but of another encoder
+    torch.save({"features.0.weight": torch.zeros(2, 3, 3, 3)}, planted)
+    assert "does not fit this small_vgg" in encoder_error(planted)

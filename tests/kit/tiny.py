@@ -19,8 +19,10 @@ def encoder_from(run: Path) -> list[str]:
 
 
 def tiny_model_args(*, channels: str = "[4, 8]", kernel_sizes: str = "null") -> list[str]:
-    """A small_vgg of `channels` and a decoder of a few units; captions of at most 8 words."""
+    """A small_vgg of `channels` from random weights (not stage 0's encoder: configs/shapes_stage1.yaml) and a decoder
+    of a few units; captions of at most 8 words."""
     return [
+        "--model.encoder.weights", "none",
         "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",
         "--model.encoder.channels", channels, "--model.encoder.kernel_sizes", kernel_sizes,
         "--model.encoder.coordinates", "false",  # 32 steps of a 4-channel CNN do not learn to use them

@@ -131,12 +131,14 @@ def test_validation_scoring(benchmark: Callable[..., str]):
 @pytest.mark.slow
 @covers("positions", "two_stage", "word_costs")
 def test_positions_then_word_costs(benchmark: Callable[..., str], tmp_path: Path):
-    """The smoke run of both stages, then the word costs of its soft run, as docs/measurements.md has them."""
+    """The smoke run of the three stages, then the word costs of its soft run, as docs/measurements.md has them."""
     data, runs = tmp_path / "data", tmp_path / "runs"
     printed = benchmark("positions", "--smoke", "--data", str(data), "--out", str(runs))
     assert "# positions benchmark" in printed and "hard − soft BLEU-4:" in printed
     results = json.loads((runs / "positions.json").read_text())
-    assert set(results) == {"soft", "hard"} and all("bleu4" in row for row in results.values())
+    assert set(results) == {"encoder", "soft", "hard"} and "accuracy" in results["encoder"]
+    assert all("bleu4" in results[stage] for stage in ("soft", "hard"))
+    assert "encoder stage: held-out object accuracy" in printed
     classes = ["kind=cross,ring,bar,diamond", "colour=purple,orange,black,cyan", "place=top,bottom,left,right,center"]
     costs = json.loads(benchmark("word_costs", str(runs / "soft" / "checkpoints" / "last.ckpt"), str(data),
                                  "--classes", *classes, "--images", "4"))
@@ -155,8 +157,10 @@ def test_silhouettes(benchmark: Callable[..., str], tmp_path: Path):
 @pytest.mark.slow
 @covers("shapes")
 def test_shapes(benchmark: Callable[..., str], tmp_path: Path):
-    """The smoke run of the two shipped rows: soft, then hard on its encoder (scored with argmax decoding too)."""
+    """The smoke run of the shipped stages: the encoder, soft on it, then hard on soft's encoder (scored with argmax
+    decoding too)."""
     printed = benchmark("shapes", "--smoke", "--out", str(tmp_path / "runs"))
+    assert "stage 0: held-out object accuracy" in printed
     rows = {row["name"]: row for row in json.loads((tmp_path / "runs" / "shapes.json").read_text())}
     assert set(rows) == {"soft", "hard"} and "bleu4_argmax" in rows["hard"]
     assert "| soft | `shapes_soft` as shipped (stage 1) | 1 |" in printed
