@@ -168,5 +168,5 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
           f"(chance {1 / len(categories):.3f})\n"
           f"confusion at that epoch (rows: the object's category, columns: the one predicted):\n"
           f"{confusion_table(best['confusion'], categories)}\n"
-          f"wrote {out / 'encoder.pt'} and {out / 'encoder.json'}; the captioner on it, frozen: "
+          f"wrote {out / 'encoder.pt'} and {out / 'encoder.json'}; the captioner from it: "
           f"--model.encoder.weights {out}", flush=True)

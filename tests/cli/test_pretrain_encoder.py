@@ -100,3 +100,16 @@ def test_fit_refuses_an_encoder_run_and_names_its_command():
 def test_composed_with_other_data_it_needs_its_own_folder(tmp_path):
     line = failed(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(tmp_path / "mine.yaml")])
     assert "--out runs/<data>_encoder" in line
+
+
+def test_a_torchvision_vgg_from_random_weights_writes_torchvision_keys(tmp_path):
+    config = tmp_path / "vgg.yaml"
+    config.write_text(yaml.safe_dump({"model": {"encoder": {"name": "vgg16"}}, "data": {"source": {"init_args": {
+        "root": str(tmp_path / "data"), "num_train": 4, "num_val": 2, "num_test": 1}}}}))
+    main(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config), "--out", str(tmp_path / "vgg"),
+          "--epochs", "1", "--batch_size", "4", "--trainer.accelerator", "cpu"])
+    state = torch.load(tmp_path / "vgg" / "encoder.pt", weights_only=True)
+    assert "features.28.weight" in state and not any(key.startswith("head.") for key in state)  # conv5_3, no head
+    loaded = build_encoder(EncoderSettings(name="vgg16", weights=str(tmp_path / "vgg")))
+    assert torch.equal(loaded.features[28].weight, state["features.28.weight"])
+    assert loaded(torch.randn(1, 3, 64, 64)).shape == (1, 16, 512)  # 64 / 16 = a 4x4 grid of conv5 vectors
