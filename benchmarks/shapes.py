@@ -74,8 +74,8 @@ def stage_zero(out: Path, *, smoke: bool) -> str:
     encoder); one line saying its held-out accuracy and wall seconds."""
     tiny = {"model": {"encoder": {"channels": [4, 8, 8]}}, "data": {"source": {"init_args": {
         "root": str(out / "data"), **{f"num_{split}": count for split, count in SMOKE_SPLITS.items()}}}}}
-    command = [sys.executable, "-m", "caption.cli", "pretrain-encoder", "--config", "shapes_encoder", "--out",
-               str(out / "encoder"), *(["--config", json.dumps(tiny), "--epochs", "1"] if smoke else [])]
+    command = [sys.executable, "-m", "caption.cli", "pretrain-encoder", "--config", "shapes_encoder", "--trainer.default_root_dir",
+               str(out / "encoder"), *(["--config", json.dumps(tiny), "--pretraining.epochs", "1"] if smoke else [])]
     started = time.perf_counter()
     with (out / "encoder.log").open("w") as stream:
         if subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT).returncode != 0:

@@ -28,7 +28,7 @@ from caption.data.synthetic.scene_files import SceneFiles
 
 STAGES = {"encoder": "shapes_encoder", "soft": "shapes_soft", "hard": "shapes_hard"}  # stage -> its named run
 # `caption pretrain-encoder` overrides of a smoke run: one epoch, the smoke fit's encoder (`_helpers.SMOKE_FIT`)
-SMOKE_ENCODER = ("--epochs", "1", "--config", json.dumps({"model": {"encoder": {"channels": [4, 8, 8]}}}))
+SMOKE_ENCODER = ("--pretraining.epochs", "1", "--config", json.dumps({"model": {"encoder": {"channels": [4, 8, 8]}}}))
 
 
 def data_config(files: SceneFiles, *, image_size: int, caption_length: int, out: Path) -> Path:
@@ -75,7 +75,7 @@ def two_stage(files: SceneFiles, *, image_size: int, caption_length: int, out: P
     if from_scratch:
         start = ["--model.encoder.weights", "none"]
     else:
-        wall = run("encoder", ["pretrain-encoder", f"--config={STAGES['encoder']}", f"--config={data}", "--out",
+        wall = run("encoder", ["pretrain-encoder", f"--config={STAGES['encoder']}", f"--config={data}", "--trainer.default_root_dir",
                                str(out / "encoder"), *encoder_overrides], out)
         about = json.loads((out / "encoder" / "encoder.json").read_text())
         results["encoder"] = {"accuracy": about["accuracy"], "chance": 1 / len(about["categories"]),

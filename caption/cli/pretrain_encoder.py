@@ -1,8 +1,10 @@
 """`caption pretrain-encoder`: the encoder pretrained elsewhere, on data with labels but no ImageNet-like CNN.
 
     caption pretrain-encoder --config shapes_encoder                      # runs/shapes_encoder/encoder.pt
-    caption pretrain-encoder --config shapes_encoder --config my_data.yaml --out runs/my_encoder   # its boxes
-    caption pretrain-encoder --config shapes_encoder --config my_data.yaml --images classes/ --out runs/my_encoder
+    caption pretrain-encoder --config shapes_encoder --config my_data.yaml \
+        --trainer.default_root_dir runs/my_encoder                        # its boxes
+    caption pretrain-encoder --config shapes_encoder --config my_data.yaml --images classes/ \
+        --trainer.default_root_dir runs/my_encoder                        # class folders
     caption fit --config shapes_soft --config my_data.yaml --model.encoder.weights runs/my_encoder \
         --trainer.default_root_dir runs/my_soft                           # stage 1 from it (docs/datasets.md)
 
@@ -49,13 +51,13 @@ def read_configs(values: list[str]) -> dict[str, Any]:
 
 
 def output_folder(args: argparse.Namespace) -> Path:
-    """--out, else the folder of a named run given alone (runs/<name>): composed with other configs, it is other
+    """--trainer.default_root_dir, else the folder of a named run given alone (runs/<name>): composed with other configs, it is other
     data, which must not overwrite that run's encoder."""
     if args.out is not None:
         return args.out
     run = named_run(args.config[0]) if len(args.config) == 1 else None
     if run is None:
-        raise ConfigError("name the folder to write the encoder to: --out runs/<data>_encoder")
+        raise ConfigError("name the folder to write the encoder to: --trainer.default_root_dir runs/<data>_encoder")
     return Path("runs") / run
 
 
@@ -73,26 +75,25 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--images", type=Path, default=None,
                         help="a folder of class folders (<class>/*.jpg; or train/ and val/ of them) to classify "
                              "instead of the data's boxes")
-    parser.add_argument("--out", type=Path, default=None, help="folder for encoder.pt and encoder.json "
-                        "(default: runs/<named run>)")
-    parser.add_argument("--epochs", type=positive_int, default=defaults.epochs,
-                        help=f"passes over the training images (default: {defaults.epochs})")
-    parser.add_argument("--batch_size", type=positive_int, default=defaults.batch_size,
-                        help=f"images per step (default: {defaults.batch_size})")
-    parser.add_argument("--learning_rate", type=float, default=defaults.learning_rate,
-                        help=f"Adam's step size (default: {defaults.learning_rate})")
-    parser.add_argument("--background_weight", type=float, default=defaults.background_weight,
-                        help=f"loss weight of the cells no box holds (default: {defaults.background_weight})")
-    parser.add_argument("--max_shift", type=float, default=defaults.max_shift,
-                        help=f"random translation of training images, in grid cells (default: {defaults.max_shift})")
-    parser.add_argument("--seed", type=int, default=None, help="(default: the config's seed_everything, else 0)")
-    parser.add_argument("--num_workers", type=int, default=0, help="data loader workers (default: 0)")
+    parser.add_argument("--trainer.default_root_dir", dest="out", type=Path, default=None,
+                        help="the run folder for encoder.pt and encoder.json (default: runs/<named run>)")
+    for key, kind, what in (("epochs", positive_int, "passes over the training images"),
+                            ("batch_size", positive_int, "images per step"),
+                            ("learning_rate", float, "Adam's step size"),
+                            ("background_weight", float, "loss weight of the cells no box holds"),
+                            ("max_shift", float, "random translation of training images, in grid cells")):
+        parser.add_argument(f"--pretraining.{key}", dest=key, type=kind, default=getattr(defaults, key),
+                            help=f"{what} (default: {getattr(defaults, key)})")
+    parser.add_argument("--seed_everything", dest="seed", type=int, default=None,
+                        help="(default: the config's seed_everything, else 0)")
+    parser.add_argument("--data.num_workers", dest="num_workers", type=int, default=0,
+                        help="data loader workers (default: 0)")
     add_device(parser)
     args = parser.parse_args(argv)
     settings = PretrainingSettings(**{key: getattr(args, key) for key in SETTINGS})
     folder = output_folder(args)
     config = read_configs(args.config)
-    out = writable_folder(folder, what="--out")
+    out = writable_folder(folder, what="--trainer.default_root_dir")
     with quiet_lightning():  # the progress bar and the summary; no device lines
         pretrain(config, settings, out=out, images=args.images, seed=args.seed, num_workers=args.num_workers,
                  accelerator=args.accelerator, devices=[args.devices] if args.devices is not None else 1,

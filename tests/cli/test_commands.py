@@ -16,9 +16,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "caption"
 def test_help_lists_every_command_with_a_line(capsys):
     main(["--help"])
     out = capsys.readouterr().out
-    for name in ("fit", "validate", "test", "predict", "features", "describe", "evaluate", "compare", "serve"):
+    for name in ("fit", "validate", "test", "predict", "features", "describe", "evaluate", "compare", "serve",
+                 "pretrain-encoder"):
         assert any(line.split()[:1] == [name] and len(line.split()) > 3 for line in out.splitlines()), name
-    assert len(COMMANDS) == 10
+    assert len(COMMANDS) == 11
 
 
 def test_version(capsys):
@@ -34,7 +35,8 @@ def test_each_command_has_its_own_help_without_warnings(name, capsys):
     out, err = capsys.readouterr()
     assert exit_.value.code == 0
     assert out.startswith("usage: caption ") and name in out.splitlines()[0], out.splitlines()[0]
-    assert "--ckpt_path" in out or name in ("features", "compare", "migrate-config"), "one name for the checkpoint"
+    assert "--ckpt_path" in out or name in ("features", "compare", "migrate-config", "pretrain-encoder"), \
+        "one name for the checkpoint"
     assert not [str(w.message) for w in caught if "caption" in w.filename or "lightning" in w.filename]
     assert "warn" not in err.lower(), err
     if name == "features":

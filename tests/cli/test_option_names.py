@@ -32,10 +32,14 @@ KNOBS = {
     "the output folder": ("--predictions.out", "--out", "--output", "--out_dir"),
     "captions per image": ("--predictions.num_captions", "--num_captions", "--n_best"),
 }
-# different knobs whose names end alike: the encoder's and the decoder's learning rates, ModelCheckpoint's and
-# PeriodicCheckpoint's intervals, ModelCheckpoint's messages and Lightning's test/validate results table
+# different knobs whose names end alike: the encoder's, the decoder's and stage 0's learning rates, captioning's and
+# stage 0's batches, ModelCheckpoint's and PeriodicCheckpoint's intervals, what ModelCheckpoint and early stopping
+# watch, ModelCheckpoint's messages and Lightning's test/validate results table
 DIFFERENT = {
-    "learning_rate": {"--model.encoder.learning_rate", "--model.optimization.learning_rate"},
+    "learning_rate": {"--model.encoder.learning_rate", "--model.optimization.learning_rate",
+                      "--pretraining.learning_rate"},
+    "batch_size": {"--data.batch_size", "--pretraining.batch_size"},
+    "monitor": {"--checkpoint.monitor", "--early_stopping.monitor"},
     "every_n_train_steps": {"--checkpoint.every_n_train_steps", "--periodic_checkpoint.every_n_train_steps"},
     "verbose": {"--checkpoint.verbose", "--verbose"},
 }

@@ -243,6 +243,7 @@ def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path
         "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",
         "--model.encoder.channels", "[4, 8]", "--model.encoder.kernel_sizes", "null", "--model.decoding.max_caption_length", "8",
         "--model.optimization.learning_rate", "0.01", "--model.encoder.coordinates", "false",
+        "--model.encoder.weights", "none",
         "--data.source", "caption.data.sources.karpathy.KarpathySource", "--data.source.init_args.annotations", str(karpathy),
         "--data.source.init_args.images", str(root / "images"), "--data.source.init_args.resize_size", "36",
         "--data.source.init_args.crop_size", "32",
