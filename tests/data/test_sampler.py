@@ -18,7 +18,7 @@ from caption.data.sampler import ImageBatchSampler, LengthBatchSampler, RandomBa
 from caption.data.sources.records import CaptionSource, ImageRecord
 from caption.errors import ConfigError
 from caption.model.vocabulary import Vocabulary
-from caption.training.module import first_occurrences
+from caption.data.collate import first_occurrences
 
 
 class WordsSource(CaptionSource):
