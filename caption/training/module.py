@@ -20,7 +20,7 @@ from torch import Tensor
 
 from caption.config.keys import dotted
 from caption.data.collate import first_occurrences
-from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
+from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError, check_range
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import Evaluation, not_looking
 from caption.evaluation.results import Result, result
@@ -364,6 +364,8 @@ class CaptionModule(L.LightningModule):
         beam_size = self.settings.decoding.beam_size
         evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
         rank_zero_info(f"Example test captions (beam {beam_size}):\n{evaluation.examples()}")
+        for line in evaluation.habit_warnings():  # what self-critical training may teach its captions
+            rank_zero_warn(line, category=CaptionWarning)
 
     def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[Result]:
         """`caption predict`: each image's `Result` (`caption.evaluation.results`): its id (the dataset's, or its position among
