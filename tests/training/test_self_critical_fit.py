@@ -2,6 +2,7 @@
 of self-critical training logs the reward and what explains it, validates on CIDEr-D, and moves the weights."""
 
 import csv
+import json
 import sys
 from unittest.mock import patch
 
@@ -45,6 +46,12 @@ def test_self_critical_fit_from_a_cross_entropy_run(tiny_runs, tmp_path, kind, b
     assert any(not torch.equal(start["state_dict"][key], after["state_dict"][key]) for key in decoder), "it trained"
     encoder = [key for key in start["state_dict"] if key.startswith("encoder.")]
     assert all(torch.equal(start["state_dict"][key], after["state_dict"][key]) for key in encoder), "frozen"
+    if kind == "soft":  # the cross-entropy run and its self-critical run side by side
+        main(["compare", str(tiny_runs[kind]), str(out), "--predictions.out", str(tmp_path / "report"), "--images", "1"])
+        report = (tmp_path / "report" / "report.md").read_text()
+        assert "| soft (ours) |" in report and "| soft-scst (ours) |" in report
+        metrics = json.loads((tmp_path / "report" / "soft-scst" / "metrics.json").read_text())
+        assert metrics["distinct_captions"] >= 1 and "distinct_captions" in metrics["metrics"]
 
 
 def test_self_critical_training_without_a_model_to_start_from_is_refused(tiny_runs, tmp_path):
