@@ -2,6 +2,8 @@
 overrides that shrink a `caption fit` of the shapes configs for a smoke run. tests/kit/lengths.py reads the lengths and
 captions from here; benchmarks never import from tests/."""
 
+from itertools import pairwise
+
 import numpy as np
 
 # `caption fit` overrides of a smoke run on the shapes configs: one epoch of a model of a few units, the encoder's
@@ -42,7 +44,7 @@ def coco_like_references(counts: list[int], *, vocabulary: int = 10_000, seed: i
     ends = np.cumsum(lengths).tolist()
     captions = [words[end - length:end] for end, length in zip(ends, lengths.tolist())]
     starts = np.cumsum([0, *counts]).tolist()
-    return [captions[start:end] for start, end in zip(starts, starts[1:])]
+    return [captions[start:end] for start, end in pairwise(starts)]
 
 
 def perturbed(caption: list[int], rng: np.random.Generator, *, vocabulary: int) -> list[int]:
