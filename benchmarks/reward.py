@@ -7,9 +7,10 @@
 COCO-like references (COCO's lengths, a 10,000-word vocabulary, words by Zipf's law; benchmarks/_helpers.py) and
 SAMPLES candidates per image perturbed from its references as sampled captions are, one (C, T) tensor as a step has
 them. Times CiderD's init (once per training, reported apart) and its call (every step: the first, then the median of
-REPEATS), and pycocoevalcap's Cider().compute_score on the same captions: once per sample, each call with every image
-(so df and N are the references' in both; the word strings are built before the clock starts). Checks the two agree
-to 1e-6 caption by caption and prints a Markdown table and the speed-up.
+REPEATS), torch on THREADS CPU threads (1 unless told: pycocoevalcap runs on one core), and pycocoevalcap's
+Cider().compute_score on the same captions: once per sample, each call with every image (so df and N are the
+references' in both; the word strings are built before the clock starts). Checks the two agree to 1e-6 caption by
+caption and prints a Markdown table and the speed-up.
 """
 
 import argparse
@@ -46,9 +47,12 @@ def main() -> None:
     parser.add_argument("--vocabulary", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5, help="timed CiderD calls after the first")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's CPU threads (default 1: pycocoevalcap runs on one core too)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     device = torch.device(args.device)
+    torch.set_num_threads(args.threads)
     references = coco_like_references([args.references] * args.images, vocabulary=args.vocabulary, seed=args.seed)
     rng = np.random.default_rng(args.seed)
     candidates = [perturbed(refs[int(rng.integers(len(refs)))], rng, vocabulary=args.vocabulary)

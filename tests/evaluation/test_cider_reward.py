@@ -125,6 +125,8 @@ def test_pad_ids_are_dropped_anywhere():
     assert reward(with_pads, images).tolist() == reward(without, images).tolist()
     padded_references = [[[5, 3, 6, 7, 3, 8], [3, 5, 9, 7]], [[6, 3, 6, 8, 3, 3]]]
     assert CiderD(padded_references, pad=3)(without, images).tolist() == reward(without, images).tolist()
+    as_tensors = [[torch.tensor(ref) for ref in refs] for refs in padded_references]  # references may be tensors
+    assert CiderD(as_tensors, pad=3)(without, images).tolist() == reward(without, images).tolist()
     assert_equals_pycocoevalcap(references, [[5, 6, 7, 8], [5, 9, 7], []], [0, 0, 1], pad=3)
 
 
