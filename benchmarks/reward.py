@@ -81,7 +81,7 @@ def main() -> None:
     print(f"{len(candidates):,} captions ({args.samples} per image x {args.images:,} images, {args.references} "
           f"references each, {args.vocabulary:,} words); {date.today().isoformat()}, "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (load {load}), "
-          f"torch {torch.__version__} on {device} ({torch.get_num_threads()} threads)\n")
+          f"torch {torch.__version__} on {device} ({torch.get_num_threads()} CPU thread(s))\n")
     print("| CIDEr-D of every caption | seconds |\n|---|---:|")
     print(f"| CiderD init (once: df, tf-idf and norms of {args.images * args.references:,} references) | {init_s:.3f} |")
     print(f"| CiderD call, first | {first_s:.3f} |")
