@@ -41,8 +41,8 @@ NAMED_RUNS: dict[str, tuple[str, ...]] = {
     "shapes_soft": ("shapes", "soft", "shapes_stage1"),
     "shapes_soft_scratch": ("shapes", "soft", "shapes_stage1", "scratch"),
     "shapes_hard": ("shapes", "hard", "shapes_stage2"),
-    "shapes_soft_scst": ("shapes", "soft", "shapes_stage1", "scst"),
-    "shapes_hard_scst": ("shapes", "hard", "shapes_stage2", "scst"),
+    "shapes_soft_scst": ("shapes", "soft", "shapes_stage1", "scst", "shapes_scst"),
+    "shapes_hard_scst": ("shapes", "hard", "shapes_stage2", "scst", "shapes_scst"),
 }
 
 
