@@ -43,9 +43,9 @@ class SelfCriticalSettings:
         max_length: words sampled at most per caption, <end> included (self-critical.pytorch: 20).
     """
 
-    samples: int = 5                                      # self-critical.pytorch: train_sample_n 5
-    baseline: SelfCriticalBaseline = "mean_of_others"      # self-critical.pytorch's "new SCST" (Luo 2020)
-    max_length: int = 20                                  # self-critical.pytorch: max_length 20
+    samples: int = 5                                   # ours, as self-critical.pytorch: train_sample_n 5
+    baseline: SelfCriticalBaseline = "mean_of_others"  # ours, as self-critical.pytorch's "new SCST" (Luo 2020)
+    max_length: int = 20                               # ours, as self-critical.pytorch: max_length 20
 
     def __post_init__(self) -> None:
         check_range("self_critical.samples", self.samples, low=1)

@@ -223,8 +223,11 @@ class CaptionModule(L.LightningModule):
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
         if self.self_critical is not None:  # the expected CIDEr-D of sampled captions (`caption.training.self_critical`)
-            terms: LossTerms | SelfCriticalTerms = self.self_critical.step(self, batch)
-            logged, rows = {}, len(batch["image_id"])
+            first = first_occurrences(batch["image_id"])[0]  # one row per distinct image (U,)
+            annotations = self.annotations(batch)[first]  # (U, L, D)
+            terms: LossTerms | SelfCriticalTerms = self.self_critical.step(self.decoder, annotations,
+                                                                           batch["image_id"][first])
+            logged, rows = {}, len(first)
         else:
             terms, logged, rows = self._likelihood_terms(batch)
         if not self._finite_on_every_rank(terms, batch_index):

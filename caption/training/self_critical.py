@@ -10,21 +10,16 @@ baseline: the mean reward of the image's other samples, or the reward of its gre
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import torch
 from torch import Tensor
 
-from caption.data.collate import first_occurrences
 from caption.data.sources.records import ImageRecord
 from caption.errors import ConfigError
 from caption.evaluation.cider_reward import CiderD
+from caption.model.decoder import Decoder
 from caption.model.search import greedy, sample
 from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms, mean_of_others, self_critical_loss
 from caption.model.vocabulary import Vocabulary, tokenize
-
-if TYPE_CHECKING:
-    from caption.training.module import CaptionModule
 
 
 def reference_ids(records: list[ImageRecord], vocabulary: Vocabulary) -> tuple[Tensor, list[list[list[int]]]]:
@@ -63,23 +58,22 @@ class SelfCritical:
                               "split the reward was built from")
         return rows
 
-    def step(self, module: CaptionModule, batch: dict[str, Any]) -> SelfCriticalTerms:
-        """The loss of one batch: k samples of each distinct image, their rewards, the baseline."""
+    def step(self, decoder: Decoder, annotations: Tensor, image_ids: Tensor) -> SelfCriticalTerms:
+        """The loss of one batch of distinct images, their annotations (U, L, D) and ids (U,): k samples of each,
+        their rewards, the baseline."""
         assert self.reward is not None
         k, max_length = self.settings.samples, self.settings.max_length
-        first, _ = first_occurrences(batch["image_id"])  # one row per distinct image (U,)
-        annotations = module.annotations(batch)[first]  # (U, L, D)
-        rows = self.reference_rows(batch["image_id"][first])  # (U,)
-        sampled = sample(module.decoder, annotations, samples=k, max_length=max_length)  # U·k rows
+        rows = self.reference_rows(image_ids)  # (U,)
+        sampled = sample(decoder, annotations, samples=k, max_length=max_length)  # U·k rows
         rewards = self.reward(sampled.tokens, rows.repeat_interleave(k)).float()  # r: (U·k,)
         if self.settings.baseline == "mean_of_others":
             baseline = mean_of_others(rewards, k)  # (U·k,)
         else:  # the greedy caption's reward, decoded as validation decodes (dropout off, hard: its eval context)
-            module.decoder.eval()
+            decoder.eval()
             try:
-                greedy_tokens = greedy(module.decoder, annotations.detach(), max_length=max_length).tokens  # (U, T)
+                greedy_tokens = greedy(decoder, annotations.detach(), max_length=max_length).tokens  # (U, T)
             finally:
-                module.decoder.train()
+                decoder.train()
             baseline = self.reward(greedy_tokens, rows).float().repeat_interleave(k)  # (U·k,)
         return self_critical_loss(sampled, rewards, baseline)
 

@@ -35,11 +35,11 @@ def normalise(config: dict) -> dict:
     their groups (`caption.legacy.settings.grouped`, as checkpoints are), and the objective group of the attention kind a
     run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them. Settings
     added since, off by default, are given their default where missing (the sources' `instances` and `labels`: no
-boxes; `early_stopping`: no patience)."""
+boxes; `early_stopping`: no patience; `model.self_critical`: cross-entropy)."""
     source = config["data"]["source"]
     if source["class_path"] != "caption.data.synthetic.shapes.ShapesSource":
         source = source | {"init_args": {"instances": None, "labels": None} | source["init_args"]}
-    model = grouped(config["model"])
+    model = {"self_critical": None} | grouped(config["model"])
     kind = model["attention"]["kind"]
     for group, settings in (("soft", SoftObjectiveSettings), ("hard", HardObjectiveSettings)):
         value = model.pop(group, None)
