@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--metrics", type=Path, default=None,
                         help="a metrics.json of `caption evaluate` for the card's test figures (default: the run's "
                              "last test, from its metrics.csv)")
-    parser.add_argument("--name", default=None, help="the model's name in the card (default: --push's id, else OUT's "
+    parser.add_argument("--model_name", default=None, help="the model's name in its card (default: --push's id, else OUT's "
                                                      "folder name)")
     parser.add_argument("--license", default="mit", help="the weights' license in the card's metadata, as the Hub "
                                                          "spells it (default: mit, the code's)")
@@ -91,7 +91,7 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
     else:
         test = None
     saved = sorted(run.glob("**/config.yaml"), key=lambda path: path.stat().st_mtime)
-    name = args.name or args.push or args.out.resolve().name
+    name = args.model_name or args.push or args.out.resolve().name
     return model_card(CardFacts(
         name=name, settings=module.settings, vocabulary_size=len(module.vocabulary), version=caption.__version__,
         data=checkpoint.get("datamodule_hyper_parameters"), test=test,

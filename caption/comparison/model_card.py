@@ -119,8 +119,8 @@ def metadata(facts: CardFacts) -> dict[str, Any]:
     }
     if dataset in ("coco", "flickr8k", "flickr30k"):
         found["datasets"] = [dataset]
-    scores = {name: value for name, value in (facts.test.scores if facts.test else {}).items()
-              if value is not None and name in HUB_METRICS}
+    scores = {name: number(value) for name, value in (facts.test.scores if facts.test else {}).items()
+              if number(value) is not None and name in HUB_METRICS}
     if scores:
         found["model-index"] = [{"name": facts.name, "results": [{
             "task": {"type": "image-to-text", "name": "Image captioning"},
@@ -220,8 +220,9 @@ def test_table(facts: CardFacts, dataset: str | None) -> list[str]:
         return [("No test figures were recorded for this run: `caption evaluate --ckpt_path FOLDER --split test "
                  "--predictions.out eval` measures them, and `caption export ... --metrics eval/metrics.json` puts "
                  "them here.")]
-    cells = ["–" if test.scores.get(name) is None else f"{test.scores[name]:.2f}" if name == "alpha_entropy"
-             else format_score(test.scores[name]) for name in COLUMNS]
+    scores = {name: number(test.scores.get(name)) for name in COLUMNS}  # None: not measured (METEOR without Java)
+    cells = ["–" if scores[name] is None else f"{scores[name]:.2f}" if name == "alpha_entropy"
+             else format_score(scores[name]) for name in COLUMNS]
     about = ", ".join(part for part in (
         f"{test.split} split", f"{test.images} images" if test.images else "",
         f"beam {test.beam_size}" if test.beam_size else "", f"tokenizer {test.tokenizer}" if test.tokenizer else "",
