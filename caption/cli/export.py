@@ -77,8 +77,8 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
     from caption.comparison.logs import find_logs
     from caption.comparison.model_card import CardFacts, evaluated, last_test_row, model_card
 
-    run = args.model if args.model.is_dir() else checkpoint_path.parent.parent
-    logs = find_logs(run, checkpoint_path)
+    run = run_folder(args.model, checkpoint_path)
+    logs = find_logs(run, checkpoint_path) if run is not None else None
     metrics_csv = logs if logs is not None and logs.suffix == ".csv" else None
     if args.metrics is not None:
         test = evaluated(args.metrics)
@@ -90,14 +90,22 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
         test = last_test_row(metrics_csv)
     else:
         test = None
-    saved = sorted(run.glob("**/config.yaml"), key=lambda path: path.stat().st_mtime)
-    name = args.model_name or args.push or args.out.resolve().name
+    saved = sorted(run.glob("**/config.yaml"), key=lambda path: path.stat().st_mtime) if run is not None else []
     return model_card(CardFacts(
-        name=name, settings=module.settings, vocabulary_size=len(module.vocabulary), version=caption.__version__,
-        data=checkpoint.get("datamodule_hyper_parameters"), test=test,
-        epoch=checkpoint.get("epoch"), steps=checkpoint.get("global_step"), config=str(saved[0].relative_to(run)) if saved else None,
+        name=args.model_name or args.push or args.out.resolve().name, settings=module.settings,
+        vocabulary_size=len(module.vocabulary), data=checkpoint.get("datamodule_hyper_parameters"),
+        version=caption.__version__, test=test, epoch=checkpoint.get("epoch"), steps=checkpoint.get("global_step"),
+        config=str(saved[0].relative_to(run)) if saved else None,
         lr_scheduler=checkpoint["hyper_parameters"].get("lr_scheduler"), license=args.license,
     ))
+
+
+def run_folder(given: Path, checkpoint_path: Path) -> Path | None:
+    """The run folder whose logs describe the checkpoint: the folder given, or <run> of <run>/checkpoints/<file>; a
+    file anywhere else stands alone."""
+    if given.is_dir():
+        return given
+    return checkpoint_path.parent.parent if checkpoint_path.parent.name == "checkpoints" else None
 
 
 def metrics_checkpoint(path: Path) -> str | None:

@@ -26,6 +26,7 @@ from caption.comparison.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
 from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, format_score
+from caption.io.model_folder import LIBRARY
 from caption.training.module import ModuleSettings
 
 COLUMNS = (*METRICS, "attention_accuracy", "alpha_entropy")  # the card's test table
@@ -110,7 +111,7 @@ def metadata(facts: CardFacts) -> dict[str, Any]:
     """The YAML block the Hub reads (`huggingface_hub.ModelCardData`'s fields)."""
     kind, dataset = facts.settings.attention.kind, dataset_of(facts)
     found = {
-        "library_name": "show-attend-tell",
+        "library_name": LIBRARY,
         "license": facts.license,
         "pipeline_tag": "image-to-text",
         "tags": ["image-captioning", "show-attend-tell", f"{kind}-attention", "visual-attention", "pytorch",
@@ -150,7 +151,8 @@ def body(facts: CardFacts) -> str:
         "",
         "```python",
         "from caption import Captioner   # pip install \"show-attend-tell[hub]\"",
-        f'captioner = Captioner.from_pretrained("{facts.name}")   # a Hub id, or this folder',
+        f'captioner = Captioner.from_pretrained("{facts.name if "/" in facts.name else "path/to/this/folder"}")'
+        + ("   # or this folder" if "/" in facts.name else ""),
         'print(captioner("photo.jpg").text)',
         'captioner.plot("photo.jpg").savefig("attention.png")     # where it looked, word by word',
         "```",

@@ -2,7 +2,8 @@
 a folder uploaded, both through `huggingface_hub` (the optional extra `show-attend-tell[hub]`).
 
     folder = pretrained_folder("owner/name", revision="v1")   # the cache's snapshot; a local folder is itself
-    upload_model_folder(Path("exports/shapes_soft"), "owner/name")
+    api = check_login("owner/name")                             # the package, the id and the login, before any work
+    url = upload_model_folder(Path("exports/shapes_soft"), "owner/name", api=api)
 
 Downloads go through `huggingface_hub.snapshot_download`, so its cache (`HF_HUB_CACHE`), offline mode
 (`HF_HUB_OFFLINE=1`: the cached snapshot of the revision, no network) and revision pinning (a branch, tag or commit)
@@ -76,7 +77,7 @@ def download_model_folder(repo_id: str, *, revision: str | None) -> Path:
         raise CheckpointError(f"{where}: not in the Hugging Face cache ({hub_cache()}) and the Hub "
                               f"cannot be reached{offline_note()}: download it once with a network, "
                               "or give the folder") from None
-    except Exception as error:  # the network layer's own errors (httpx, requests) differ by huggingface_hub version
+    except failures() as error:
         raise CheckpointError(f"{where}: cannot be downloaded from the Hugging Face Hub ({one_line(error)})") from None
     if not (folder / WEIGHTS).is_file() or not (folder / CONFIG).is_file():
         raise CheckpointError(f"{where}: the Hub repository holds no {WEIGHTS} and {CONFIG}: not a model folder of "
@@ -104,10 +105,20 @@ def upload_model_folder(folder: Path, repo_id: str, *, api: Any, private: bool =
         api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
         commit = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
                                    allow_patterns=FILES, commit_message=f"{LIBRARY}: caption export")
-    except Exception as error:  # offline, no network, a refused token, a repository of someone else: one line
+    except failures() as error:  # offline, no network, a refused token, a repository of someone else: one line
         raise CaptionError(f"--push {repo_id}: the upload failed ({one_line(error)}{offline_note()}); "
                            f"the model folder is complete in {folder}: push it again later") from None
     return str(getattr(commit, "commit_url", commit))
+
+
+def failures() -> tuple[type[BaseException], ...]:
+    """What a call to the Hub may raise besides its named errors: HTTP and connection errors (OSError, as
+    huggingface_hub's own and requests' are; httpx's, which huggingface_hub 1.0 and later use, are not), bad ids."""
+    try:
+        from httpx import HTTPError
+    except ImportError:
+        return OSError, ValueError, RuntimeError
+    return OSError, ValueError, RuntimeError, HTTPError
 
 
 def hub_errors() -> Any:
