@@ -228,3 +228,21 @@ def test_push_without_the_package_or_a_login_stops_before_any_work(tiny_runs, tm
     line = failed(["export", str(tiny_runs["soft"]), str(out), "--push", "owner/name"])
     assert 'needs huggingface_hub, which is not installed: pip install "show-attend-tell[hub]"' in line
     assert not out.exists()
+
+
+def test_a_new_model_starts_from_the_folder_as_from_a_checkpoint(exported):
+    """model.encoder.weights (stage 2's frozen encoder) and model.optimization.init_from take the folder."""
+    from caption.io.model_folder import read_config
+    from caption.model.encoder import EncoderSettings, build_encoder
+    from caption.training.finetuning import load_weights
+    from caption.training.module import CaptionModule
+
+    folder = exported["soft"]
+    weights, config = load_file(folder / "model.safetensors"), read_config(folder)
+    encoder = build_encoder(EncoderSettings(**{**config["model"]["encoder"], "weights": str(folder)}))
+    assert all(torch.equal(tensor, weights[f"encoder.{name}"]) for name, tensor in encoder.state_dict().items())
+
+    groups = {key: value for key, value in config["model"].items() if key not in ("lr_scheduler", "image_size")}
+    module = CaptionModule(vocabulary=config["vocabulary"], **groups)
+    load_weights(module, str(folder))
+    assert all(torch.equal(tensor, weights[name]) for name, tensor in module.state_dict().items())
