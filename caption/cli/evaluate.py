@@ -12,6 +12,8 @@ The data comes from the checkpoint (`caption fit` stores the data settings in it
 `caption.inference.evaluate`, imported once the options are read: `caption evaluate --help` answers at once.
 """
 
+import warnings
+
 from caption.cli._options import (
     CommandParser,
     add_batch_size,
@@ -22,6 +24,7 @@ from caption.cli._options import (
     add_scoring,
     device,
 )
+from caption.errors import CaptionWarning
 from caption.io.outputs import writable_folder
 
 
@@ -50,4 +53,6 @@ def main(argv: list[str]) -> None:
                           meteor_timeout=args.meteor_timeout, out=args.out)
     write_evaluation(evaluation, args.out, checkpoint=captioner.checkpoint)
     print(evaluation.table())
+    for line in evaluation.habit_warnings():  # what self-critical training may teach (caption.evaluation.degeneration)
+        warnings.warn(line, CaptionWarning, stacklevel=1)
     print(f"wrote {args.out / 'metrics.json'}, {args.out / 'captions.json'} and {args.out / 'captions.csv'}")

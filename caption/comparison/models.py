@@ -57,7 +57,8 @@ def data_differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
 
 
 def model_names(captioners: list[Captioner], names: list[str] | None) -> list[str]:
-    """`names` if given, else the attention kind ("soft", "hard"), numbered when it repeats."""
+    """`names` if given, else the attention kind ("soft", "hard"; "soft-scst" after self-critical training), numbered
+    when it repeats."""
     if names is not None:
         if len(names) != len(captioners) or len(set(names)) != len(names):
             raise ConfigError(f"--names needs {len(captioners)} distinct names, one per model; got {names}")
@@ -66,7 +67,8 @@ def model_names(captioners: list[Captioner], names: list[str] | None) -> list[st
                 raise ConfigError(f"--names: {name!r} is not a folder name (each model's results go to a folder of "
                                   f"that name inside --predictions.out); give plain names such as soft hard")
         return names
-    kinds = [captioner.module.settings.attention.kind for captioner in captioners]
+    kinds = [captioner.module.settings.attention.kind + ("-scst" if captioner.module.settings.self_critical else "")
+             for captioner in captioners]
     return [kind if kinds.count(kind) == 1 else f"{kind}-{kinds[:i].count(kind) + 1}" for i, kind in enumerate(kinds)]
 
 

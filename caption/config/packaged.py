@@ -22,6 +22,7 @@ from caption.errors import ConfigError
 SUFFIX = ".yaml"
 FINETUNE = "_finetune"  # a named run `<stage 1>_finetune` starts from its stage 1's best checkpoint
 ENCODER = "_encoder"  # a named run `<data>_encoder` is `caption pretrain-encoder`'s, not `caption fit`'s
+SELF_CRITICAL = "_scst"  # a named run `<run>_scst` fine-tunes run <run> on CIDEr-D (configs/scst.yaml)
 # named run -> its fragments (configs/<fragment>.yaml), merged in this order
 NAMED_RUNS: dict[str, tuple[str, ...]] = {
     "coco_soft": ("paper", "coco", "soft"),
@@ -34,10 +35,14 @@ NAMED_RUNS: dict[str, tuple[str, ...]] = {
     "coco_resnet101_hard": ("paper", "coco", "resnet101", "hard"),
     "coco_resnet101_soft_finetune": ("paper", "coco", "resnet101", "soft", "finetune"),
     "coco_resnet101_hard_finetune": ("paper", "coco", "resnet101", "hard", "finetune"),
+    "coco_soft_scst": ("paper", "coco", "soft", "scst"),
+    "coco_hard_scst": ("paper", "coco", "hard", "scst"),
     "shapes_encoder": ("shapes",),  # stage 0, for `caption pretrain-encoder` (ENCODER)
     "shapes_soft": ("shapes", "soft", "shapes_stage1"),
     "shapes_soft_scratch": ("shapes", "soft", "shapes_stage1", "scratch"),
     "shapes_hard": ("shapes", "hard", "shapes_stage2"),
+    "shapes_soft_scst": ("shapes", "soft", "shapes_stage1", "scst", "shapes_scst"),
+    "shapes_hard_scst": ("shapes", "hard", "shapes_stage2", "scst", "shapes_scst"),
 }
 
 
@@ -48,12 +53,14 @@ def packaged_configs() -> dict[str, Path]:
 
 
 def run_settings(name: str) -> dict:
-    """What a named run sets beyond its fragments: its folder runs/<name> (logs too) and, for a fine-tuning
-    stage, the checkpoint it starts from."""
+    """What a named run sets beyond its fragments: its folder runs/<name> (logs too) and, for a fine-tuning or
+    self-critical stage, the checkpoint it starts from."""
     folder = f"runs/{name}"
     settings: dict = {"trainer": {"default_root_dir": folder, "logger": {"init_args": {"save_dir": folder}}}}
     if name.endswith(FINETUNE):
         settings["model"] = {"optimization": {"init_from": f"runs/{name.removesuffix(FINETUNE)}/checkpoints/best.ckpt"}}
+    if name.endswith(SELF_CRITICAL):  # the run folder: its checkpoint as `caption compare` picks it
+        settings["model"] = {"optimization": {"init_from": f"runs/{name.removesuffix(SELF_CRITICAL)}"}}
     return settings
 
 

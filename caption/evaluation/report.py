@@ -11,10 +11,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from caption.evaluation.degeneration import habit_warnings, habits
 from caption.evaluation.grounding import Localisation
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA
 from caption.model.search import Caption
+from caption.model.vocabulary import tokenize
 
 METRIC_NAMES = {
     "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4",
@@ -22,6 +24,8 @@ METRIC_NAMES = {
     "attention_other_object": "peak on another object", "attention_background": "peak on the background",
     "attention_absent": "noun of an absent object", "attention_chance_location": "random location",
     "attention_chance_object": "random object", "alpha_entropy": "α entropy per step (nats)",
+    "distinct_captions": "distinct captions / images", "dangling_ending": "captions ending in a function word",
+    "repeated_trigram": "captions repeating a trigram",
 }
 
 
@@ -45,9 +49,21 @@ class Evaluation:
         found = {} if self.localisation is None else self.localisation.scores()
         return found | {"alpha_entropy": self.alpha_entropy}
 
+    def habits(self) -> dict[str, float]:
+        """What self-critical training may do to captions, as shares (`caption.evaluation.degeneration`)."""
+        return habits([caption.words for caption in self.captions.values()])
+
+    def reference_habits(self) -> dict[str, float]:
+        """The same shares of the references, the first of each image (tokenised as the vocabulary is)."""
+        return habits([tokenize(references[0]) for references in self.references.values() if references])
+
+    def habit_warnings(self) -> list[str]:
+        """One line per habit the captions have clearly more of than the references."""
+        return habit_warnings(self.habits(), self.reference_habits(), split=self.split) if self.references else []
+
     def logged(self) -> dict[str, float]:
-        """Every score under its logged name (bleu4, ..., attention_accuracy, alpha_entropy)."""
-        return self.scores | self.attention_scores()
+        """Every score under its logged name (bleu4, ..., attention_accuracy, alpha_entropy, distinct_captions ...)."""
+        return self.scores | self.attention_scores() | self.habits()
 
     def metrics(self) -> dict[str, Any]:
         """What metrics.json holds; missing scores are null."""
@@ -58,6 +74,10 @@ class Evaluation:
             "tokenizer": self.tokenizer,
             "object_words": 0 if self.localisation is None else self.localisation.nouns,
             "metrics": {name: None if math.isnan(value) else value for name, value in self.logged().items()},
+            "distinct_captions": len({caption.text for caption in self.captions.values()}),
+            "reference_habits": {name: None if math.isnan(value) else value
+                                 for name, value in self.reference_habits().items()}
+            if self.references else {},
             "attention_by_label": {} if self.localisation is None else {
                 label: asdict(found) for label, found in self.localisation.by_label.items()},
         }
@@ -77,6 +97,10 @@ class Evaluation:
                 chance = format_score(found.chance_location)
                 rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
         rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
+        distinct = len({caption.text for caption in self.captions.values()})
+        rows.append((METRIC_NAMES["distinct_captions"], f"{distinct} / {len(self.captions)}"))
+        rows += [(METRIC_NAMES[name], format_score(value)) for name, value in self.habits().items()
+                 if name != "distinct_captions"]
         official = "" if self.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"
         header = (f"{self.split} split, {len(self.captions)} images, beam {self.beam_size}, "
                   f"tokenizer {self.tokenizer}{official} (%)")

@@ -1,6 +1,6 @@
-"""Caption generation: greedy search and batched beam search.
+"""Caption generation: greedy search, batched beam search, and sampling for self-critical training.
 
-Both run every image of a batch at once (beam search keeps B×k rows, reordered with index
+All three run every image of a batch at once (beam search keeps B×k rows, reordered with index
 arithmetic on tensors; no Python loop over images or beams; the k rows of an image share its
 annotations and their projection, see `caption.model.attention`), stop at `max_length` words even when
 a hypothesis never emits <end>, and return the per-word attention α (T×L) and gate β of the
@@ -199,4 +199,62 @@ def beam_search(
         beta=beta[best],
         location=None if location is None else location[best],
         lengths=lengths.view(-1)[best],
+    )
+
+
+@dataclass
+class Sampled:
+    """k captions per image sampled from the model's word distribution (and, for hard attention, its locations),
+    with the log-probabilities that self-critical training differentiates: B·k rows, k consecutive per image.
+    Token rows hold words, then <end> if emitted, then <pad>; `mask` marks the words and the <end>."""
+
+    tokens: Tensor  # sampled word ids                                    (B·k, T)
+    mask: Tensor  # 1.0 on the caption's words and its <end>              (B·k, T)
+    word_log_prob: Tensor  # log p(w_t | a, w_<t, s_<t), with gradient    (B·k, T)
+    location_log_prob: Tensor | None  # hard: log α_{t,s_t}, with gradient (B·k, T)
+    entropy: Tensor | None  # hard: H(α_t)                                 (B·k, T)
+    alpha: Tensor  # attention weights                                    (B·k, T, L)
+
+
+def sample(decoder: Decoder, annotations: Tensor, *, samples: int, max_length: int) -> Sampled:
+    """Draw `samples` captions per image, w_t ~ p(w_t | ...) and (hard attention, the decoder in training mode)
+    s_t ~ Multinoulli(α_t), keeping the graph: the REINFORCE gradient of self-critical training flows through
+    `word_log_prob` and `location_log_prob`. <pad> and <start> are never drawn (renormalised without them).
+    annotations: (B, L, D); the k rows of an image share its annotations and their projection."""
+    B, k, device = annotations.shape[0], samples, annotations.device
+    projected = decoder.project_annotations(annotations)  # (B, L, A)
+    state = decoder.init_state(annotations)
+    state = DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0))  # (B·k, n)
+    words = torch.full((B * k,), Vocabulary.START, dtype=torch.long, device=device)
+    alive = torch.ones(B * k, dtype=torch.bool, device=device)  # no <end> drawn yet
+    never = torch.zeros(decoder.output_words.out_features, dtype=torch.bool, device=device)  # (V,)
+    never[[Vocabulary.PAD, Vocabulary.START]] = True
+    tokens, masks, word_log_probs, location_log_probs, entropies, alphas = [], [], [], [], [], []
+    for _ in range(max_length):
+        embedded, gates = decoder.word_gates(words)
+        out = decoder.step(gates, state, annotations, projected)
+        logits = decoder.output_logits(embedded, out.state.h, out.context)  # (B·k, V)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # float32 at least (bf16 autocast)
+        log_probs = F.log_softmax(logits.masked_fill(never, float("-inf")), dim=-1)  # (B·k, V)
+        drawn = torch.multinomial(log_probs.detach().exp(), 1).squeeze(1)  # (B·k,)
+        words = drawn.masked_fill(~alive, Vocabulary.PAD)
+        step_mask = alive.float()
+        tokens.append(words)
+        masks.append(step_mask)
+        word_log_probs.append(log_probs.gather(1, drawn[:, None]).squeeze(1) * step_mask)
+        if out.log_alpha_location is not None:
+            location_log_probs.append(out.log_alpha_location * step_mask)
+            entropies.append(out.entropy * step_mask)
+        alphas.append(out.alpha)
+        state = out.state
+        alive = alive & (words != Vocabulary.END)
+        if not alive.any():
+            break
+    return Sampled(
+        tokens=torch.stack(tokens, dim=1),
+        mask=torch.stack(masks, dim=1),
+        word_log_prob=torch.stack(word_log_probs, dim=1),
+        location_log_prob=torch.stack(location_log_probs, dim=1) if location_log_probs else None,
+        entropy=torch.stack(entropies, dim=1) if entropies else None,
+        alpha=torch.stack(alphas, dim=1),
     )

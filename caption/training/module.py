@@ -19,7 +19,8 @@ from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero
 from torch import Tensor
 
 from caption.config.keys import dotted
-from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
+from caption.data.collate import first_occurrences
+from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError, check_range
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import Evaluation, not_looking
 from caption.evaluation.results import Result, result
@@ -36,16 +37,10 @@ from caption.model.objectives import (
     SoftObjectiveSettings,
 )
 from caption.model.search import Decoded, DecodingSettings, beam_search, check_decoding, greedy
+from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms
 from caption.model.vocabulary import Vocabulary, check_vocabulary
 from caption.training.finetuning import EncoderFinetuning, load_weights
-
-
-def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
-    """For ids (B,): the index of each distinct id's first row (U,) and, per row, which distinct id it holds (B,)."""
-    distinct, rows = torch.unique(ids, return_inverse=True)  # (U,), (B,)
-    positions = torch.arange(len(ids), device=ids.device)
-    first = torch.full_like(distinct, len(ids)).scatter_reduce(0, rows, positions, reduce="amin")
-    return first, rows
+from caption.training.self_critical import SelfCritical
 
 
 class NonFiniteLossError(CaptionError, FloatingPointError):
@@ -87,12 +82,13 @@ class ModuleSettings:
     hard: HardObjectiveSettings | None  # hard attention only
     decoding: DecodingSettings
     optimization: OptimizationSettings
+    self_critical: SelfCriticalSettings | None = None  # null: cross-entropy training
 
     @classmethod
     def of(cls, **groups: Any) -> "ModuleSettings":
         """The groups as dataclasses (a checkpoint stores plain dicts), the objective of the attention kind given its
         defaults when unset; a ConfigError for a group of the other kind, or a setting a group does not have."""
-        settings = {field.name: typed(field.type, groups[field.name], field.name) for field in fields(cls)}
+        settings = {field.name: typed(field.type, groups.get(field.name), field.name) for field in fields(cls)}
         kind = settings["attention"].kind
         for objective in ("soft", "hard"):
             if objective != kind and settings[objective] is not None:
@@ -132,6 +128,8 @@ class CaptionModule(L.LightningModule):
             only with attention.kind hard (null: its defaults).
         decoding: test-time decoding (`caption.model.search.DecodingSettings`).
         optimization: the optimizer, its step size, what to do on a non-finite loss, the weights to start from.
+        self_critical: self-critical training on CIDEr-D after cross-entropy (`caption.model.self_critical`); null:
+            cross-entropy (eq. 14 or eq. 12).
         lr_scheduler: set by the CLI from `lr_scheduler:` (LightningCLI's own argument group, e.g.
             `--lr_scheduler ExponentialLR --lr_scheduler.gamma 0.8`): class_path and init_args; None: constant.
         image_size: (H, W) of the encoder's training inputs, set from the data by the CLI (`data.image_size`): the
@@ -149,12 +147,14 @@ class CaptionModule(L.LightningModule):
         hard: HardObjectiveSettings | None = None,
         decoding: DecodingSettings = DecodingSettings(),
         optimization: OptimizationSettings = OptimizationSettings(),
+        self_critical: SelfCriticalSettings | None = None,
         lr_scheduler: dict[str, Any] | None = None,
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
         self.settings = settings = ModuleSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
-                                                     hard=hard, decoding=decoding, optimization=optimization)
+                                                     hard=hard, decoding=decoding, optimization=optimization,
+                                                     self_critical=self_critical)
         # plain dicts in the checkpoint, which loads with weights_only=True
         self.save_hyperparameters({"vocabulary": vocabulary, **settings.as_dicts(), "lr_scheduler": lr_scheduler,
                                    "image_size": image_size})
@@ -169,6 +169,7 @@ class CaptionModule(L.LightningModule):
             self.objective = HardAttentionObjective(settings.hard, hidden_dim=settings.decoder.hidden_dim)
         else:  # eq. 14
             self.objective = SoftAttentionObjective(settings.soft)
+        self.self_critical = None if settings.self_critical is None else SelfCritical(settings.self_critical)
         self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
         self.not_looking: str | None = None  # why attention did not look at a validation, once said (`not_looking`)
@@ -221,6 +222,22 @@ class CaptionModule(L.LightningModule):
 
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
+        if self.self_critical is not None:  # the expected CIDEr-D of sampled captions (`caption.training.self_critical`)
+            terms: LossTerms | SelfCriticalTerms = self.self_critical.step(self, batch)
+            logged, rows = {}, len(batch["image_id"])
+        else:
+            terms, logged, rows = self._likelihood_terms(batch)
+        if not self._finite_on_every_rank(terms, batch_index):
+            return None  # Lightning then skips backward and the optimizer step; the baseline is left as it was
+        if isinstance(terms, LossTerms):
+            self.objective.update(terms, self._sum_over_ranks)  # hard attention: the moving-average baseline
+        logged |= {f"train/{name}": value for name, value in terms.as_dict().items() if name != "tokens"}
+        self.log_dict(logged, prog_bar=False, batch_size=rows)
+        self.log("loss", terms.loss, prog_bar=True, logger=False, batch_size=rows)
+        return terms.loss
+
+    def _likelihood_terms(self, batch: dict[str, Any]) -> tuple[LossTerms, dict[str, Tensor], int]:
+        """Eq. 14 (soft) or eq. 12 (hard) on the batch's captions, what to log beside the terms, and the rows."""
         annotations, captions = self.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
         images = first_occurrences(batch["image_id"])[1] if "image_id" in batch else None  # (B,): 0..U-1
         samples = self.settings.hard.samples if self.settings.hard else 1
@@ -232,14 +249,7 @@ class CaptionModule(L.LightningModule):
         targets = captions[:, 1:]
         mask = (targets != Vocabulary.PAD).float()  # (B·N, T): N samples of each caption (hard attention), else N = 1
         terms = self.objective(output, targets, mask)
-        if not self._finite_on_every_rank(terms, batch_index):
-            return None  # Lightning then skips backward and the optimizer step; the baseline is left as it was
-        self.objective.update(terms, self._sum_over_ranks)  # hard attention: the moving-average baseline
-        logged = {f"train/{name}": value for name, value in terms.as_dict().items() if name != "tokens"}
-        logged["train/beta"] = (output.beta * mask).sum() / mask.sum()
-        self.log_dict(logged, prog_bar=False, batch_size=captions.shape[0])
-        self.log("loss", terms.loss, prog_bar=True, logger=False, batch_size=captions.shape[0])
-        return terms.loss
+        return terms, {"train/beta": (output.beta * mask).sum() / mask.sum()}, captions.shape[0]
 
     def _sum_over_ranks(self, value: Tensor) -> Tensor:
         return self.trainer.strategy.reduce(value, reduce_op="sum") if self._trainer is not None else value
@@ -287,10 +297,17 @@ class CaptionModule(L.LightningModule):
         self.log("train/semi_sampling", self.decoder.semi_sampling)
 
     def on_fit_start(self) -> None:
-        """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its own)."""
+        """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its own);
+        self-critical training builds its reward from the training references."""
         init_from = self.settings.optimization.init_from
         if init_from and self.trainer.ckpt_path is None:
             load_weights(self, init_from)
+        if self.self_critical is not None:
+            if not init_from and self.trainer.ckpt_path is None:
+                raise ConfigError("model.self_critical fine-tunes a captioner trained with cross-entropy: set "
+                                  "model.optimization.init_from to its run folder or checkpoint (e.g. runs/shapes_soft)")
+            data = self.trainer.datamodule
+            self.self_critical.build_reward(data.usable("train"), self.vocabulary)
 
     def configure_optimizers(self) -> Any:
         """The optimizer over the parameters that train now (a fine-tuned encoder joins later, in its own group:
@@ -355,6 +372,8 @@ class CaptionModule(L.LightningModule):
         beam_size = self.settings.decoding.beam_size
         evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
         rank_zero_info(f"Example test captions (beam {beam_size}):\n{evaluation.examples()}")
+        for line in evaluation.habit_warnings():  # what self-critical training may teach its captions
+            rank_zero_warn(line, category=CaptionWarning)
 
     def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[Result]:
         """`caption predict`: each image's `Result` (`caption.evaluation.results`): its id (the dataset's, or its position among

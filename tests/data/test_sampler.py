@@ -13,12 +13,12 @@ from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.data import _update_dataloader
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
+from caption.data.collate import first_occurrences
 from caption.data.datamodule import CaptionDataModule
 from caption.data.sampler import ImageBatchSampler, LengthBatchSampler, RandomBatchSampler, ResumableLoader
 from caption.data.sources.records import CaptionSource, ImageRecord
 from caption.errors import ConfigError
 from caption.model.vocabulary import Vocabulary
-from caption.training.module import first_occurrences
 
 
 class WordsSource(CaptionSource):

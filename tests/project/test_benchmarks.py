@@ -110,6 +110,13 @@ def test_precision_gpu_refuses_without_a_gpu(benchmark: Callable[..., str], caps
     assert "no CUDA device here" in capsys.readouterr().err
 
 
+@covers("reward")
+def test_reward(benchmark: Callable[..., str]):
+    out = benchmark("reward", "--images", "20", "--repeats", "1")
+    assert "| CiderD call, median of 1 more |" in out and "| pycocoevalcap Cider().compute_score, 5 calls of 20 images |" in out
+    assert "(agree to 1e-6)" in out
+
+
 @pytest.mark.slow
 @covers("speed", "_helpers")
 def test_speed(benchmark: Callable[..., str]):
