@@ -35,8 +35,8 @@ from caption.io.outputs import write_atomically, write_text
 WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "README.md"
 LIBRARY = "show-attend-tell"  # config.json's "library_name": the project's distribution name, as on the Hub
 FORMAT_VERSION = 1  # config.json's "format_version": raised when a reader of this version could not read the folder
-# the checkpoint's hyperparameters that are the model's settings (`CaptionModule`'s arguments, the vocabulary aside)
-MODEL_KEYS = ("encoder", "decoder", "attention", "soft", "hard", "decoding", "optimization", "lr_scheduler", "image_size")
+# hyperparameters of a checkpoint that are no setting of the model: the vocabulary (its own key) and Lightning's
+NOT_SETTINGS = ("vocabulary", "_instantiator")
 # what other libraries' config.json files hold, to say whose a foreign one is
 FOREIGN_MARKS = ("model_type", "_class_name", "architectures", "_name_or_path", "library_name")
 
@@ -50,15 +50,17 @@ def is_model_folder(path: str | os.PathLike) -> bool:
 
 # ----------------------------------------------------------------------------------------------------------- writing
 def model_config(checkpoint: Mapping[str, Any], *, version: str) -> dict[str, Any]:
-    """config.json of the checkpoint `read_checkpoint` read: its model settings, vocabulary and data settings (without
-    Lightning's `_instantiator`), as plain JSON values (tuples become lists)."""
+    """config.json of the checkpoint `read_checkpoint` read: its model settings (every group `CaptionModule` stored:
+    encoder, decoder, attention, soft, hard, decoding, optimization, self_critical, lr_scheduler, image_size),
+    vocabulary and data
+    settings (without Lightning's `_instantiator`), as plain JSON values (tuples become lists)."""
     hyperparameters = checkpoint["hyper_parameters"]
     data = checkpoint.get("datamodule_hyper_parameters")
     config = {
         "library_name": LIBRARY,
         "format_version": FORMAT_VERSION,
         "caption_version": version,
-        "model": {key: hyperparameters.get(key) for key in MODEL_KEYS},
+        "model": {key: value for key, value in hyperparameters.items() if key not in NOT_SETTINGS},
         "vocabulary": list(hyperparameters["vocabulary"]),
         "data": None if data is None else {key: value for key, value in data.items() if key != "_instantiator"},
     }
@@ -146,10 +148,9 @@ def read_config(folder: Path) -> dict[str, Any]:
     vocabulary, model, data = config.get("vocabulary"), config.get("model"), config.get("data")
     if not isinstance(vocabulary, list) or not vocabulary or not all(isinstance(word, str) for word in vocabulary):
         raise CheckpointError(f"{path}: no \"vocabulary\" (a list of the model's words): export the model again")
-    if not isinstance(model, dict) or set(model) - set(MODEL_KEYS):
-        unknown = sorted(set(model) - set(MODEL_KEYS)) if isinstance(model, dict) else []
-        raise CheckpointError(f"{path}: \"model\" must map the setting groups {', '.join(MODEL_KEYS)}"
-                              + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+    if not isinstance(model, dict) or set(model) & set(NOT_SETTINGS) or not all(key.isidentifier() for key in model):
+        raise CheckpointError(f"{path}: \"model\" must map the model's setting groups (encoder, decoder, ...) to "
+                              "their settings: export the model again")
     if data is not None and not isinstance(data, dict):
         raise CheckpointError(f"{path}: \"data\" must be the data settings (a mapping) or null")
     if model.get("lr_scheduler") is not None:
