@@ -52,8 +52,7 @@ def is_model_folder(path: str | os.PathLike) -> bool:
 def model_config(checkpoint: Mapping[str, Any], *, version: str) -> dict[str, Any]:
     """config.json of the checkpoint `read_checkpoint` read: its model settings (every group `CaptionModule` stored:
     encoder, decoder, attention, soft, hard, decoding, optimization, self_critical, lr_scheduler, image_size),
-    vocabulary and data
-    settings (without Lightning's `_instantiator`), as plain JSON values (tuples become lists)."""
+    vocabulary and data settings (without Lightning's `_instantiator`), as plain JSON values (tuples become lists)."""
     hyperparameters = checkpoint["hyper_parameters"]
     data = checkpoint.get("datamodule_hyper_parameters")
     config = {
