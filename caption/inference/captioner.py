@@ -73,7 +73,8 @@ class Captioner:
         transform: an RGB PIL image -> the encoder's input (3, H, W).
         normalization: the transform's per-channel (mean, std), to draw its inputs again.
         data: the data settings the model was trained with and where they come from (`data_settings`), if known.
-        checkpoint: the checkpoint it was loaded from (the file, also for a run folder; or the URL), if any.
+        checkpoint: the checkpoint it was loaded from (the file, also for a run folder; the model folder; or the
+            URL), if any.
     """
 
     def __init__(self, module: CaptionModule, *, transform: Callable[[Image.Image], Tensor],

@@ -52,8 +52,8 @@ class TrainedModel:
 def load_trained(
     path: str | os.PathLike, *, config: str | os.PathLike | None = None, map_location: Any = "cpu"
 ) -> TrainedModel:
-    """The model, vocabulary and data settings of checkpoint `path` (a file, or a run folder: the checkpoint
-    `caption compare` picks there), read once (`config`: a YAML whose `data:` section replaces the checkpoint's data
+    """The model, vocabulary and data settings of checkpoint `path` (a file; a run folder: the checkpoint
+    `caption compare` picks there; or a model folder of `caption export`), read once (`config`: a YAML whose `data:` section replaces the checkpoint's data
     settings, for checkpoints that do not store them)."""
     path = find_checkpoint(Path(path))
     checkpoint = read_checkpoint(path, map_location=map_location)
