@@ -16,15 +16,21 @@ from caption.cli._given import given_model_settings, given_on_command_line
 from caption.config.keys import dotted
 from caption.errors import CheckpointError
 from caption.io.checkpoints import MODEL_DEFINING, check_model_settings, first_readable, newest_first, read_checkpoint
+from caption.io.model_folder import is_model_folder
 from caption.model.search import DecodingSettings
 from caption.training.callbacks import LAST
 
 
 def given_checkpoint(args: list[str], *, config: Namespace, subcommand: str | None) -> dict[str, Any] | None:
-    """The checkpoint of --ckpt_path when it names a file (read once, weights_only), with the model settings given
-    on purpose in `args` checked against its own; None without one."""
+    """The checkpoint of --ckpt_path when it names a file or a model folder of `caption export` (read once,
+    weights_only), with the model settings given on purpose in `args` checked against its own; None without one."""
     ckpt_path = config[subcommand].get("ckpt_path") if subcommand else None
-    checkpoint = read_checkpoint(ckpt_path) if ckpt_path and Path(ckpt_path).is_file() else None
+    if subcommand == "fit" and ckpt_path and is_model_folder(ckpt_path):
+        raise CheckpointError(f"--ckpt_path {ckpt_path}: a model folder of `caption export` holds the weights, not a "
+                              "training state to resume: start a new run from them with --model.optimization.init_from "
+                              f"{ckpt_path}")
+    readable = ckpt_path and (Path(ckpt_path).is_file() or is_model_folder(ckpt_path))
+    checkpoint = read_checkpoint(ckpt_path) if readable else None
     if checkpoint is not None:  # the checkpoint's model settings are taken next: refuse others given
         given = given_model_settings(args, dotted(config[subcommand].model.as_dict()))
         check_model_settings(ckpt_path, checkpoint, given)

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "describe": ("describe", "caption images and draw where the model looked for each word"),
     "evaluate": ("evaluate", "score a checkpoint on a split with the coco-caption metrics (pycocoevalcap)"),
     "compare": ("compare", "evaluate several models (soft vs hard) on one split: table, overlays, curves"),
+    "export": ("export", "a model folder to share: safetensors weights, config.json, a model card (--push: to the Hub)"),
     "serve": ("serve", "a local page: drop an image, hover a word, see where the model looked (soft and hard)"),
     "migrate-config": ("migrate_config", "rewrite a config of caption < 0.2 with its model settings in their groups"),
 }

@@ -40,9 +40,11 @@ def logs_follow_root(config: Any, *, command_line: list[str]) -> None:
             logger.init_args.save_dir = config.trainer.default_root_dir
 
 
-def check_output_folders(config: Any) -> None:
-    """Create every folder the run writes to and check it is writable, before any work starts."""
+def check_output_folders(config: Any, *, checkpoints: bool = True) -> None:
+    """Create every folder the run writes to and check it is writable, before any work starts (the checkpoints'
+    with `checkpoints`: validate and test write none)."""
     writable_folder(config.trainer.default_root_dir or os.getcwd(), what="trainer.default_root_dir")
-    writable_folder(config.checkpoint.dirpath, what="checkpoint.dirpath")
+    if checkpoints:
+        writable_folder(config.checkpoint.dirpath, what="checkpoint.dirpath")
     for folder in logger_save_dirs(config.trainer.logger):
         writable_folder(folder, what="trainer.logger's save_dir")

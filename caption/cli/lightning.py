@@ -4,6 +4,7 @@
     caption fit --config shapes_soft --model.decoding.beam_size 5
     caption test --config shapes_soft --ckpt_path runs/shapes_soft/checkpoints/last.ckpt
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
+    caption test --ckpt_path runs/shapes_soft        # no config: the checkpoint's data (or a `caption export` folder)
     caption fit --config shapes_soft --print_config    # every setting, with its default
     caption fit --config shapes_soft                               # a packaged config, by name, from any folder
     caption fit --config shapes_soft --keep_freed_memory true      # CPU runs: glibc keeps freed memory (faster)
@@ -34,14 +35,15 @@ from caption.cli._checkpoint_settings import (
     resolve_last,
 )
 from caption.cli._lightning_parser import CaptionArgumentParser
-from caption.cli._predict_arguments import predict_arguments
+from caption.cli._predict_arguments import predict_arguments, scoring_arguments
 from caption.cli._quiet_lightning import quiet_lightning
 from caption.cli._run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
 from caption.cli._run_outputs import SaveConfig, guard_logger_writes
 from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import CaptionDataModule
-from caption.errors import CaptionError, ConfigError
+from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
+from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
 from caption.training.allocator import configure_allocator
 from caption.training.callbacks import AttentionPatience, PeriodicCheckpoint
 from caption.training.module import CaptionModule
@@ -98,6 +100,8 @@ class CaptionCLI(LightningCLI):
             args = with_run_checkpoint(args)
         if args[:1] == ["predict"]:
             args = predict_arguments(args)
+        elif args[:1] in (["validate"], ["test"]):  # --ckpt_path without a config: the checkpoint's data
+            args = scoring_arguments(args)
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
         self.command_line = args
         subcommand = self.config.get("subcommand")
@@ -124,8 +128,10 @@ class CaptionCLI(LightningCLI):
             return
         if self.subcommand == "predict":  # writes only its captions (CaptionWriter checks that folder)
             self.save_config_callback = None
-        else:
-            check_output_folders(config)
+        else:  # validate and test save no checkpoints, and without a logger no config either
+            check_output_folders(config, checkpoints=self.subcommand == "fit")
+            if self.subcommand != "fit" and config.trainer.logger is False:
+                self.save_config_callback = None
         apply_decoding_overrides(config, overrides=self.decoding_overrides)
         if config.get("ckpt_path") == "last":
             self.checkpoint = resolve_last(config, subcommand=self.subcommand)
@@ -148,6 +154,12 @@ class CaptionCLI(LightningCLI):
             if cause is None:
                 raise
             raise cause from None
+        ckpt_path = self.own_settings(self.config).get("ckpt_path") if self.subcommand else None
+        if self.checkpoint is not None and ckpt_path and is_model_folder(ckpt_path):  # its config.json built the model
+            mismatch = weights_mismatch(self.model.state_dict(), self.checkpoint["state_dict"])
+            if mismatch:
+                raise CheckpointError(f"{ckpt_path}/{WEIGHTS} does not fit the model {ckpt_path}/{CONFIG} describes: "
+                                      f"{mismatch}; export the model again")
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors), with the

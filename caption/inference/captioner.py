@@ -3,6 +3,7 @@
     from caption import Captioner
     captioner = Captioner.from_checkpoint("runs/shapes_soft")    # or a checkpoint file
     print(captioner("photo.jpg").text)
+    captioner = Captioner.from_pretrained("exports/shapes_soft")  # a folder of `caption export`, or "owner/name"
 
 Images may be file paths, PIL images or tensors (torchvision's layout: (3, H, W) uint8, or float in
 [0, 1]), one or many; many are captioned in batches and give the same captions as one at a time.
@@ -46,6 +47,7 @@ from caption.inference.inputs import (
 )
 from caption.inference.trained import Normalization, load_trained, source_inputs
 from caption.io.checkpoints import download_checkpoint
+from caption.io.hub import pretrained_folder
 from caption.model.search import Caption
 from caption.training.module import CaptionModule
 
@@ -71,7 +73,8 @@ class Captioner:
         transform: an RGB PIL image -> the encoder's input (3, H, W).
         normalization: the transform's per-channel (mean, std), to draw its inputs again.
         data: the data settings the model was trained with and where they come from (`data_settings`), if known.
-        checkpoint: the checkpoint it was loaded from (the file, also for a run folder; or the URL), if any.
+        checkpoint: the checkpoint it was loaded from (the file, also for a run folder; the model folder; or the
+            URL), if any.
     """
 
     def __init__(self, module: CaptionModule, *, transform: Callable[[Image.Image], Tensor],
@@ -92,7 +95,8 @@ class Captioner:
 
         Args:
             path: a checkpoint file; a run folder of `caption fit` (its newest best-*.ckpt, else last.ckpt, as
-                `caption compare` picks it); or an http(s) URL, downloaded once into $TORCH_HOME/hub/checkpoints.
+                `caption compare` picks it); a model folder of `caption export`; or an http(s) URL, downloaded once
+                into $TORCH_HOME/hub/checkpoints.
             device: "cpu", "cuda", "cuda:1", ...; None picks the GPU when there is one.
             sha256: the URL's expected SHA-256 (required for a URL; a file that differs is refused).
             config: a YAML with a `data:` section, for checkpoints that do not store their data settings.
@@ -110,6 +114,22 @@ class Captioner:
         transform, normalization = source_inputs(trained.data, trained.data_origin, encoder=encoder)
         return cls(module, transform=transform, normalization=normalization, data=(trained.data, trained.data_origin),
                    checkpoint=checkpoint)
+
+    @classmethod
+    def from_pretrained(
+        cls, name: str | os.PathLike, *, device: str | torch.device | None = None, revision: str | None = None,
+    ) -> Captioner:
+        """Load a model folder written by `caption export` (model.safetensors, config.json: nothing is unpickled), from
+        this machine or from the Hugging Face Hub; it captions as the checkpoint it was exported from does.
+
+        Args:
+            name: a local model folder, or a Hub model id "owner/name" (when no such local path exists), fetched with
+                `huggingface_hub.snapshot_download` into its cache (`HF_HUB_CACHE`; with `HF_HUB_OFFLINE=1`, from
+                the cache only). Needs the extra `show-attend-tell[hub]`.
+            device: "cpu", "cuda", "cuda:1", ...; None picks the GPU when there is one.
+            revision: the Hub repository's branch, tag or commit to load (default: main).
+        """
+        return cls.from_checkpoint(pretrained_folder(name, revision=revision), device=device)
 
     @property
     def device(self) -> torch.device:

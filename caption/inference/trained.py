@@ -27,6 +27,7 @@ from caption.config.packaged import data_section
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.io.checkpoints import DATA_LINKS, find_checkpoint, has_encoder, read_checkpoint
 from caption.io.class_paths import ForeignClassError, checked, instantiate, source_base
+from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
 from caption.model.vocabulary import Vocabulary
 from caption.training.module import CaptionModule
 
@@ -51,8 +52,8 @@ class TrainedModel:
 def load_trained(
     path: str | os.PathLike, *, config: str | os.PathLike | None = None, map_location: Any = "cpu"
 ) -> TrainedModel:
-    """The model, vocabulary and data settings of checkpoint `path` (a file, or a run folder: the checkpoint
-    `caption compare` picks there), read once (`config`: a YAML whose `data:` section replaces the checkpoint's data
+    """The model, vocabulary and data settings of checkpoint `path` (a file; a run folder: the checkpoint
+    `caption compare` picks there; or a model folder of `caption export`), read once (`config`: a YAML whose `data:` section replaces the checkpoint's data
     settings, for checkpoints that do not store them)."""
     path = find_checkpoint(Path(path))
     checkpoint = read_checkpoint(path, map_location=map_location)
@@ -77,11 +78,26 @@ def build_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Caption
     except CaptionError:
         raise
     except Exception as error:
+        mismatch = is_model_folder(path) and weights_mismatch_of(checkpoint)
+        if mismatch:  # a model folder's weights beside the config.json of another model
+            raise CheckpointError(f"{Path(path) / WEIGHTS} does not fit the model {Path(path) / CONFIG} describes: "
+                                  f"{mismatch}; export the model again") from None
         raise CheckpointError(
             f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
             "was it written by another version of this project?"
         ) from error
     return module.eval()
+
+
+def weights_mismatch_of(checkpoint: dict[str, Any]) -> str | None:
+    """What differs between a checkpoint's weights and those of the model its settings describe (None: they fit, or
+    the settings build no model)."""
+    settings = {key: value for key, value in checkpoint["hyper_parameters"].items() if key != "_instantiator"}
+    try:
+        expected = CaptionModule(**settings).state_dict()
+    except (CaptionError, TypeError, ValueError, RuntimeError):  # the settings are at fault: the caller says so
+        return None
+    return weights_mismatch(expected, checkpoint["state_dict"])
 
 
 def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: str | os.PathLike | None) -> dict[str, Any]:

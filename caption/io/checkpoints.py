@@ -3,7 +3,9 @@
 A Lightning checkpoint is a pickle; `torch.load(weights_only=True)` rebuilds only tensors and plain containers, so a
 file whose pickle would import or call anything else is refused instead of executed. Every reader goes through
 `read_checkpoint`: the CLI's Trainers through `SafeCheckpointIO`, inference through
-`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). The class
+`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). A model
+folder of `caption export` (safetensors weights and a JSON config, `caption.io.model_folder`) is read into the same
+dict, without unpickling anything, so every reader takes one where it takes a checkpoint. The class
 paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
 writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
 previous file whole. What you see for each failure: docs/reliability.md.
@@ -29,13 +31,17 @@ from lightning.pytorch.utilities import rank_zero_warn
 from caption.config.keys import dotted
 from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import check_checkpoint_classes
+from caption.io.model_folder import CONFIG, is_model_folder, read_model_folder
 from caption.io.outputs import write_atomically
 from caption.legacy.moved import with_new_class_paths
 from caption.legacy.settings import grouped
 
 
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
-    """torch.load(path, weights_only=True), with errors that name the file and say what to do."""
+    """torch.load(path, weights_only=True), with errors that name the file and say what to do; for a folder, the
+    model folder of `caption export` it holds (`caption.io.model_folder.read_model_folder`), as the same dict."""
+    if Path(path).is_dir():
+        return checked_checkpoint(read_model_folder(path, map_location=map_location), origin=Path(path) / CONFIG)
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
@@ -63,10 +69,16 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"{path}: not a checkpoint of this project (no mapping of hyperparameters with a vocabulary): it was not "
             "written by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
+    return checked_checkpoint(checkpoint, origin=f"checkpoint {path}")
+
+
+def checked_checkpoint(checkpoint: dict[str, Any], *, origin: str | Path) -> dict[str, Any]:
+    """A checkpoint's class paths read as their current names and checked before any of it is used, and its settings
+    of 0.1 moved into their groups."""
     for key in ("hyper_parameters", "datamodule_hyper_parameters"):  # the class paths of caption 0.2.0's flat layout
         if key in checkpoint:
-            checkpoint[key] = with_new_class_paths(checkpoint[key], origin=f"checkpoint {path}")
-    check_checkpoint_classes(checkpoint, origin=f"checkpoint {path}")  # before any of it is used
+            checkpoint[key] = with_new_class_paths(checkpoint[key], origin=str(origin))
+    check_checkpoint_classes(checkpoint, origin=str(origin))
     checkpoint["hyper_parameters"] = grouped(checkpoint["hyper_parameters"])
     return checkpoint
 
@@ -96,10 +108,10 @@ def newest_first(paths: Iterable[Path]) -> list[Path]:
 
 
 def find_checkpoint(path: Path) -> Path:
-    """A checkpoint file itself, or a run folder's newest readable best-*.ckpt (else last.ckpt, else any); unreadable
-    ones are skipped with a warning naming them. Every command and `Captioner.from_checkpoint` take a run folder
-    for a checkpoint through this one choice."""
-    if path.is_file():
+    """A checkpoint file itself, a model folder of `caption export` itself, or a run folder's newest readable
+    best-*.ckpt (else last.ckpt, else any); unreadable ones are skipped with a warning naming them. Every command and
+    `Captioner.from_checkpoint` take a run folder for a checkpoint through this one choice."""
+    if path.is_file() or is_model_folder(path):
         return path
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such checkpoint file or run folder")

@@ -20,6 +20,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from caption.errors import ConfigError
 from caption.io.checkpoints import find_checkpoint, read_checkpoint
+from caption.io.model_folder import is_model_folder
 from caption.model.encoder import STAGES
 from caption.model.vocabulary import check_vocabulary
 
@@ -77,10 +78,10 @@ class EncoderFinetuning(BaseFinetuning):
 
 def load_weights(module: L.LightningModule, path: str) -> None:
     """Start `module` from the weights of checkpoint `path` (model.optimization.init_from; a run folder: the checkpoint
-    `caption compare` picks there), read with weights_only=True."""
+    `caption compare` picks there; a model folder of `caption export`), read with weights_only=True."""
     if Path(path).is_dir():
-        path = str(find_checkpoint(Path(path)))
-    if not Path(path).is_file():
+        path = str(find_checkpoint(Path(path)))  # a model folder stands for itself
+    if not Path(path).is_file() and not is_model_folder(path):
         raise ConfigError(f"model.optimization.init_from: {path} does not exist: point it at the checkpoint of the run to start "
                           "from (e.g. stage 1's checkpoints/best.ckpt)")
     checkpoint = read_checkpoint(path)

@@ -348,13 +348,21 @@ class CaptionModule(L.LightningModule):
                       sync_dist=True, reduce_fx="max")
         return evaluation
 
+    def _validation_scoring(self) -> tuple[int, tuple[str, ...]]:
+        """The beam and metrics of validation: while fitting, greedy and BLEU-4 and CIDEr (each epoch, fast);
+        `caption validate`, as `caption test` and `caption evaluate` score: the model's beam, every metric."""
+        if self._trainer is not None and self.trainer.state.fn == "validate":
+            return self.settings.decoding.beam_size, METRICS
+        return 1, ("bleu4", "cider")
+
     def validation_step(self, batch: dict[str, Any], batch_index: int) -> None:
-        self._decode_batch(batch, beam_size=1)
+        self._decode_batch(batch, beam_size=self._validation_scoring()[0])
 
     def on_validation_epoch_end(self) -> None:
         """Validation's scores, and once a run, a warning when attention does not look
         (`caption.evaluation.report.not_looking`)."""
-        evaluation = self._log_epoch("val", beam_size=1, metrics=("bleu4", "cider"), prog_bar=True)
+        beam_size, metrics = self._validation_scoring()
+        evaluation = self._log_epoch("val", beam_size=beam_size, metrics=metrics, prog_bar=True)
         if self.not_looking is None and not self.trainer.sanity_checking:
             self.not_looking = not_looking(evaluation, kind=self.settings.attention.kind)
             if self.not_looking is not None:

@@ -17,9 +17,9 @@ def test_help_lists_every_command_with_a_line(capsys):
     main(["--help"])
     out = capsys.readouterr().out
     for name in ("fit", "validate", "test", "predict", "features", "describe", "evaluate", "compare", "serve",
-                 "pretrain-encoder"):
+                 "pretrain-encoder", "export"):
         assert any(line.split()[:1] == [name] and len(line.split()) > 3 for line in out.splitlines()), name
-    assert len(COMMANDS) == 11
+    assert len(COMMANDS) == 12
 
 
 def test_version(capsys):
@@ -35,7 +35,7 @@ def test_each_command_has_its_own_help_without_warnings(name, capsys):
     out, err = capsys.readouterr()
     assert exit_.value.code == 0
     assert out.startswith("usage: caption ") and name in out.splitlines()[0], out.splitlines()[0]
-    assert "--ckpt_path" in out or name in ("features", "compare", "migrate-config", "pretrain-encoder"), \
+    assert "--ckpt_path" in out or name in ("features", "compare", "migrate-config", "pretrain-encoder", "export"), \
         "one name for the checkpoint"
     assert not [str(w.message) for w in caught if "caption" in w.filename or "lightning" in w.filename]
     assert "warn" not in err.lower(), err

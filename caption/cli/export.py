@@ -1,0 +1,129 @@
+"""`caption export`: a trained model as a folder people can share, with no code in it.
+
+    caption export runs/shapes_soft exports/shapes_soft
+    caption export runs/coco_soft exports/coco_soft --metrics eval/coco_soft/metrics.json --push owner/coco-soft
+
+RUN_OR_CKPT is a checkpoint file or a run folder (its newest best-*.ckpt, as every command picks it:
+`caption.io.checkpoints.find_checkpoint`). OUT gets model.safetensors (the weights only), config.json (the model's
+settings, vocabulary and data settings) and README.md (the model card, with the Hub's metadata:
+`caption.comparison.model_card`), each written atomically (`caption.io.model_folder`). Every command's `--ckpt_path`
+and `Captioner.from_pretrained` load such a folder; `--push owner/name` uploads it to the Hugging Face Hub
+(`caption.io.hub`, the extra `show-attend-tell[hub]`). The format: docs/sharing.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from caption.cli._options import CommandParser
+from caption.errors import CaptionWarning, ConfigError
+from caption.io.outputs import writable_folder
+
+if TYPE_CHECKING:
+    from caption.training.module import CaptionModule
+
+
+def main(argv: list[str]) -> None:
+    parser = CommandParser(
+        prog="caption export",
+        description="Write a trained model as a folder to share: model.safetensors, config.json and a model card "
+                    "(README.md); --push uploads it to the Hugging Face Hub.",
+    )
+    parser.add_argument("model", type=Path, metavar="RUN_OR_CKPT",
+                        help="checkpoint written by `caption fit`, or its run folder (the newest best-*.ckpt, else "
+                             "last.ckpt)")
+    parser.add_argument("out", type=Path, metavar="OUT", help="folder for model.safetensors, config.json, README.md")
+    parser.add_argument("--metrics", type=Path, default=None,
+                        help="a metrics.json of `caption evaluate` for the card's test figures (default: the run's "
+                             "last test, from its metrics.csv)")
+    parser.add_argument("--model_name", default=None, help="the model's name in its card (default: --push's id, else OUT's "
+                                                     "folder name)")
+    parser.add_argument("--license", default="mit", help="the weights' license in the card's metadata, as the Hub "
+                                                         "spells it (default: mit, the code's)")
+    parser.add_argument("--push", default=None, metavar="OWNER/NAME",
+                        help="then upload the folder to this Hugging Face Hub model repository (created if needed; "
+                             "needs `hf auth login` and show-attend-tell[hub])")
+    parser.add_argument("--private", action="store_true", help="with --push: create the repository private")
+    args = parser.parse_args(argv)
+    import caption
+    from caption.io.checkpoints import find_checkpoint, read_checkpoint
+    from caption.io.hub import check_login, upload_model_folder
+    from caption.io.model_folder import model_config, weights_bytes, write_model_folder
+
+    api = check_login(args.push) if args.push else None  # before any work: the package, the id, the login
+    checkpoint_path = find_checkpoint(args.model)
+    if args.out.is_dir() and any(args.out.rglob("*.ckpt")):
+        raise ConfigError(f"{args.out} holds checkpoints (a run folder?): export into a folder of its own, so that "
+                          "--ckpt_path of that run still means its checkpoints")
+    writable_folder(args.out, what="OUT")  # errors (CaptionError) are printed in one line by `caption`
+    checkpoint = read_checkpoint(checkpoint_path)
+    config = model_config(checkpoint, version=caption.__version__)  # before building the model changes any setting
+    from caption.inference.trained import build_module
+
+    module = build_module(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
+    card = card_text(args, checkpoint_path, checkpoint, module)
+    write_model_folder(args.out, weights=weights_bytes(module.state_dict()), config=config, card=card)
+    print(f"wrote {args.out}: model.safetensors, config.json and README.md, from {checkpoint_path}")
+    if api is not None:
+        print(f"uploaded to {upload_model_folder(args.out, args.push, api=api, private=args.private)}")
+
+
+def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any], module: CaptionModule) -> str:
+    """The model card of the checkpoint, with what its run recorded: its saved config and its test figures."""
+    import caption
+    from caption.comparison.logs import find_logs
+    from caption.comparison.model_card import CardFacts, evaluated, last_test_row, model_card
+
+    run = run_folder(args.model, checkpoint_path)
+    logs = find_logs(run, checkpoint_path) if run is not None else None
+    metrics_csv = logs if logs is not None and logs.suffix == ".csv" else None
+    if args.metrics is not None:
+        test = evaluated(args.metrics)
+        scored = metrics_checkpoint(args.metrics)
+        if scored is not None and Path(scored).resolve() != checkpoint_path.resolve():
+            warnings.warn(f"--metrics {args.metrics} scored {scored}, not the exported {checkpoint_path}: the card "
+                          "shows its figures all the same", CaptionWarning)
+    elif metrics_csv is not None and find_checkpoint_of(run) == checkpoint_path:  # fit tests its best checkpoint
+        test = last_test_row(metrics_csv)
+    else:
+        test = None
+    saved = sorted(run.glob("**/config.yaml"), key=lambda path: path.stat().st_mtime) if run is not None else []
+    return model_card(CardFacts(
+        name=args.model_name or args.push or args.out.resolve().name, settings=module.settings,
+        vocabulary_size=len(module.vocabulary), data=checkpoint.get("datamodule_hyper_parameters"),
+        version=caption.__version__, test=test, epoch=checkpoint.get("epoch"), steps=checkpoint.get("global_step"),
+        config=str(saved[0].relative_to(run)) if saved else None,
+        lr_scheduler=checkpoint["hyper_parameters"].get("lr_scheduler"), license=args.license,
+    ))
+
+
+def run_folder(given: Path, checkpoint_path: Path) -> Path | None:
+    """The run folder whose logs describe the checkpoint: the folder given, or <run> of <run>/checkpoints/<file>; a
+    file anywhere else stands alone."""
+    if given.is_dir():
+        return given
+    return checkpoint_path.parent.parent if checkpoint_path.parent.name == "checkpoints" else None
+
+
+def metrics_checkpoint(path: Path) -> str | None:
+    """The checkpoint a metrics.json of `caption evaluate` names, if any."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("checkpoint")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def find_checkpoint_of(run: Path) -> Path | None:
+    """The checkpoint a run folder stands for (None for a folder that holds none)."""
+    from caption.errors import CheckpointError
+    from caption.io.checkpoints import find_checkpoint
+
+    try:
+        return find_checkpoint(run)
+    except CheckpointError:
+        return None

@@ -1,0 +1,264 @@
+"""The model card of an exported model (README.md of `caption export`'s folder), generated from its run.
+
+    card = model_card(facts)     # CardFacts: the model's settings, its data, its test figures and its run
+
+On top, the YAML metadata block the Hugging Face Hub reads (library_name, license, tags, pipeline_tag, datasets,
+metrics and, with test figures, the model-index of its results); below: what the model is (the paper, soft or hard
+attention, the encoder, the data), how to load it, how it was trained (the run's saved config), its test figures in
+the layout of `caption compare`'s table with the paper's Table 1 beside them for COCO and Flickr, intended use and
+limits, and the citation from CITATION.cff. The test figures come from the run's logs (the last `test/*` row of its
+metrics.csv: `caption fit` tests its best checkpoint) or from a metrics.json of `caption evaluate`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from caption.comparison.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
+from caption.errors import CaptionError
+from caption.evaluation.metrics import METRICS
+from caption.evaluation.report import METRIC_NAMES, format_score
+from caption.io.model_folder import LIBRARY
+from caption.training.module import ModuleSettings
+
+COLUMNS = (*METRICS, "attention_accuracy", "alpha_entropy")  # the card's test table
+DATASET_NAMES = {"coco": "COCO", "flickr8k": "Flickr8k", "flickr30k": "Flickr30k", "shapes": "shapes (built-in)"}
+HUB_METRICS = {"bleu1": "bleu", "bleu2": "bleu", "bleu3": "bleu", "bleu4": "bleu", "meteor": "meteor",
+               "rouge_l": "rouge", "cider": "cider", "attention_accuracy": "accuracy"}
+PAPER = "[Show, Attend and Tell](https://arxiv.org/abs/1502.03044) (Xu et al., ICML 2015)"
+
+
+@dataclass(frozen=True)
+class TestFigures:
+    """A model's measured test figures, by their logged names (bleu1 ... alpha_entropy; None: not measured)."""
+
+    scores: dict[str, float | None]
+    origin: str  # the file they come from, and what wrote it
+    split: str = "test"
+    beam_size: int | None = None
+    images: int | None = None
+    tokenizer: str | None = None
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What the card says about one model."""
+
+    name: str
+    settings: ModuleSettings
+    vocabulary_size: int
+    data: dict[str, Any] | None  # the data settings it was trained with, if recorded
+    version: str  # of show-attend-tell, which exported it
+    test: TestFigures | None = None
+    epoch: int | None = None  # the checkpoint's, counted from 0 as in its file name
+    steps: int | None = None  # the optimizer steps it was trained for
+    config: str | None = None  # the run's saved config, relative to the run folder
+    lr_scheduler: dict[str, Any] | None = None
+    license: str = "mit"
+
+
+def last_test_row(metrics_csv: Path) -> TestFigures | None:
+    """The last row of a CSVLogger's metrics.csv with `test/*` figures, or None when the run logged no test."""
+    try:
+        with metrics_csv.open(newline="", encoding="utf-8") as file:
+            rows = [row for row in csv.DictReader(file) if any(key.startswith("test/") and value
+                                                               for key, value in row.items() if key)]
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return None
+    if not rows:
+        return None
+    scores = {name: number(rows[-1].get(f"test/{name}")) for name in COLUMNS}
+    return TestFigures(scores, origin=f"{metrics_csv}, the last test the run logged")
+
+
+def evaluated(metrics_json: Path) -> TestFigures:
+    """The figures of a metrics.json written by `caption evaluate`."""
+    try:
+        report = json.loads(metrics_json.read_text(encoding="utf-8"))
+        scores = {name: number(report["metrics"].get(name)) for name in COLUMNS}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise CaptionError(f"--metrics {metrics_json}: not a metrics.json of `caption evaluate` ({error})") from None
+    return TestFigures(scores, origin=f"{metrics_json.name} of `caption evaluate`", split=report.get("split", "test"),
+                       beam_size=report.get("beam_size"), images=report.get("images"), tokenizer=report.get("tokenizer"))
+
+
+def number(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def model_card(facts: CardFacts) -> str:
+    """README.md of the model folder: the Hub's metadata block, then the card."""
+    return f"---\n{yaml.safe_dump(metadata(facts), sort_keys=False, allow_unicode=True)}---\n\n{body(facts)}"
+
+
+def dataset_of(facts: CardFacts) -> str | None:
+    return None if facts.data is None else dataset_name(facts.data)
+
+
+def metadata(facts: CardFacts) -> dict[str, Any]:
+    """The YAML block the Hub reads (`huggingface_hub.ModelCardData`'s fields)."""
+    kind, dataset = facts.settings.attention.kind, dataset_of(facts)
+    found = {
+        "library_name": LIBRARY,
+        "license": facts.license,
+        "pipeline_tag": "image-to-text",
+        "tags": ["image-captioning", "show-attend-tell", f"{kind}-attention", "visual-attention", "pytorch",
+                 "lightning"],
+        "metrics": sorted(set(HUB_METRICS.values())),
+    }
+    if dataset in ("coco", "flickr8k", "flickr30k"):
+        found["datasets"] = [dataset]
+    scores = {name: number(value) for name, value in (facts.test.scores if facts.test else {}).items()
+              if number(value) is not None and name in HUB_METRICS}
+    if scores:
+        found["model-index"] = [{"name": facts.name, "results": [{
+            "task": {"type": "image-to-text", "name": "Image captioning"},
+            "dataset": {"type": dataset or "custom", "name": DATASET_NAMES.get(dataset or "", "its own data"),
+                        "split": facts.test.split},
+            "metrics": [{"type": HUB_METRICS[name], "name": METRIC_NAMES[name], "value": round(100 * value, 2)}
+                        for name, value in scores.items()],
+        }]}]
+    return found
+
+
+def body(facts: CardFacts) -> str:
+    settings, dataset = facts.settings, dataset_of(facts)
+    kind = settings.attention.kind
+    source = (facts.data or {}).get("source") or {}
+    data = DATASET_NAMES.get(dataset or "", f"`{source.get('class_path', 'unrecorded data')}`")
+    encoder = f"`{settings.encoder.name}` encoder ({'frozen' if settings.encoder.freeze else 'trained'})"
+    lines = [
+        f"# {facts.name}",
+        "",
+        (f"An image captioner of {PAPER} with **{kind} attention**: a {encoder}, an LSTM decoder of "
+         f"{settings.decoder.hidden_dim} units attending over its annotation vectors, trained on {data} with a "
+         f"vocabulary of {facts.vocabulary_size} words. Exported by `caption export` of show-attend-tell "
+         f"{facts.version}."),
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from caption import Captioner   # pip install \"show-attend-tell[hub]\"",
+        f'captioner = Captioner.from_pretrained("{facts.name if "/" in facts.name else "path/to/this/folder"}")'
+        + ("   # or this folder" if "/" in facts.name else ""),
+        'print(captioner("photo.jpg").text)',
+        'captioner.plot("photo.jpg").savefig("attention.png")     # where it looked, word by word',
+        "```",
+        "",
+        ("From the command line, with this folder: `caption describe --ckpt_path FOLDER photo.jpg --predictions.out "
+         "figures`; `caption evaluate --ckpt_path FOLDER --split test --predictions.out eval` scores it on its data."),
+        "",
+        "## Training",
+        "",
+        *training(facts),
+        "",
+        "## Test figures",
+        "",
+        *test_table(facts, dataset),
+        "",
+        "## Intended use and limits",
+        "",
+        "- For research and teaching: reproducing the paper, and seeing where a captioner looks for each word.",
+        (f"- It knows only the {facts.vocabulary_size} words of its training captions, and describes images like "
+         f"those it was trained on{' (synthetic shapes, not photographs)' if dataset == 'shapes' else ''}; other "
+         "images get captions that may be wrong, with no warning."),
+        ("- Captions repeat what the training data says, its biases included; do not use them to decide about people "
+         "or as the sole description of an image for someone who cannot see it."),
+        ("- The data paths in config.json are those of the machine it was trained on; pass `--config` to evaluate it "
+         "on your copy of the data."),
+        "",
+        "## Files",
+        "",
+        ("`model.safetensors` (the weights only: loading runs no code), `config.json` (the settings, the vocabulary "
+         "and the data settings), this card. The format: docs/sharing.md of show-attend-tell."),
+        "",
+        "## Citation",
+        "",
+        "```bibtex",
+        citation(),
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def training(facts: CardFacts) -> list[str]:
+    settings = facts.settings
+    objective = (f"eq. 14 with λ = {settings.soft.alpha_c}" if settings.soft is not None else
+                 f"eq. 12 with {settings.hard.samples} sample(s), λ_r = {settings.hard.reinforce_weight}, "
+                 f"λ_e = {settings.hard.entropy_weight}")
+    schedule = "constant" if facts.lr_scheduler is None else f"`{facts.lr_scheduler.get('class_path')}`"
+    length = ", ".join(part for part in (f"{facts.steps} steps" if facts.steps is not None else "",
+                                         f"saved in epoch {facts.epoch} (from 0)" if facts.epoch is not None else "")
+                       if part)
+    lines = [
+        f"- objective: {objective}; optimizer {settings.optimization.optimizer}, learning rate "
+        f"{settings.optimization.learning_rate}, schedule {schedule}" + (f"; {length}" if length else ""),
+        f"- decoding: beam {settings.decoding.beam_size}, at most {settings.decoding.max_caption_length} words",
+    ]
+    if facts.config is not None:
+        lines.append(f"- the run saved its whole config as `{facts.config}`: `caption fit --config {facts.config}` "
+                     "trains it again (on the data at the paths it names)")
+    else:
+        lines.append("- the run's config was not found beside its checkpoint")
+    return lines
+
+
+def test_table(facts: CardFacts, dataset: str | None) -> list[str]:
+    """The test figures in %, as `caption compare`'s table, with the paper's Table 1 for this data."""
+    test, kind = facts.test, facts.settings.attention.kind
+    if test is None:
+        return [("No test figures were recorded for this run: `caption evaluate --ckpt_path FOLDER --split test "
+                 "--predictions.out eval` measures them, and `caption export ... --metrics eval/metrics.json` puts "
+                 "them here.")]
+    scores = {name: number(test.scores.get(name)) for name in COLUMNS}  # None: not measured (METEOR without Java)
+    cells = ["–" if scores[name] is None else f"{scores[name]:.2f}" if name == "alpha_entropy"
+             else format_score(scores[name]) for name in COLUMNS]
+    about = ", ".join(part for part in (
+        f"{test.split} split", f"{test.images} images" if test.images else "",
+        f"beam {test.beam_size}" if test.beam_size else "", f"tokenizer {test.tokenizer}" if test.tokenizer else "",
+    ) if part)
+    lines = [(f"Measured on the {about}; from {test.origin}. coco-caption scores (pycocoevalcap) in %; attention "
+              "accuracy: the share of generated object words whose attention peaks on the object they name; α "
+              "entropy per step in nats."), "",
+             "| model | " + " | ".join(METRIC_NAMES[name] for name in COLUMNS) + " |",
+             "|---|" + "---:|" * len(COLUMNS),
+             f"| this model ({kind}) | " + " | ".join(cells) + " |"]
+    paper = PAPER_TABLE_1.get(dataset or "", {}).get(kind)
+    if paper is not None:
+        lines.append(f"| {kind} attention (paper, Table 1) | "
+                     + " | ".join([*paper, *["–"] * (len(COLUMNS) - len(PAPER_METRICS))]) + " |")
+    return lines
+
+
+def citation() -> str:
+    """BibTeX of the paper and of this implementation, from the package's CITATION.cff."""
+    try:
+        cff = yaml.safe_load((resources.files("caption") / "CITATION.cff").read_text(encoding="utf-8"))
+        paper = cff["preferred-citation"]
+        authors = " and ".join(f"{a['family-names']}, {a['given-names']}" for a in paper["authors"])
+        first_word = "".join(filter(str.isalnum, paper["title"].split()[0])).lower()
+        key = f"{paper['authors'][0]['family-names'].lower()}{paper['year']}{first_word}"
+        entries = [
+            f"@inproceedings{{{key},", f"  title = {{{paper['title']}}},", f"  author = {{{authors}}},",
+            f"  booktitle = {{{paper['collection-title']}}},", f"  volume = {{{paper['volume']}}},",
+            f"  pages = {{{paper['start']}--{paper['end']}}},", f"  year = {{{paper['year']}}},",
+            f"  publisher = {{{paper['publisher']['name']}}},", f"  url = {{{paper['url']}}},", "}",
+            "", "@software{show_attend_tell,", f"  title = {{{cff['title']}}},",
+            "  author = {" + " and ".join(f"{{{a['name']}}}" for a in cff["authors"]) + "},",
+            f"  license = {{{cff['license']}}},", "}",
+        ]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):  # a package without its CITATION.cff
+        return "% see CITATION.cff of show-attend-tell"
+    return "\n".join(entries)

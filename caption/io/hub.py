@@ -1,0 +1,143 @@
+"""Model folders on the Hugging Face Hub: a repository id ("owner/name") downloaded into huggingface_hub's cache, and
+a folder uploaded, both through `huggingface_hub` (the optional extra `show-attend-tell[hub]`).
+
+    folder = pretrained_folder("owner/name", revision="v1")   # the cache's snapshot; a local folder is itself
+    api = check_login("owner/name")                             # the package, the id and the login, before any work
+    url = upload_model_folder(Path("exports/shapes_soft"), "owner/name", api=api)
+
+Downloads go through `huggingface_hub.snapshot_download`, so its cache (`HF_HUB_CACHE`), offline mode
+(`HF_HUB_OFFLINE=1`: the cached snapshot of the revision, no network) and revision pinning (a branch, tag or commit)
+apply as for any Hub model. Only the model folder's three files are fetched or sent. Every failure (the package
+missing, no login, no network, no such repository or revision) is one `CaptionError` naming the repository.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.io.model_folder import CARD, CONFIG, LIBRARY, WEIGHTS, is_model_folder
+
+FILES = [WEIGHTS, CONFIG, CARD]
+REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the Hub spells repository ids
+INSTALL = f'pip install "{LIBRARY}[hub]"'
+
+
+def is_repo_id(name: str) -> bool:
+    """Whether `name` is spelled as a Hub model id, owner/name (a local path that exists is never taken for one)."""
+    return REPO_ID.fullmatch(name) is not None and not name.endswith((".ckpt", ".json", ".safetensors"))
+
+
+def hub(why: str) -> Any:
+    """The `huggingface_hub` module, or a CaptionError saying how to install it."""
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise CaptionError(f"{why} needs huggingface_hub, which is not installed: {INSTALL}") from None
+    return huggingface_hub
+
+
+def pretrained_folder(name: str | os.PathLike, *, revision: str | None = None) -> Path:
+    """The model folder `name` stands for: a local folder of `caption export`, or the snapshot of Hub repository
+    owner/name at `revision` (default: main) in huggingface_hub's cache, downloaded there first if needed."""
+    path = Path(name)
+    if path.exists():
+        if revision is not None:
+            raise ConfigError(f"revision={revision!r} pins a version of a Hub repository, but {name} is a local path")
+        if not is_model_folder(path):
+            what = "a file" if path.is_file() else f"a folder without {WEIGHTS} or {CONFIG}"
+            raise CheckpointError(f"{name}: {what}, not a model folder of `caption export` (for a checkpoint or a run "
+                                  "folder: Captioner.from_checkpoint)")
+        return path
+    if not is_repo_id(str(name)):
+        raise CheckpointError(f"{name}: no such model folder, and not a Hugging Face Hub model id (owner/name)")
+    return download_model_folder(str(name), revision=revision)
+
+
+def download_model_folder(repo_id: str, *, revision: str | None) -> Path:
+    """The snapshot of `repo_id` at `revision` in huggingface_hub's cache (`snapshot_download`), checked to be a model
+    folder."""
+    huggingface_hub = hub(f"loading {repo_id} from the Hugging Face Hub")
+    errors = hub_errors()
+    where = f"{repo_id}{'' if revision is None else f' (revision {revision})'}"
+    try:
+        folder = Path(huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=FILES,
+                                                        library_name=LIBRARY))
+    except errors.RevisionNotFoundError:
+        raise CheckpointError(f"{where}: the Hugging Face Hub repository has no such revision (a branch, tag or "
+                              "commit)") from None
+    except errors.RepositoryNotFoundError:
+        raise CheckpointError(f"{where}: no such model on the Hugging Face Hub (or it is private or gated: log in "
+                              "with `hf auth login`); a local folder of this name does not exist either") from None
+    except errors.LocalEntryNotFoundError:
+        raise CheckpointError(f"{where}: not in the Hugging Face cache ({hub_cache()}) and the Hub "
+                              f"cannot be reached{offline_note()}: download it once with a network, "
+                              "or give the folder") from None
+    except failures() as error:
+        raise CheckpointError(f"{where}: cannot be downloaded from the Hugging Face Hub ({one_line(error)})") from None
+    if not (folder / WEIGHTS).is_file() or not (folder / CONFIG).is_file():
+        raise CheckpointError(f"{where}: the Hub repository holds no {WEIGHTS} and {CONFIG}: not a model folder of "
+                              "`caption export`")
+    return folder
+
+
+def check_login(repo_id: str) -> Any:
+    """The Hub's API client for uploading to `repo_id`, once a token is there (`hf auth login` or HF_TOKEN); else a
+    CaptionError saying how to log in."""
+    huggingface_hub = hub(f"--push {repo_id}")
+    if not is_repo_id(repo_id):
+        raise ConfigError(f"--push {repo_id}: not a Hugging Face Hub model id (owner/name)")
+    get_token = getattr(huggingface_hub, "get_token", None) or huggingface_hub.HfFolder.get_token
+    token = get_token()
+    if not token:
+        raise CaptionError(f"--push {repo_id}: not logged in to the Hugging Face Hub: run `hf auth login` (or set "
+                           "HF_TOKEN), then push again")
+    return huggingface_hub.HfApi(token=token)
+
+
+def upload_model_folder(folder: Path, repo_id: str, *, api: Any, private: bool = False) -> str:
+    """Upload the model folder's files to the Hub model repository `repo_id` (created if needed); the commit's URL."""
+    try:
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        commit = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
+                                   allow_patterns=FILES, commit_message=f"{LIBRARY}: caption export")
+    except failures() as error:  # offline, no network, a refused token, a repository of someone else: one line
+        raise CaptionError(f"--push {repo_id}: the upload failed ({one_line(error)}{offline_note()}); "
+                           f"the model folder is complete in {folder}: push it again later") from None
+    return str(getattr(commit, "commit_url", commit))
+
+
+def failures() -> tuple[type[BaseException], ...]:
+    """What a call to the Hub may raise besides its named errors: HTTP and connection errors (OSError, as
+    huggingface_hub's own and requests' are; httpx's, which huggingface_hub 1.0 and later use, are not), bad ids."""
+    try:
+        from httpx import HTTPError
+    except ImportError:
+        return OSError, ValueError, RuntimeError
+    return OSError, ValueError, RuntimeError, HTTPError
+
+
+def hub_errors() -> Any:
+    """The module with huggingface_hub's exceptions (`errors` since 0.23, `utils` before)."""
+    try:
+        return importlib.import_module("huggingface_hub.errors")
+    except ImportError:
+        return importlib.import_module("huggingface_hub.utils")
+
+
+def hub_cache() -> str:
+    return str(importlib.import_module("huggingface_hub.constants").HF_HUB_CACHE)
+
+
+def offline_note() -> str:
+    return "; HF_HUB_OFFLINE is set" if importlib.import_module("huggingface_hub.constants").HF_HUB_OFFLINE else ""
+
+
+def one_line(error: BaseException) -> str:
+    """An error of a third-party library as `Class: its first line`."""
+    text = str(error).strip().splitlines()
+    return f"{error.__class__.__name__}: {text[0]}" if text else error.__class__.__name__

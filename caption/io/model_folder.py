@@ -1,0 +1,180 @@
+"""A model folder, the shape in which a trained model is shared: weights, settings and a model card, none of it code.
+
+    model.safetensors   the model's state dict (safetensors: raw tensors behind a JSON header, nothing to unpickle)
+    config.json         every setting group of the model as its checkpoint stores them, the vocabulary, the data
+                        settings inference needs (the source, hence the image transform), the versions
+    README.md           the model card (`caption.comparison.model_card`), with the Hub's YAML metadata on top
+
+`caption export` writes one (`model_files`, then `write_model_folder`); `read_model_folder` reads one back into the
+dict `caption.io.checkpoints.read_checkpoint` returns for a checkpoint file, so every reader of a checkpoint (the
+commands' `--ckpt_path`, `Captioner`, the Trainers' `SafeCheckpointIO`, `model.encoder.weights`, `init_from`) takes the
+folder too. A folder that is missing a file, is another library's, or is of a newer format is one error naming the
+file and what is wrong; the classes config.json names are checked as a checkpoint's are (`caption.io.class_paths`).
+The format: docs/sharing.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
+from torch import Tensor
+
+from caption.errors import CheckpointError
+from caption.io.class_paths import checked, scheduler_bases, source_base
+from caption.io.outputs import write_atomically, write_text
+
+WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "README.md"
+LIBRARY = "show-attend-tell"  # config.json's "library_name": the project's distribution name, as on the Hub
+FORMAT_VERSION = 1  # config.json's "format_version": raised when a reader of this version could not read the folder
+# hyperparameters of a checkpoint that are no setting of the model: the vocabulary (its own key) and Lightning's
+NOT_SETTINGS = ("vocabulary", "_instantiator")
+# what other libraries' config.json files hold, to say whose a foreign one is
+FOREIGN_MARKS = ("model_type", "_class_name", "architectures", "_name_or_path", "library_name")
+
+
+def is_model_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder holding model.safetensors or config.json (whether it is complete and ours is for
+    `read_model_folder` to say)."""
+    path = Path(path)
+    return path.is_dir() and ((path / WEIGHTS).is_file() or (path / CONFIG).is_file())
+
+
+# ----------------------------------------------------------------------------------------------------------- writing
+def model_config(checkpoint: Mapping[str, Any], *, version: str) -> dict[str, Any]:
+    """config.json of the checkpoint `read_checkpoint` read: its model settings (every group `CaptionModule` stored:
+    encoder, decoder, attention, soft, hard, decoding, optimization, self_critical, lr_scheduler, image_size),
+    vocabulary and data settings (without Lightning's `_instantiator`), as plain JSON values (tuples become lists)."""
+    hyperparameters = checkpoint["hyper_parameters"]
+    data = checkpoint.get("datamodule_hyper_parameters")
+    config = {
+        "library_name": LIBRARY,
+        "format_version": FORMAT_VERSION,
+        "caption_version": version,
+        "model": {key: value for key, value in hyperparameters.items() if key not in NOT_SETTINGS},
+        "vocabulary": list(hyperparameters["vocabulary"]),
+        "data": None if data is None else {key: value for key, value in data.items() if key != "_instantiator"},
+    }
+    return json.loads(json.dumps(config, allow_nan=False))  # plain: what a reader gets back
+
+
+def weights_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
+    """model.safetensors of `state_dict`. safetensors refuses tensors that share memory (tied weights) and
+    non-contiguous ones: those are cloned, each key keeping its own copy of the values."""
+    seen: set[tuple[int, int]] = set()
+    tensors = {}
+    for name, tensor in state_dict.items():
+        tensor = tensor.detach().cpu()
+        storage = (tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
+        if storage in seen or not tensor.is_contiguous():
+            tensor = tensor.clone(memory_format=torch.contiguous_format)
+        seen.add(storage)
+        tensors[name] = tensor
+    return safetensors_bytes(tensors, metadata={"format": "pt"})  # "pt": what the Hub's readers look for
+
+
+def write_model_folder(out: Path, *, weights: bytes, config: Mapping[str, Any], card: str) -> None:
+    """The three files in `out`, each written atomically. config.json goes last and an old one is removed first, so
+    an interrupted export leaves a folder without config.json, refused in one line, and never new weights beside
+    old settings."""
+    (out / CONFIG).unlink(missing_ok=True)
+    write_atomically(out / WEIGHTS, weights, what="model weights")
+    write_text(out / CARD, card)
+    write_text(out / CONFIG, json.dumps(config, indent=2) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------------------- reading
+def read_model_folder(folder: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
+    """The folder as the checkpoint dict `read_checkpoint` returns: "state_dict" from model.safetensors (loaded
+    with `safetensors.torch.load_file`), "hyper_parameters" (the vocabulary and the model's settings) and
+    "datamodule_hyper_parameters" (the data settings, if recorded) from config.json."""
+    folder = Path(folder)
+    config = read_config(folder)
+    weights = folder / WEIGHTS
+    if not weights.is_file():
+        raise CheckpointError(f"{folder}: no {WEIGHTS} beside {CONFIG}: the model's weights are missing (copy the "
+                              f"whole folder `caption export` wrote)")
+    device = str(map_location) if isinstance(map_location, (str, torch.device)) else "cpu"
+    try:
+        state_dict = load_file(weights, device=device)
+    except (SafetensorError, OSError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{weights}: not a readable safetensors file (truncated or corrupt?): "
+                              f"{' '.join(str(error).split())}") from None
+    checkpoint = {
+        "state_dict": state_dict,
+        "hyper_parameters": {"vocabulary": config["vocabulary"], **config["model"]},
+        "pytorch-lightning_version": lightning.__version__,  # as Lightning's own checkpoints: nothing to migrate
+    }
+    if config.get("data") is not None:
+        checkpoint["datamodule_hyper_parameters"] = config["data"]
+    return checkpoint
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """config.json of `folder`, checked: ours, of a format this version reads, with a vocabulary, the model's
+    settings (groups as in the checkpoint, sequences as tuples) and only known classes."""
+    path = folder / CONFIG
+    if not path.is_file():
+        if not (folder / WEIGHTS).is_file():
+            raise CheckpointError(f"{folder}: a folder without {WEIGHTS} or {CONFIG}: neither a model folder of "
+                                  "`caption export` nor a checkpoint file")
+        raise CheckpointError(f"{folder}: {WEIGHTS} but no {CONFIG} (the settings and the vocabulary): not a complete "
+                              "model folder of `caption export`; copy the whole folder it wrote")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise CheckpointError(f"{path}: cannot be read as JSON ({' '.join(str(error).split())})") from None
+    if not isinstance(config, dict) or config.get("library_name") != LIBRARY:
+        marks = [f"{key} {config[key]!r}" for key in FOREIGN_MARKS if isinstance(config, dict) and key in config]
+        whose = f"it has {', '.join(marks)}: another library's" if marks else "not a config of this project"
+        raise CheckpointError(f"{path}: no \"library_name\": \"{LIBRARY}\" ({whose}): this folder holds no model of "
+                              f"{LIBRARY}; use a folder written by `caption export`")
+    version = config.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise CheckpointError(f"{path}: format_version is {version!r}, not a format version (1, 2, ...)")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format_version {version} is newer than this version of {LIBRARY} reads "
+                              f"({FORMAT_VERSION}; written by {config.get('caption_version', 'a newer version')}): "
+                              f"upgrade it (pip install -U {LIBRARY})")
+    vocabulary, model, data = config.get("vocabulary"), config.get("model"), config.get("data")
+    if not isinstance(vocabulary, list) or not vocabulary or not all(isinstance(word, str) for word in vocabulary):
+        raise CheckpointError(f"{path}: no \"vocabulary\" (a list of the model's words): export the model again")
+    if not isinstance(model, dict) or set(model) & set(NOT_SETTINGS) or not all(key.isidentifier() for key in model):
+        raise CheckpointError(f"{path}: \"model\" must map the model's setting groups (encoder, decoder, ...) to "
+                              "their settings: export the model again")
+    if data is not None and not isinstance(data, dict):
+        raise CheckpointError(f"{path}: \"data\" must be the data settings (a mapping) or null")
+    if model.get("lr_scheduler") is not None:
+        model["lr_scheduler"] = checked(model["lr_scheduler"], base=scheduler_bases(), key="model.lr_scheduler",
+                                        origin=str(path))
+    if data is not None and data.get("source") is not None:
+        data["source"] = checked(data["source"], base=source_base(), key="data.source", origin=str(path))
+    config["model"] = {key: as_tuples(value) if key != "lr_scheduler" else value for key, value in model.items()}
+    return config
+
+
+def as_tuples(value: Any) -> Any:
+    """A group's lists as tuples, the type of every sequence in the settings dataclasses (JSON has only lists)."""
+    if isinstance(value, dict):
+        return {key: as_tuples(item) for key, item in value.items()}
+    return tuple(value) if isinstance(value, list) else value
+
+
+def weights_mismatch(expected: Mapping[str, Tensor], found: Mapping[str, Tensor]) -> str | None:
+    """What differs between the weights a model built from the settings has (`expected`) and those `found`: missing
+    and unexpected names, and shapes; None when they fit."""
+    missing = [name for name in expected if name not in found]
+    unexpected = [name for name in found if name not in expected]
+    shapes = [f"{name} is {tuple(found[name].shape)} there but {tuple(tensor.shape)} for the settings"
+              for name, tensor in expected.items() if name in found and found[name].shape != tensor.shape]
+    problems = [f"{label} {', '.join(names[:4])}{' ...' * (len(names) > 4)} ({len(names)})"
+                for label, names in (("missing", missing), ("unexpected", unexpected)) if names] + shapes[:4]
+    return "; ".join(problems) or None

@@ -1,0 +1,248 @@
+"""The model folder of `caption export`: no pickle anywhere in it, tied and strided weights kept, loaded from a folder
+or from a Hugging Face Hub cache offline with its revisions pinned, and every missing, foreign or mismatched part
+refused in one line naming the file."""
+
+import io
+import json
+import pickle
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+import torch
+from kit.cli import environment, failed
+from kit.data import write_image
+from safetensors.torch import load, load_file, save_file
+
+from caption import Captioner
+from caption.cli import main
+from caption.errors import CaptionError, CheckpointError
+from caption.io.checkpoints import find_checkpoint
+from caption.io.model_folder import weights_bytes
+
+pytestmark = pytest.mark.slow  # trains the tiny runs (conftest.py) once
+PICKLE_OR_ZIP = (b"\x80", b"PK\x03\x04")  # a pickle's PROTO opcode; torch.save's zip archive
+
+
+class Refusing(pickle.Unpickler):
+    """An unpickler that imports nothing: it reads a pickle of plain values, and fails on anything else."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_runs, tmp_path_factory):
+    """{"soft": folder, "hard": folder} written by `caption export` from the tiny runs."""
+    root = tmp_path_factory.mktemp("exported")
+    for kind in ("soft", "hard"):
+        main(["export", str(tiny_runs[kind]), str(root / kind)])
+    return {kind: root / kind for kind in ("soft", "hard")}
+
+
+def test_tied_and_strided_weights_are_saved_each_with_its_values():
+    shared = torch.arange(12.0).reshape(3, 4)
+    state = {"tied.a": shared, "tied.b": shared, "view": shared[1:], "transposed": shared.t()}  # one storage, strided
+    with pytest.raises(RuntimeError):  # what safetensors itself does with them
+        save_file(state, "unused.safetensors")
+    loaded = load(weights_bytes(state))
+    assert set(loaded) == set(state)
+    for name, tensor in state.items():
+        assert torch.equal(loaded[name], tensor), name
+
+
+def test_the_folder_holds_no_pickle_and_nothing_that_runs(exported):
+    folder = exported["soft"]
+    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    for path in folder.iterdir():
+        assert not path.read_bytes().startswith(PICKLE_OR_ZIP), f"{path.name} is a pickle or a zip archive"
+        with pytest.raises(pickle.UnpicklingError):  # not even a pickle of plain values (of protocol 0 or 1)
+            Refusing(io.BytesIO(path.read_bytes())).load()
+    data = (folder / "model.safetensors").read_bytes()
+    header_size, = struct.unpack("<Q", data[:8])  # safetensors: a JSON header, then the raw tensors
+    header = json.loads(data[8:8 + header_size])
+    assert header.pop("__metadata__") == {"format": "pt"}
+    assert all(set(entry) == {"dtype", "shape", "data_offsets"} for entry in header.values())
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["library_name"], config["format_version"]) == ("show-attend-tell", 1)
+
+
+def test_the_weights_and_settings_are_the_checkpoints(tiny_runs, exported):
+    from caption.io.checkpoints import read_checkpoint
+
+    checkpoint = read_checkpoint(find_checkpoint(tiny_runs["hard"]))
+    weights = load_file(exported["hard"] / "model.safetensors")
+    assert weights.keys() == checkpoint["state_dict"].keys()
+    assert all(torch.equal(weights[name], tensor) for name, tensor in checkpoint["state_dict"].items())
+    config = json.loads((exported["hard"] / "config.json").read_text())
+    assert config["vocabulary"] == checkpoint["hyper_parameters"]["vocabulary"]
+    stored = json.loads(json.dumps({key: value for key, value in checkpoint["hyper_parameters"].items()
+                                    if key not in ("vocabulary", "_instantiator")}))
+    assert config["model"] == stored, "every setting group as the checkpoint stores it"
+    assert config["data"]["source"] == checkpoint["datamodule_hyper_parameters"]["source"]
+
+
+def damaged(folder, tmp_path, damage: str):
+    """A copy of the model folder with one `damage`, and what its error must name."""
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    config_path, weights_path = copy / "config.json", copy / "model.safetensors"
+    config = json.loads(config_path.read_text())
+    if damage == "no weights":
+        weights_path.unlink()
+        return copy, [f"{copy}: no model.safetensors beside config.json"]
+    if damage == "no config":
+        config_path.unlink()
+        return copy, [f"{copy}: model.safetensors but no config.json"]
+    if damage == "another library's config":
+        config_path.write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+        return copy, [f"{config_path}: no \"library_name\": \"show-attend-tell\"", "model_type 'bert'"]
+    if damage == "a format from the future":
+        config_path.write_text(json.dumps({**config, "format_version": 2}))
+        return copy, [f"{config_path}: format_version 2 is newer", "pip install -U show-attend-tell"]
+    if damage == "a foreign class":
+        config["data"]["source"]["class_path"] = "os.system"
+        config_path.write_text(json.dumps(config))
+        return copy, [f"{config_path}: data.source.class_path is 'os.system'", "refused without importing"]
+    if damage == "weights cut short":
+        weights_path.write_bytes(weights_path.read_bytes()[:100])
+        return copy, [f"{weights_path}: not a readable safetensors file (truncated or corrupt?)"]
+    weights = load_file(weights_path)
+    if damage == "a missing weight":
+        del weights["decoder.output_words.bias"]
+        need = ["missing decoder.output_words.bias (1)"]
+    elif damage == "an unexpected weight":
+        weights["decoder.extra"] = torch.zeros(2)
+        need = ["unexpected decoder.extra (1)"]
+    else:  # another model's settings: a wider LSTM in config.json
+        config["model"]["decoder"]["hidden_dim"] = 32
+        config_path.write_text(json.dumps(config))
+        need = ["decoder.init_h.weight is (16,", "but (32,"]
+    save_file(weights, weights_path)
+    return copy, [f"{weights_path} does not fit the model {config_path} describes", *need]
+
+
+DAMAGES = ["no weights", "no config", "another library's config", "a format from the future", "a foreign class",
+           "weights cut short", "a missing weight", "an unexpected weight", "another model's settings"]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_missing_or_foreign_part_is_one_line_naming_the_file(exported, tmp_path, damage):
+    folder, named = damaged(exported["soft"], tmp_path, damage)
+    line = failed(["evaluate", "--ckpt_path", str(folder), "--predictions.out", str(tmp_path / "out")])
+    assert all(part in line for part in named), line
+    with pytest.raises(CaptionError) as raised:  # CheckpointError; ForeignClassError for a class of elsewhere
+        Captioner.from_pretrained(folder, device="cpu")
+    assert all(part in str(raised.value) for part in named), raised.value
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("damage", ["another model's settings", "a format from the future"])
+def test_the_lightning_commands_refuse_them_as_well(exported, tmp_path, damage):
+    folder, named = damaged(exported["soft"], tmp_path, damage)
+    line = failed(["test", "--ckpt_path", str(folder), "--trainer.accelerator", "cpu"])
+    assert all(part in line for part in named), line
+
+
+def test_a_folder_that_is_no_model_folder_and_a_name_that_is_no_hub_id(tiny_runs, tmp_path):
+    with pytest.raises(CheckpointError, match="a folder without model.safetensors or config.json, not a model folder"):
+        Captioner.from_pretrained(tiny_runs["soft"])  # a run folder: Captioner.from_checkpoint's
+    with pytest.raises(CheckpointError, match="no such model folder, and not a Hugging Face Hub model id"):
+        Captioner.from_pretrained(tmp_path / "missing" / "deeper" / "model")
+
+
+HUB_PROGRAM = """
+import json, sys
+from caption import Captioner
+from caption.errors import CaptionError, CheckpointError
+found = {}
+for revision in (None, sys.argv[2]):
+    captioner = Captioner.from_pretrained("owner/name", device="cpu", revision=revision)
+    caption = captioner(sys.argv[1])
+    found[str(revision)] = [captioner.checkpoint, caption.text, caption.alpha.tolist()]
+try:
+    Captioner.from_pretrained("owner/missing", device="cpu")
+except CheckpointError as error:
+    found["missing"] = str(error)
+print(json.dumps(found))
+"""
+
+
+def hub_cache(root, snapshots: dict[str, object], main: str):
+    """A Hugging Face Hub cache as huggingface_hub lays it out: models--owner--name/{refs/main, snapshots/<commit>/}."""
+    repo = root / "models--owner--name"
+    for commit, folder in snapshots.items():
+        shutil.copytree(folder, repo / "snapshots" / commit)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(main)
+    return root
+
+
+def test_from_pretrained_reads_a_hub_cache_offline_with_revisions_pinned(exported, tmp_path):
+    soft, hard = "1" * 40, "2" * 40  # commits: main is the hard model, the soft one an older commit
+    cache = hub_cache(tmp_path / "hub", {soft: exported["soft"], hard: exported["hard"]}, main=hard)
+    image = write_image(tmp_path / "photo.png", size=(64, 64))
+    run = subprocess.run([sys.executable, "-c", HUB_PROGRAM, str(image), soft], capture_output=True, text=True,
+                         env=environment(changes={"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}), timeout=600,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.splitlines()[-1])
+    for revision, kind, commit in ((str(None), "hard", hard), (soft, "soft", soft)):
+        expected = Captioner.from_checkpoint(exported[kind], device="cpu")(image)
+        path, text, alpha = found[revision]
+        assert path == str(cache / "models--owner--name" / "snapshots" / commit)
+        assert text == expected.text and torch.equal(torch.tensor(alpha), expected.alpha), revision
+    assert found["missing"].startswith("owner/missing: not in the Hugging Face cache")
+    assert "HF_HUB_OFFLINE is set" in found["missing"]
+
+
+def test_a_hub_id_on_a_machine_without_huggingface_hub_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails, as when it is not installed
+    with pytest.raises(Exception, match=r'pip install "show-attend-tell\[hub\]"'):
+        Captioner.from_pretrained("owner/name")
+
+
+def test_push_offline_is_one_line_and_the_folder_is_still_written(tiny_runs, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    out = tmp_path / "export"
+    monkeypatch.setenv("HF_TOKEN", "hf_offline")  # logged in, as far as can be told without the network
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 sets on import
+    line = failed(["export", str(tiny_runs["soft"]), str(out), "--push", "owner/name"])
+    assert "--push owner/name: the upload failed (OfflineModeIsEnabled: " in line and "HF_HUB_OFFLINE is set" in line
+    assert f"the model folder is complete in {out}: push it again later" in line
+    assert (out / "config.json").is_file()
+
+
+def test_push_without_the_package_or_a_login_stops_before_any_work(tiny_runs, tmp_path, monkeypatch):
+    import huggingface_hub
+
+    out = tmp_path / "export"
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    line = failed(["export", str(tiny_runs["soft"]), str(out), "--push", "owner/name"])
+    assert "not logged in to the Hugging Face Hub: run `hf auth login` (or set HF_TOKEN)" in line
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    line = failed(["export", str(tiny_runs["soft"]), str(out), "--push", "owner/name"])
+    assert 'needs huggingface_hub, which is not installed: pip install "show-attend-tell[hub]"' in line
+    assert not out.exists()
+
+
+def test_a_new_model_starts_from_the_folder_as_from_a_checkpoint(exported):
+    """model.encoder.weights (stage 2's frozen encoder) and model.optimization.init_from take the folder."""
+    from caption.io.model_folder import read_config
+    from caption.model.encoder import EncoderSettings, build_encoder
+    from caption.training.finetuning import load_weights
+    from caption.training.module import CaptionModule
+
+    folder = exported["soft"]
+    weights, config = load_file(folder / "model.safetensors"), read_config(folder)
+    encoder = build_encoder(EncoderSettings(**{**config["model"]["encoder"], "weights": str(folder)}))
+    assert all(torch.equal(tensor, weights[f"encoder.{name}"]) for name, tensor in encoder.state_dict().items())
+
+    groups = {key: value for key, value in config["model"].items() if key not in ("lr_scheduler", "image_size")}
+    module = CaptionModule(vocabulary=config["vocabulary"], **groups)
+    load_weights(module, str(folder))
+    assert all(torch.equal(tensor, weights[name]) for name, tensor in module.state_dict().items())
