@@ -17,6 +17,10 @@ Sections (--only):
            At configuration (a) on CPU, (b) on GPU.
   padding  padded target slots in one epoch of 566,435 COCO-like captions: same-length batches
            versus shuffled ones.
+  self_critical  one self-critical training step at the paper's COCO sizes (configuration b, soft and hard): 10
+           images × 5 sampled captions (self-critical.pytorch's batch), capped at 20 words, rewarded with CIDEr-D
+           against 5,000 images' COCO-like references (document frequencies built once, not timed); the step's
+           time and the reward's share of it (the reward's call timed alone on the same samples).
   input    runs benchmarks/input_pipeline.py (VGG16 images/s; training from the cache versus from
            images), then times the DataLoader alone on the cache it built (captions/s, 0 and 2 workers).
 
@@ -49,12 +53,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _helpers import coco_like_words
+from _helpers import coco_like_references, coco_like_words
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.data import DistributedSampler
 
 from caption.data.sampler import LengthBatchSampler
+from caption.evaluation.cider_reward import CiderD
 from caption.model.flops import DecoderFlops
+from caption.model.search import sample
 from caption.model.vocabulary import Vocabulary
 from caption.training.allocator import configure_allocator
 from caption.training.module import CaptionModule
@@ -241,6 +247,45 @@ def bench_train(args, clock: Clock, config: str, attention: str, precision: str)
     return result
 
 
+def bench_self_critical(args, clock: Clock, attention: str, images: int = 10, samples: int = 5) -> None:
+    """One self-critical step at configuration (b), and the CIDEr-D reward's share of it."""
+
+    device = clock.device
+    torch.manual_seed(0)
+    words = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(VOCABULARY - len(Vocabulary.SPECIALS))]
+    sizes = CONFIGS["b"]
+    module = CaptionModule(vocabulary=words, encoder={"name": "vgg16", "weights": "none"}, decoder=sizes["decoder"],
+                           attention={"kind": attention, **sizes["attention"]}, self_critical={"samples": samples},
+                           optimization={"learning_rate": 5e-5}).to(device).train()
+    optimizer = module.configure_optimizers()
+    specials = len(Vocabulary.SPECIALS)  # the references' words 1..V-specials moved past the specials, then <end>
+    references = [[[word + specials - 1 for word in caption] + [Vocabulary.END] for caption in image]
+                  for image in coco_like_references([5] * 5000, vocabulary=VOCABULARY - specials)]
+    module.self_critical.image_ids = torch.arange(5000)
+    module.self_critical.reward = reward = CiderD(references)
+    batch = {"annotations": torch.randn(images, LOCATIONS, ANNOTATION_DIM).half().to(device),
+             "image_id": torch.arange(images, device=device)}
+
+    def step() -> None:
+        loss = module.training_step(batch, 0)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step()  # warm-up (and the reward's tables onto the device)
+    with torch.no_grad():  # this model's samples, to time the reward alone on them
+        sampled = sample(module.decoder, batch["annotations"].float(), samples=samples, max_length=20).tokens
+    rows = batch["image_id"].repeat_interleave(samples)
+    steps, rewards = [], []
+    for _ in range(args.repeats):
+        steps.append(clock.time(step)[0])
+        rewards.append(clock.time(lambda: reward(sampled, rows))[0])
+    share = statistics.median(rewards) / statistics.median(steps)
+    print(f"| self-critical step (b) {attention}, {images} images × {samples} samples | "
+          f"{1e3 * statistics.median(steps):,.0f} ms | reward {1e3 * statistics.median(rewards):,.1f} ms, "
+          f"{share:.1%} of the step | {sampled.shape[1]} words sampled at most |", flush=True)
+
+
 def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, dict]:
     device = clock.device
     module = build_module(config, "soft", device, args.compile).eval()
@@ -366,8 +411,8 @@ def allocator_setting(device: torch.device) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="configuration (a) only, 3 timed steps, 1 repeat")
-    parser.add_argument("--only", nargs="+", choices=["train", "decode", "padding", "input"],
-                        default=["train", "decode", "padding", "input"])
+    parser.add_argument("--only", nargs="+", choices=["train", "decode", "padding", "self_critical", "input"],
+                        default=["train", "decode", "padding", "self_critical", "input"])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), help="default: a b on CPU, b on GPU")
     parser.add_argument("--attention", nargs="+", choices=["soft", "hard"], default=["soft", "hard"])
@@ -420,6 +465,10 @@ def main() -> None:
                 bench_decode(args, clock, config, precision)
     if "padding" in args.only:
         bench_padding([32, 64])
+    if "self_critical" in args.only:
+        print("\n| case | step (median) | reward | notes |\n|---|---:|---|---|")
+        for attention in args.attention:
+            bench_self_critical(args, clock, attention)
     if "input" in args.only:
         bench_input(args, train_results)
     print(f"\n# load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
