@@ -122,11 +122,12 @@ def main() -> None:
     parser.add_argument("--config", type=Path, help="data settings of the runs when not the built-in shapes")
     parser.add_argument("--baselines", nargs="+", default=["mean_of_others"], choices=["mean_of_others", "greedy"])
     parser.add_argument("--out", type=Path, help="default: runs/shapes_scst (--smoke: runs/shapes_scst_smoke)")
+    parser.add_argument("--epochs", type=int, help="SCST epochs (default: configs/shapes_scst.yaml's)")
     parser.add_argument("--smoke", action="store_true", help="tiny runs trained first, one SCST epoch each")
     args = parser.parse_args()
     args.out = args.out or Path("runs") / ("shapes_scst_smoke" if args.smoke else "shapes_scst")
     args.out.mkdir(parents=True, exist_ok=True)
-    overrides: tuple[str, ...] = ()
+    overrides: tuple[str, ...] = ("--trainer.max_epochs", str(args.epochs)) if args.epochs else ()
     if args.smoke:
         args.runs, args.config = smoke_runs(args.out)
         overrides = ("--trainer.max_epochs", "1")
