@@ -9,17 +9,16 @@
 
 Each command lives in `caption.cli`, with its own `--help`; a knob several commands have is spelled the same in each
 (`caption.cli._options`). Foreseen errors print as one `caption: error:` line; torch and Lightning are imported only
-by the commands that need them; `caption -v <command>` also shows the dependencies' notes (docs/console.md).
+by the commands that need them; warnings print as one line each (`caption: warning: ...`), and `caption -v <command>`
+also shows the dependencies' notes (`caption.config.console`, docs/console.md).
 """
 
 import sys
-import warnings
-from collections.abc import Callable
 
 import caption
 from caption.cli._commands import COMMANDS, command
 from caption.config.console import console
-from caption.errors import CaptionError, CaptionWarning
+from caption.errors import CaptionError
 from caption.legacy.moved import moved_modules
 
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
@@ -75,23 +74,7 @@ def lightning_exception(name: str) -> type[BaseException]:
     return NotRaised if exceptions is None else getattr(exceptions, name)
 
 
-def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                     line: str | None = None, *, default: Callable[..., str] = warnings.formatwarning) -> str:
-    """The project's own warnings (`CaptionWarning`) as one `caption: warning:` line, without the source line."""
-    if issubclass(category, CaptionWarning):
-        return f"caption: warning: {' '.join(str(message).split())}\n"
-    return default(message, category, filename, lineno, line)
-
-
 def main(argv: list[str] | None = None) -> None:
-    format_before, warnings.formatwarning = warnings.formatwarning, one_line_warning
-    try:
-        run_and_report(argv)
-    finally:  # the format the process had, when `main` is called from Python
-        warnings.formatwarning = format_before
-
-
-def run_and_report(argv: list[str] | None) -> None:
     """`run` (with `-v` first: in a verbose console), a foreseen error printed as one `caption: error:` line and the
     exit status set."""
     args = sys.argv[1:] if argv is None else list(argv)
