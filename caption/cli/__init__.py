@@ -17,6 +17,7 @@ import sys
 
 import caption
 from caption.cli._commands import COMMANDS, command
+from caption.cli._short_help import lightning_arguments
 from caption.config.console import console
 from caption.errors import CaptionError
 from caption.legacy.moved import moved_modules
@@ -59,8 +60,11 @@ def run(args: list[str]) -> None:
         return
     if args[0] not in COMMANDS:
         raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
+    name, argv = args[0], with_ckpt_path(args[1:])
+    if COMMANDS[name][0] == "lightning":  # --help answered at once, without Lightning; --help-all by LightningCLI
+        argv = lightning_arguments(name, argv)
     with moved_modules():  # the class paths of caption 0.2.0's flat layout, in configs of then
-        command(args[0])(with_ckpt_path(args[1:]))
+        command(name)(argv)
 
 
 class NotRaised(Exception):

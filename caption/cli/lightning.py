@@ -195,19 +195,35 @@ class CaptionCLI(LightningCLI):
             print(summary(self.trainer, self.fit_summary, results[0] if results else None), flush=True)
 
 
+# how `caption` makes its LightningCLI
+CLI_SETTINGS: dict[str, Any] = {"parser_class": CaptionArgumentParser, "save_config_callback": SaveConfig,
+                                "save_config_kwargs": {"overwrite": True}, "auto_configure_optimizers": False}
+
+
 def main(argv: list[str]) -> None:
-    """`caption fit|validate|test|predict ...` (argv starts with the subcommand)."""
+    """`caption fit|validate|test|predict ...` (argv starts with the subcommand; its `--help` is answered before
+    Lightning is imported, and `--help-all` reaches here as jsonargparse's `--help`: `caption.cli._short_help`)."""
     with lightning_console(verbose=verbose()), quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
-        CaptionCLI(
-            CaptionModule,
-            CaptionDataModule,
-            parser_class=CaptionArgumentParser,
-            save_config_callback=SaveConfig,
-            args=argv,
-            save_config_kwargs={"overwrite": True},
-            auto_configure_optimizers=False,
-        )
-    leave_process_group()  # after a command that finished: a failed rank's peers must not wait for it here
+        CaptionCLI(CaptionModule, CaptionDataModule, args=argv, **CLI_SETTINGS)
+    leave_process_group()
+
+
+class ParserBuilt(Exception):
+    """Raised by `lightning_parsers` once the CLI has built its parser: nothing is parsed or run."""
+
+
+def lightning_parsers() -> dict[str, LightningArgumentParser]:
+    """The parser of each subcommand (fit, validate, test, predict) as `main` builds it, without parsing or running."""
+
+    class ParserOnly(CaptionCLI):
+        def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+            raise ParserBuilt(parser)
+
+    try:
+        ParserOnly(CaptionModule, CaptionDataModule, args=[], **CLI_SETTINGS)
+    except ParserBuilt as built:
+        return dict(built.args[0]._subcommands_action._name_parser_map)
+    raise AssertionError("LightningCLI parsed without calling parse_arguments")  # after a command that finished: a failed rank's peers must not wait for it here
 
 
 def leave_process_group() -> None:

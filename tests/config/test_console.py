@@ -17,7 +17,8 @@ from kit.tiny import fit_args
 from caption.config.console import console
 from caption.evaluation.ptb_tokenizer import ptb_tokenize
 
-LIGHT_COMMANDS = ("describe", "evaluate", "compare", "features", "migrate-config")
+# every command whose --help needs no model (fit, validate, test and predict: the kept short help)
+LIGHT_COMMANDS = ("fit", "validate", "test", "predict", "describe", "evaluate", "compare", "features", "migrate-config")
 HEAVY_MODULES = ("torch", "lightning", "matplotlib", "pycocoevalcap", "PIL")
 HELP_PROGRAM = """
 import sys
@@ -31,7 +32,7 @@ print(sorted(name for name in {heavy!r} if name in sys.modules))
 
 
 @pytest.mark.parametrize("command", LIGHT_COMMANDS)
-def test_help_of_the_commands_that_run_no_training_loads_neither_torch_nor_lightning(command):
+def test_help_loads_neither_torch_nor_lightning(command):
     run = subprocess.run([sys.executable, "-c", HELP_PROGRAM.format(heavy=HEAVY_MODULES), command], cwd=REPO,
                          env=environment(), capture_output=True, text=True, timeout=120, check=True)
     *help_text, loaded = run.stdout.strip().splitlines()
