@@ -38,6 +38,7 @@ LEFT_OUT_NOTES = re.compile(rf"^({re.escape(TIP)}|[A-Z]PU available: False\b|(\[
 PROJECT_LOGGER = "caption"  # the project's libraries log under caption.<module>
 PACKAGE = Path(__file__).resolve().parents[1]  # caption/
 SITE_FOLDERS = ("site-packages", "dist-packages")  # where an installed dependency's files are
+PYTHON_WARNINGS = ("warnings", "_py_warnings")  # the module of Python's own warnings.showwarning (3.14: the second)
 
 _verbose = contextvars.ContextVar("caption_console_verbose", default=False)
 
@@ -105,6 +106,14 @@ def is_own(category: type[Warning], filename: str) -> bool:
     return issubclass(category, CaptionWarning) or source(filename) == "caption"
 
 
+def printed_by_python() -> bool:
+    """Whether a warning goes to Python's own printer now: not recorded (`catch_warnings(record=True)`, as pytest
+    does around each test) and not hooked (`logging.captureWarnings`), which `console` then leaves as they are."""
+    hook, printer = getattr(warnings, "showwarning", None), getattr(warnings, "_showwarnmsg_impl", None)
+    return (getattr(hook, "__name__", "") == "showwarning" and getattr(hook, "__module__", "") in PYTHON_WARNINGS
+            and getattr(printer, "__name__", "") == "_showwarnmsg_impl")
+
+
 @contextlib.contextmanager
 def console(*, verbose: bool = False) -> Iterator[None]:
     """The console of one `caption` command: quiet (the default) or, with `verbose`, everything the dependencies
@@ -116,16 +125,23 @@ def console(*, verbose: bool = False) -> Iterator[None]:
     old_level = project.level
     full_format = warnings.formatwarning  # Python's own, for -v
 
+    def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                       line: str | None = None) -> str:
+        one_line = not verbose or is_own(category, filename)
+        return (one_line_warning if one_line else full_format)(message, category, filename, lineno, line)
+
     def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                      file: TextIO | None = None, line: str | None = None) -> None:
-        one_line = not verbose or is_own(category, filename)
-        text = (one_line_warning if one_line else full_format)(message, category, filename, lineno, line)
+        text = format_warning(message, category, filename, lineno, line)
         with contextlib.suppress(OSError):  # as Python's own: a closed stream loses the warning, not the run
             write_line(text, file or sys.stderr)
 
     token = _verbose.set(verbose)
     with warnings.catch_warnings():  # restores the filters and warnings.showwarning
-        warnings.showwarning = show_warning
+        if printed_by_python():
+            warnings.showwarning = show_warning
+        else:  # recorded (pytest, catch_warnings(record=True)) or hooked (logging.captureWarnings): theirs to show
+            warnings.formatwarning = format_warning
         if verbose:
             project.addHandler(handler)
             project.setLevel(logging.DEBUG)
@@ -138,6 +154,7 @@ def console(*, verbose: bool = False) -> Iterator[None]:
         try:
             yield
         finally:
+            warnings.formatwarning = full_format
             _verbose.reset(token)
             project.removeHandler(handler)
             project.setLevel(old_level)
