@@ -3,9 +3,8 @@ curves of each run from its CSV or TensorBoard logs (`caption.comparison.logs`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import math
+from pathlib import Path
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
