@@ -1,4 +1,5 @@
-"""How long the `caption` command takes to answer: `--help`, `--version`, a mistyped command, each command's `--help`.
+"""How long the `caption` command takes to answer: `--help`, `--version`, a mistyped command, each command's `--help`,
+and `caption fit --help-all` (every option: LightningCLI's parser).
 
     python benchmarks/cli_startup.py                 # 7 runs of each, median and range
     python benchmarks/cli_startup.py --repeats 3
@@ -24,7 +25,8 @@ COMMANDS = {
     "caption trian (a mistyped command)": ["trian"],
     **{f"caption {name} --help": [name, "--help"] for name in ("describe", "evaluate", "compare", "features",
                                                                  "migrate-config")},
-    "caption fit --help": ["fit", "--help"],
+    "caption fit --help": ["fit", "--help"],  # the kept short help (caption.cli._short_help)
+    "caption fit --help-all": ["fit", "--help-all"],  # LightningCLI's parser, built
 }
 
 

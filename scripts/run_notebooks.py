@@ -4,9 +4,10 @@ shows the figures); tests/project/test_notebooks.py runs them the same way.
     python scripts/run_notebooks.py                  # every notebook in notebooks/
     python scripts/run_notebooks.py demo.ipynb       # one
 
-Each run trains its tiny models (minutes on a CPU). The temporary folder the notebook wrote to is replaced by
-`$WORK` in the saved outputs, and the execution counts and timings are dropped, so that a rerun changes only what
-the models printed and drew.
+Each run trains its tiny models (minutes on a CPU). The notebooks print the temporary folder they write to as `$WORK`
+(and this replaces any name of it left in the saved outputs); the execution counts are left unset (null, as nbformat
+requires them of a result) and the timings dropped, so that a rerun changes only what the models printed and drew.
+tests/project/test_notebooks.py checks that the saved notebooks are valid and name no machine's paths.
 """
 
 import re
@@ -36,7 +37,8 @@ def tidied(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cell.execution_count = None
         cell.metadata.pop("execution", None)
         for output in cell.outputs:
-            output.pop("execution_count", None)
+            if "execution_count" in output:  # a result's: required, null when unset
+                output["execution_count"] = None
             if "text" in output:
                 output["text"] = TEMPORARY.sub("$WORK", output["text"])
             for kind in ("text/plain", "text/markdown"):
@@ -49,7 +51,9 @@ def tidied(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def main(names: list[str]) -> None:
     paths = [NOTEBOOKS / name for name in names] or sorted(NOTEBOOKS.glob("*.ipynb"))
     for path in paths:
-        nbformat.write(tidied(executed(path)), path)
+        notebook = tidied(executed(path))
+        nbformat.validate(notebook)
+        nbformat.write(notebook, path)
         print(f"{path}: {path.stat().st_size / 1024:.0f} KB")
 
 

@@ -9,17 +9,17 @@
 
 Each command lives in `caption.cli`, with its own `--help`; a knob several commands have is spelled the same in each
 (`caption.cli._options`). Foreseen errors print as one `caption: error:` line; torch and Lightning are imported only
-by the commands that need them; `caption -v <command>` also shows the dependencies' notes (docs/console.md).
+by the commands that need them; warnings print as one line each (`caption: warning: ...`), and `caption -v <command>`
+also shows the dependencies' notes (`caption.config.console`, docs/console.md).
 """
 
 import sys
-import warnings
-from collections.abc import Callable
 
 import caption
 from caption.cli._commands import COMMANDS, command
+from caption.cli._short_help import lightning_arguments
 from caption.config.console import console
-from caption.errors import CaptionError, CaptionWarning
+from caption.errors import CaptionError
 from caption.legacy.moved import moved_modules
 
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
@@ -60,8 +60,11 @@ def run(args: list[str]) -> None:
         return
     if args[0] not in COMMANDS:
         raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
+    name, argv = args[0], with_ckpt_path(args[1:])
+    if COMMANDS[name][0] == "lightning":  # --help answered at once, without Lightning; --help-all by LightningCLI
+        argv = lightning_arguments(name, argv)
     with moved_modules():  # the class paths of caption 0.2.0's flat layout, in configs of then
-        command(args[0])(with_ckpt_path(args[1:]))
+        command(name)(argv)
 
 
 class NotRaised(Exception):
@@ -75,23 +78,7 @@ def lightning_exception(name: str) -> type[BaseException]:
     return NotRaised if exceptions is None else getattr(exceptions, name)
 
 
-def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                     line: str | None = None, *, default: Callable[..., str] = warnings.formatwarning) -> str:
-    """The project's own warnings (`CaptionWarning`) as one `caption: warning:` line, without the source line."""
-    if issubclass(category, CaptionWarning):
-        return f"caption: warning: {' '.join(str(message).split())}\n"
-    return default(message, category, filename, lineno, line)
-
-
 def main(argv: list[str] | None = None) -> None:
-    format_before, warnings.formatwarning = warnings.formatwarning, one_line_warning
-    try:
-        run_and_report(argv)
-    finally:  # the format the process had, when `main` is called from Python
-        warnings.formatwarning = format_before
-
-
-def run_and_report(argv: list[str] | None) -> None:
     """`run` (with `-v` first: in a verbose console), a foreseen error printed as one `caption: error:` line and the
     exit status set."""
     args = sys.argv[1:] if argv is None else list(argv)

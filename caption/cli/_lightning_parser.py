@@ -50,7 +50,7 @@ class CaptionArgumentParser(LightningArgumentParser):
         message = " ".join(message.split())
         hint = renamed_hint(message)
         sys.exit(f"caption: error: {where}{message}{'. ' + hint if hint else ''} "
-                 "(every setting: `caption fit --help`)")
+                 "(every setting: `caption fit --help-all`)")
 
 
 def holds_nothing(config_file: Any) -> bool:

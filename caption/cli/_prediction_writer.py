@@ -32,8 +32,7 @@ from caption.io.outputs import writable_folder
 
 
 class CaptionWriter(BasePredictionWriter):
-    """Writes every rank's captions, de-duplicated, to DIR/captions.json and DIR/captions.csv at the end of
-    `caption predict`.
+    """The captions of `caption predict`, every rank's, de-duplicated, written to DIR/captions.json and captions.csv.
 
     Args:
         out: the folder for captions.json and captions.csv (created and checked writable before any image is

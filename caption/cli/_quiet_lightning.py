@@ -1,19 +1,31 @@
-"""Lightning's own notes left out of `caption predict`'s console: it prints what it wrote, and what went wrong.
+"""Lightning's lines in the console of `caption fit | validate | test | predict`: on stdout beside the command's results,
+each on a line of its own, and only those the researcher needs.
 
-Lightning logs info lines (devices, seed, tips, restoring states) and warns about training-only state of the
-checkpoint; inside `quiet_lightning` only warnings, errors and this package's own info lines get through.
+`lightning_console` holds for every such command: Lightning's log lines (its own, and the project's `rank_zero_info`
+lines, the example captions among them) go to stdout, through `caption.config.console.write_line`, so that a
+progress bar is never glued to them and the end summary (stdout too) follows them in order; unless `caption -v`,
+Lightning's warning about modules in eval mode is left out, because the only such modules are a frozen encoder's,
+in eval mode on purpose (`caption.model.encoder`: its BatchNorm keeps the statistics it was trained with).
+`quiet_lightning` leaves out Lightning's info lines altogether (devices, seed, tips, restoring states) and its
+warnings about training-only state of the checkpoint: `caption predict` says what it wrote, and `fit`'s test of the
+best checkpoint says it in the end summary.
 """
 
 import contextlib
 import logging
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+
+from caption.config.console import ConsoleHandler
 
 PACKAGE = Path(__file__).resolve().parents[1]  # caption/
 # where Lightning logs its info lines (rank_zero_info; seed_everything)
 LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
                           "lightning.fabric.utilities.seed")
+LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")  # the two Lightning gives a stream handler on import
+FROZEN_IN_EVAL_MODE = r"Found \d+ module\(s\) in eval mode at the start of training"  # Lightning's words
 
 
 class OwnLinesOnly(logging.Filter):
@@ -23,10 +35,35 @@ class OwnLinesOnly(logging.Filter):
         return record.levelno >= logging.WARNING or Path(record.pathname).is_relative_to(PACKAGE)
 
 
+def writes_to_a_terminal_stream(handler: logging.Handler) -> bool:
+    return type(handler) is logging.StreamHandler and handler.stream in (sys.stdout, sys.stderr, sys.__stderr__)
+
+
+@contextlib.contextmanager
+def lightning_console(*, verbose: bool) -> Iterator[None]:
+    """Lightning's log lines on stdout, each on a line of its own; unless `verbose`, its warning about the frozen
+    encoder's modules in eval mode left out. Lightning's handlers are given back on the way out."""
+    saved = {name: logging.getLogger(name).handlers[:] for name in LIGHTNING_LOGGERS}
+    for name, handlers in saved.items():  # a logger without a handler of its own (propagating to the root's) is left
+        for handler in filter(writes_to_a_terminal_stream, handlers):
+            ours = ConsoleHandler("stdout", level=handler.level)
+            ours.setFormatter(handler.formatter)
+            logging.getLogger(name).removeHandler(handler)
+            logging.getLogger(name).addHandler(ours)
+    try:
+        with warnings.catch_warnings():
+            if not verbose:
+                warnings.filterwarnings("ignore", message=FROZEN_IN_EVAL_MODE)
+            yield
+    finally:
+        for name, handlers in saved.items():
+            logging.getLogger(name).handlers = handlers
+
+
 @contextlib.contextmanager
 def quiet_lightning() -> Iterator[None]:
     """Lightning's own notes left out (devices, seed, tips, restoring states, warnings about training-only state
-    of the checkpoint): `caption predict` says what it wrote, and what went wrong."""
+    of the checkpoint); the project's own lines still pass."""
     loggers = [logging.getLogger(name) for name in LIGHTNING_INFO_LOGGERS]
     only_ours = OwnLinesOnly()
     for logger in loggers:

@@ -12,7 +12,8 @@
 The best checkpoint is chosen on validation BLEU-4 and tested after `fit`; `last.ckpt` is kept fresh
 (`periodic_checkpoint:`), so a killed run continues with `--ckpt_path last`. Checkpoints load with weights_only=True
 (`caption.io.checkpoints`); decoding settings on the command line win over a checkpoint's; `predict` writes through
-`caption.cli._prediction_writer`, quietly (`caption.cli._quiet_lightning`). More: docs/distributed.md.
+`caption.cli._prediction_writer`, quietly; Lightning's lines go to stdout, on lines of their own
+(`caption.cli._quiet_lightning`). What the console shows: docs/console.md; more: docs/distributed.md.
 """
 
 import contextlib
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 from jsonargparse import Namespace
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, ModelSummary
 from lightning.pytorch.callbacks import ProgressBar as LightningProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
 from lightning.pytorch.plugins.io import CheckpointIO
@@ -36,18 +37,19 @@ from caption.cli._checkpoint_settings import (
 )
 from caption.cli._lightning_parser import CaptionArgumentParser
 from caption.cli._predict_arguments import predict_arguments, scoring_arguments
-from caption.cli._quiet_lightning import quiet_lightning
+from caption.cli._quiet_lightning import lightning_console, quiet_lightning
 from caption.cli._run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
 from caption.cli._run_outputs import SaveConfig, guard_logger_writes
+from caption.config.console import verbose
 from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
 from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
 from caption.training.allocator import configure_allocator
-from caption.training.callbacks import AttentionPatience, PeriodicCheckpoint
+from caption.training.callbacks import AttentionPatience, LoggingInterval, PeriodicCheckpoint
 from caption.training.module import CaptionModule
-from caption.training.progress import FitSummary, ProgressBar, summary
+from caption.training.progress import FitSummary, ParameterCount, ProgressBar, summary
 
 
 def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
@@ -163,7 +165,8 @@ class CaptionCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors), with the
-        project's progress bar unless another is given or none is wanted, and `fit`'s summary."""
+        project's progress bar unless another is given or none is wanted, the model summary in a line (Lightning's
+        table with `caption -v`), the training figures logged in every epoch, and `fit`'s summary."""
         plugins = kwargs.get("plugins") or []
         plugins = plugins if isinstance(plugins, list) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
@@ -175,6 +178,12 @@ class CaptionCLI(LightningCLI):
             isinstance(callback, LightningProgressBar) for callback in callbacks
         ):
             callbacks.append(ProgressBar())
+        if settings.get("enable_model_summary") is not False and not verbose() and not any(
+            isinstance(callback, ModelSummary) for callback in callbacks
+        ):
+            callbacks.append(ParameterCount())
+            kwargs["enable_model_summary"] = False  # Lightning then adds none of its own, and does not say so
+        callbacks.append(LoggingInterval())
         self.fit_summary = FitSummary() if self.subcommand == "fit" else None
         kwargs["callbacks"] = callbacks + ([self.fit_summary] if self.fit_summary is not None else [])
         trainer = super().instantiate_trainer(**kwargs)
@@ -189,24 +198,44 @@ class CaptionCLI(LightningCLI):
         epoch was best, its figures and the test's, and where the checkpoints and logs are (`caption.training.progress`)."""
         checkpoint = self.trainer.checkpoint_callback
         best = checkpoint.best_model_path if checkpoint is not None else ""
-        results = self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None, verbose=False)
-        if self.trainer.is_global_zero:  # the command's result, on stdout as the other commands' results
+        if isinstance(self.trainer.progress_bar_callback, ProgressBar):  # its figures are in the summary
+            self.trainer.progress_bar_callback.keep_test_bar = False
+        # without Lightning's lines on restoring the checkpoint the summary names (with them: caption -v)
+        with contextlib.nullcontext() if verbose() else quiet_lightning():
+            results = self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best or None, verbose=False)
+        if self.trainer.is_global_zero:  # the command's result, on stdout as the example captions before it
             print(summary(self.trainer, self.fit_summary, results[0] if results else None), flush=True)
 
 
+# how `caption` makes its LightningCLI
+CLI_SETTINGS: dict[str, Any] = {"parser_class": CaptionArgumentParser, "save_config_callback": SaveConfig,
+                                "save_config_kwargs": {"overwrite": True}, "auto_configure_optimizers": False}
+
+
 def main(argv: list[str]) -> None:
-    """`caption fit|validate|test|predict ...` (argv starts with the subcommand)."""
-    with quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
-        CaptionCLI(
-            CaptionModule,
-            CaptionDataModule,
-            parser_class=CaptionArgumentParser,
-            save_config_callback=SaveConfig,
-            args=argv,
-            save_config_kwargs={"overwrite": True},
-            auto_configure_optimizers=False,
-        )
-    leave_process_group()  # after a command that finished: a failed rank's peers must not wait for it here
+    """`caption fit|validate|test|predict ...` (argv starts with the subcommand; its `--help` is answered before
+    Lightning is imported, and `--help-all` reaches here as jsonargparse's `--help`: `caption.cli._short_help`)."""
+    with lightning_console(verbose=verbose()), quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
+        CaptionCLI(CaptionModule, CaptionDataModule, args=argv, **CLI_SETTINGS)
+    leave_process_group()
+
+
+class ParserBuilt(Exception):
+    """Raised by `lightning_parsers` once the CLI has built its parser: nothing is parsed or run."""
+
+
+def lightning_parsers() -> dict[str, LightningArgumentParser]:
+    """The parser of each subcommand (fit, validate, test, predict) as `main` builds it, without parsing or running."""
+
+    class ParserOnly(CaptionCLI):
+        def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+            raise ParserBuilt(parser)
+
+    try:
+        ParserOnly(CaptionModule, CaptionDataModule, args=[], **CLI_SETTINGS)
+    except ParserBuilt as built:
+        return dict(built.args[0]._subcommands_action._name_parser_map)
+    raise AssertionError("LightningCLI parsed without calling parse_arguments")  # after a command that finished: a failed rank's peers must not wait for it here
 
 
 def leave_process_group() -> None:

@@ -3,11 +3,13 @@ curves of each run from its CSV or TensorBoard logs (`caption.comparison.logs`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from caption.comparison.logs import CURVES, Curves, UnreadableLogs, read_curves
+from caption.comparison.logs import Curves, UnreadableLogs, in_order, read_curves
 from caption.comparison.models import Model
 from caption.data.datamodule import CaptionDataModule
 from caption.data.sources.category_words import named_labels
@@ -30,20 +32,33 @@ def logged_curves(models: list[Model]) -> tuple[dict[str, Curves], dict[str, str
     return curves, left_out
 
 
+MARKED = 30  # a curve of fewer points gets a marker at each (one validation of a one-epoch run is a dot)
+PANELS_PER_ROW = 4
+
+
 def curves_figure(curves: dict[str, Curves]) -> Figure | None:
-    """One panel per logged quantity, one line per model; None when no model has curves."""
-    names = [name for name in CURVES if any(name in logged for logged in curves.values())]
+    """One panel per logged quantity (the training loss, then each validation figure: `caption.comparison.logs`), one
+    line per model, over the optimizer steps of every run on one integer axis from 0; None when no model has curves."""
+    names = in_order({name for logged in curves.values() for name in logged})
     if not names:
         return None
-    figure = Figure(figsize=(4.5 * len(names), 3.5), layout="constrained")
-    for ax, name in zip(figure.subplots(1, len(names), squeeze=False)[0], names):
+    last_step = max(step for logged in curves.values() for points in logged.values() for step, _ in points)
+    columns = min(len(names), PANELS_PER_ROW)
+    rows = math.ceil(len(names) / columns)
+    figure = Figure(figsize=(4.2 * columns, 3.2 * rows), layout="constrained")
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    for ax, name in zip(axes, names):
         for model_name, logged in curves.items():
             if name in logged:
                 steps, values = zip(*logged[name])
-                ax.plot(steps, values, marker="." if len(steps) < 30 else None, label=model_name)
+                ax.plot(steps, values, marker="o" if len(steps) < MARKED else None, markersize=4, label=model_name)
         ax.set_title(name)
         ax.set_xlabel("step")
+        ax.set_xlim(-0.03 * max(1, last_step), max(1, last_step) * 1.03)  # from step 0, a marker there whole
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend()
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
     return figure
 
 

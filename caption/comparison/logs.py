@@ -1,14 +1,21 @@
 """The training curves of the runs `caption compare` puts side by side, from their logs: a CSVLogger's metrics.csv
 or TensorBoard's event files (read with tensorboard's `EventAccumulator`; tensorboard is the optional extra
-`show-attend-tell[tensorboard]`). A run whose curves cannot be read is named, with the reason."""
+`show-attend-tell[tensorboard]`). The curves are the training loss (`train/loss`, what the optimizer minimises:
+`CaptionModule.training_step`) and every figure validation logs (`val/...`), each at the steps it was logged, without
+the points a run logged as NaN (METEOR without Java, attention accuracy without object words). A run whose curves
+cannot be read is named, with the reason."""
 
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
-# logged quantities drawn when a run has them
-CURVES = ("train/nll", "val/bleu4", "val/cider", "val/attention_accuracy", "val/alpha_entropy")
+TRAINING_LOSS = "train/loss"
+VALIDATION = "val/"  # every figure logged under it is drawn
+# drawn first, in this order, when logged: the loss, the paper's metrics, where the model looks, how sharp its
+# attention is; the other validation figures after them, by name
+FIRST = (TRAINING_LOSS, "val/bleu4", "val/cider", "val/attention_accuracy", "val/alpha_entropy")
 EVENT_FILES = "events.out.tfevents.*"
 
 Curves = dict[str, list[tuple[int, float]]]  # logged name -> [(step, value)]
@@ -33,29 +40,43 @@ def find_logs(path: Path, checkpoint: Path) -> Path | None:
     return None if events is None else events.parent
 
 
+def drawn(name: str) -> bool:
+    """Whether a logged quantity is one of the curves: the training loss or a validation figure."""
+    return name == TRAINING_LOSS or name.startswith(VALIDATION)
+
+
+def in_order(names: set[str]) -> list[str]:
+    """The curves' names, FIRST's first, in its order, then the others by name."""
+    return sorted(names, key=lambda name: (FIRST.index(name) if name in FIRST else len(FIRST), name))
+
+
 def read_curves(logs: Path) -> Curves:
-    """The CURVES a run logged, from its metrics.csv or its TensorBoard event folder; `UnreadableLogs` says why
-    there are none."""
+    """The curves a run logged, from its metrics.csv or its TensorBoard event folder, each in the order of its steps,
+    in `in_order`'s order; `UnreadableLogs` says why there are none."""
     curves = read_csv_curves(logs) if logs.suffix == ".csv" else read_tensorboard_curves(logs)
-    curves = {name: points for name, points in curves.items() if points}
+    curves = {name: sorted((step, value) for step, value in points if math.isfinite(value))
+              for name, points in curves.items()}
+    curves = {name: curves[name] for name in in_order(set(curves)) if curves[name]}
     if not curves:
-        raise UnreadableLogs(f"{logs} holds none of {', '.join(CURVES)}")
+        raise UnreadableLogs(f"{logs} holds neither {TRAINING_LOSS} nor a {VALIDATION}... figure")
     return curves
 
 
 def read_csv_curves(path: Path) -> Curves:
-    """{name: [(step, value)]} for the CURVES columns a CSVLogger metrics.csv has."""
+    """{name: [(step, value)]} for the columns of a CSVLogger metrics.csv that are curves (`drawn`)."""
     try:
         with path.open(newline="", encoding="utf-8") as file:
-            rows = list(csv.DictReader(file))
+            reader = csv.DictReader(file)
+            rows = list(reader)
+        names = [name for name in reader.fieldnames or [] if drawn(name)]
         return {name: [(int(row["step"]), float(row[name])) for row in rows if row.get(name) not in (None, "")]
-                for name in CURVES}
+                for name in names}
     except (OSError, ValueError, KeyError, csv.Error) as error:
         raise UnreadableLogs(f"{path} cannot be read as a CSVLogger's metrics.csv ({error})") from None
 
 
 def read_tensorboard_curves(folder: Path) -> Curves:
-    """{name: [(step, value)]} for the CURVES scalars in a folder of TensorBoard event files."""
+    """{name: [(step, value)]} for the scalars in a folder of TensorBoard event files that are curves (`drawn`)."""
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ImportError:
@@ -63,8 +84,7 @@ def read_tensorboard_curves(folder: Path) -> Curves:
                              "pip install 'show-attend-tell[tensorboard]'") from None
     try:
         accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0}).Reload()
-        logged = set(accumulator.Tags().get("scalars", []))
-        return {name: [(event.step, event.value) for event in accumulator.Scalars(name)]
-                for name in CURVES if name in logged}
+        logged = [name for name in accumulator.Tags().get("scalars", []) if drawn(name)]
+        return {name: [(event.step, event.value) for event in accumulator.Scalars(name)] for name in logged}
     except Exception as error:  # a corrupt or cut-short event file: tensorboard's own errors vary by version
         raise UnreadableLogs(f"its TensorBoard logs ({folder}) cannot be read ({error})") from None

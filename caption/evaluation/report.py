@@ -139,8 +139,8 @@ RESPONSIBLE = {  # attention kind -> the settings most likely responsible when i
 }
 EXPLAINED = "docs/hard-attention.md"
 PRETRAIN = ("an encoder pretrained on the data's labelled objects, then frozen (the paper's setting): `caption "
-            "pretrain-encoder --config YOUR_CONFIG --trainer.default_root_dir runs/NAME_encoder`, then train with --model.encoder.weights "
-            "runs/NAME_encoder (docs/datasets.md#an-encoder-pretrained-on-your-labels)")
+            "pretrain-encoder --config YOUR_CONFIG --trainer.default_root_dir runs/NAME_encoder`, then train with "
+            "--model.encoder.weights runs/NAME_encoder (docs/datasets.md#an-encoder-pretrained-on-your-labels)")
 
 
 def not_looking(evaluation: Evaluation, *, kind: str) -> str | None:

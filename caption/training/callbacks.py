@@ -1,5 +1,6 @@
-"""Training callbacks: a fresh `last.ckpt` for long and pre-emptible runs, tokens per second, MFU on a GPU, and a
-stop once attention accuracy stops rising (`AttentionPatience`).
+"""Training callbacks: a fresh `last.ckpt` for long and pre-emptible runs, tokens per second, MFU on a GPU, a stop
+once attention accuracy stops rising (`AttentionPatience`), and the training figures logged in every epoch, however
+short (`LoggingInterval`).
 
 `PeriodicCheckpoint` keeps `last.ckpt` no older than N optimizer steps, so a run that is killed or
 pre-empted continues with `--ckpt_path last` and loses at most the steps since that save:
@@ -126,6 +127,26 @@ def logs_this_step(trainer: L.Trainer, *, stepped: bool) -> bool:
     if trainer.log_every_n_steps == 0:
         return False
     return trainer.global_step % trainer.log_every_n_steps == 0 or trainer.should_stop
+
+
+class LoggingInterval(Callback):
+    """The training figures logged at least once an epoch: `trainer.log_every_n_steps` lowered to an epoch's batches
+    when an epoch is shorter than it (Lightning would log none of a short run's steps, and warn that it does not;
+    the check passes here, before the batches are counted, then the interval is set once they are)."""
+
+    def __init__(self) -> None:
+        self.interval: int | None = None  # the configured one, while the batches are being counted
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.log_every_n_steps > 1:
+            self.interval, trainer.log_every_n_steps = trainer.log_every_n_steps, 1  # only between the two hooks
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.interval is None:
+            return
+        batches = trainer.num_training_batches
+        per_epoch = int(batches) if 0 < batches < float("inf") else self.interval
+        trainer.log_every_n_steps, self.interval = min(self.interval, per_epoch), None
 
 
 class TokensPerSecond(Callback):

@@ -273,7 +273,8 @@ class CaptionModule(L.LightningModule):
                 "set trainer.gradient_clip_val, or set model.optimization.on_nonfinite_loss: skip to skip such batches"
             )
         self.nonfinite_batches += 1
-        rank_zero_warn(f"skipped a batch with a non-finite loss at {where} ({values}); {self.nonfinite_batches} so far")
+        rank_zero_warn(f"skipped a batch with a non-finite loss at {where} ({values}); {self.nonfinite_batches} so far",
+                       category=CaptionWarning)
         self.log("train/nonfinite_batches", float(self.nonfinite_batches))
         return False
 
@@ -366,7 +367,7 @@ class CaptionModule(L.LightningModule):
         if self.not_looking is None and not self.trainer.sanity_checking:
             self.not_looking = not_looking(evaluation, kind=self.settings.attention.kind)
             if self.not_looking is not None:
-                rank_zero_warn(self.not_looking)
+                rank_zero_warn(self.not_looking, category=CaptionWarning)
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
         self._decode_batch(batch, beam_size=self.settings.decoding.beam_size)

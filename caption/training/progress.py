@@ -1,10 +1,11 @@
 """What a run shows while it trains and when it ends: a progress bar of the few figures that move, then a summary.
 
 `ProgressBar` is Lightning's TQDMProgressBar with the `shown` figures only, each epoch's finished bar kept; written to
-a file or a pipe (a cluster's log) instead of a terminal, a bar is written at most every `file_refresh_s` seconds and
-`file_refreshes` times, and once finished. `FitSummary` records every validation's figures; `summary` names the kept
-epoch (the model-selection checkpoint's), its figures and the test figures, and the folders the run wrote to. What
-both look like: docs/console.md#progress-bar-and-summary.
+a file or a pipe (a cluster's log) instead of a terminal, a bar is a line per write, written at most every
+`file_refresh_s` seconds and `file_refreshes` times, and once finished. `ParameterCount` is Lightning's model summary
+in one line. `FitSummary` records every validation's figures; `summary` names the kept epoch (the model-selection
+checkpoint's), its figures and the test figures, and the folders the run wrote to. What they look like:
+docs/console.md#progress-bar-and-summary.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, TQDMProgressBar
+from lightning.pytorch.callbacks import Callback, ModelSummary, TQDMProgressBar
 from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.model_summary import get_human_readable_count
 
 SHOWN = ("loss", "val/bleu4", "val/attention_accuracy")  # the figures of the bar, when logged
 # the figures of the summary, where logged: the paper's metrics, where the model looked, how sharp its attention is
@@ -25,9 +28,10 @@ SUMMARY = ("bleu1", "bleu4", "meteor", "rouge_l", "cider", "attention_accuracy",
 
 
 class FileTqdm(Tqdm):
-    """A bar written to a file or a pipe, where nothing is redrawn: refreshed only once `every_s` seconds have passed
-    and 1/`refreshes` of the bar has been done since it was last written (none at the start), and written once
-    finished, by `close`: a bar takes at most `refreshes` + 1 lines, however slow the machine."""
+    """A bar written to a file or a pipe, where nothing is redrawn: each write a line of its own (never a line left
+    open for the next message to join), refreshed only once `every_s` seconds have passed and 1/`refreshes` of the
+    bar has been done since it was last written (none at the start), and written once finished, by `close`, if it is
+    kept (`leave`): a kept bar takes at most `refreshes` + 1 lines, however slow the machine; a passing one, none."""
 
     def __init__(self, *args: Any, every_s: float, refreshes: int, **kwargs: Any) -> None:
         self.every_s, self.refreshes = every_s, refreshes
@@ -42,6 +46,36 @@ class FileTqdm(Tqdm):
         self.shown_at, self.shown_n = time.monotonic(), self.n
         super().refresh(nolock=nolock, lock_args=lock_args)
 
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+        """The bar as a line of its own, if it is kept; `msg` (tqdm's way to clear it) writes nothing."""
+        if msg is not None or not self.leave:
+            return False
+        self.fp.write(f"{self}\n")
+        self.fp.flush()
+        return True
+
+    def clear(self, nolock: bool = False) -> None:
+        """A file keeps what was written: nothing to clear before another line (`tqdm.write`)."""
+
+    def close(self) -> None:
+        """The finished bar, once, if it is kept; then tqdm's own close, which has nothing left to write."""
+        if not self.disable and self.leave:
+            self.display()
+            self.leave = False
+        super().close()
+
+
+class ParameterCount(ModelSummary):
+    """Lightning's model summary in one line: the parameters that train and those frozen (Lightning's table of
+    modules, with its columns of FLOPs that a CPU run leaves at 0: `caption -v`)."""
+
+    @staticmethod
+    def summarize(summary_data: Any, total_parameters: int, trainable_parameters: int, *args: Any,
+                  **kwargs: Any) -> None:
+        frozen = total_parameters - trainable_parameters
+        rank_zero_info(f"model: {get_human_readable_count(trainable_parameters).strip()} parameters trained, "
+                       f"{get_human_readable_count(frozen).strip()} frozen")
+
 
 class ProgressBar(TQDMProgressBar):
     """Lightning's progress bar with the `shown` figures only, and each epoch's finished bar kept.
@@ -51,13 +85,16 @@ class ProgressBar(TQDMProgressBar):
         shown: the logged figures the bar shows, in this order, when they are logged.
         file_refresh_s: written to a file or a pipe, a bar is written at most every this many seconds,
         file_refreshes: and at most this many times before it is finished (then once more).
+        keep_test_bar: the test's finished bar stays (`caption test`); `fit`'s test after training sets it False,
+            its figures being in the end summary.
     """
 
     def __init__(self, refresh_rate: int = 1, shown: tuple[str, ...] = SHOWN, file_refresh_s: float = 30.0,
-                 file_refreshes: int = 10):
+                 file_refreshes: int = 10, keep_test_bar: bool = True):
         super().__init__(refresh_rate=refresh_rate, leave=True)
         self.shown = tuple(shown)
         self.file_refresh_s, self.file_refreshes = file_refresh_s, file_refreshes
+        self.keep_test_bar = keep_test_bar
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         logged = super().get_metrics(trainer, pl_module)
@@ -90,7 +127,11 @@ class ProgressBar(TQDMProgressBar):
         return self.file_bar(self.validation_description, leave=self.trainer.state.fn == "validate")
 
     def init_test_tqdm(self) -> Tqdm:
-        return super().init_test_tqdm() if sys.stdout.isatty() else self.file_bar("Testing", leave=True)
+        if not sys.stdout.isatty():
+            return self.file_bar("Testing", leave=self.keep_test_bar)
+        bar = super().init_test_tqdm()
+        bar.leave = self.keep_test_bar
+        return bar
 
     def init_predict_tqdm(self) -> Tqdm:
         on_terminal = sys.stdout.isatty()

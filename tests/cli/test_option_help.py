@@ -3,35 +3,16 @@ and `--data.source.help <source>` for each data source's settings (jsonargparse 
 
 import inspect
 
-import pytest
 from jsonargparse import ArgumentParser
 
-from caption.cli._lightning_parser import CaptionArgumentParser
-from caption.cli.lightning import CaptionCLI
-from caption.data.datamodule import CaptionDataModule
+from caption.cli.lightning import lightning_parsers
 from caption.data.sources.karpathy import CocoSource, KarpathySource
 from caption.data.sources.records import CaptionSource
 from caption.data.synthetic.shapes import ShapesSource
-from caption.training.module import CaptionModule
 
 
-class ParserBuilt(Exception):
-    """Raised once the CLI has built its parser: nothing is parsed or run."""
-
-
-class ParserProbe(CaptionCLI):
-    parser: CaptionArgumentParser
-
-    def parse_arguments(self, parser: CaptionArgumentParser, args: object) -> None:
-        ParserProbe.parser = parser
-        raise ParserBuilt
-
-
-def fit_parser() -> CaptionArgumentParser:
-    with pytest.raises(ParserBuilt):
-        ParserProbe(CaptionModule, CaptionDataModule, parser_class=CaptionArgumentParser, args=["fit"],
-                    auto_configure_optimizers=False)
-    return ParserProbe.parser._subcommands_action._name_parser_map["fit"]
+def fit_parser() -> ArgumentParser:
+    return lightning_parsers()["fit"]
 
 
 def options_without_help(parser: ArgumentParser, prefixes: tuple[str, ...]) -> list[str]:

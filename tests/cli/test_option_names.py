@@ -53,12 +53,12 @@ def listed(help_text: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def options() -> dict[str, set[str]]:
-    """{command: the options its --help lists} for every command."""
+    """{command: the options its --help lists} for every command (--help-all: every option of LightningCLI's)."""
     found = {}
-    for name in COMMANDS:
+    for name, (module, _) in COMMANDS.items():
         out = io.StringIO()
         with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-            main([name, "--help"])
+            main([name, "--help-all" if module == "lightning" else "--help"])
         found[name] = listed(out.getvalue())
     return found
 

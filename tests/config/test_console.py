@@ -1,20 +1,24 @@
 """What `caption` prints: its own lines, Lightning's progress and summary, and third-party chatter only with -v;
-every command's --help at once."""
+every command's --help at once; a short fit as a terminal shows it."""
 
 import logging
+import os
 import re
+import select
 import subprocess
 import sys
+import time
 import warnings
 
 import pytest
-from kit.cli import REPO, caption, environment
+from kit.cli import PATIENCE_S, REPO, caption, environment
 from kit.tiny import fit_args
 
 from caption.config.console import console
 from caption.evaluation.ptb_tokenizer import ptb_tokenize
 
-LIGHT_COMMANDS = ("describe", "evaluate", "compare", "features", "migrate-config")
+# every command whose --help needs no model (fit, validate, test and predict: the kept short help)
+LIGHT_COMMANDS = ("fit", "validate", "test", "predict", "describe", "evaluate", "compare", "features", "migrate-config")
 HEAVY_MODULES = ("torch", "lightning", "matplotlib", "pycocoevalcap", "PIL")
 HELP_PROGRAM = """
 import sys
@@ -28,7 +32,7 @@ print(sorted(name for name in {heavy!r} if name in sys.modules))
 
 
 @pytest.mark.parametrize("command", LIGHT_COMMANDS)
-def test_help_of_the_commands_that_run_no_training_loads_neither_torch_nor_lightning(command):
+def test_help_loads_neither_torch_nor_lightning(command):
     run = subprocess.run([sys.executable, "-c", HELP_PROGRAM.format(heavy=HEAVY_MODULES), command], cwd=REPO,
                          env=environment(), capture_output=True, text=True, timeout=120, check=True)
     *help_text, loaded = run.stdout.strip().splitlines()
@@ -55,6 +59,97 @@ def test_fit_prints_progress_figures_that_move_each_epoch_once_then_the_best_epo
     assert any(line.startswith("test (best checkpoint): bleu1 ") for line in lines)
     assert f"checkpoints: {run / 'checkpoints'} (best: best-epoch" in output
     assert f"logs: {run / 'logs' / 'version_0'} (" in output and "metrics.csv" in output
+    captions, summary = fit.stdout.find("Example test captions"), fit.stdout.find("kept epoch ")
+    assert 0 <= captions < summary, "the example captions, then the summary, on one stream"
+    assert not [line for line in lines if "Validation" in line or "Testing" in line], "no passing bar kept in a file"
+
+
+CSI = re.compile(r"\x1b\[(\d*)(?:;\d+)*([A-Za-z])")  # a terminal's control sequence: cursor moves, colours
+
+
+def screen(text: str, *, width: int) -> list[str]:
+    """The lines a terminal `width` columns wide shows after `text` was written to it: carriage returns and cursor
+    moves redraw (as tqdm's bars do), a line longer than the width wraps."""
+    lines: list[list[str]] = [[]]
+    row = column = 0
+    at = 0
+    while at < len(text):
+        sequence = CSI.match(text, at)
+        if sequence:
+            count = int(sequence.group(1) or 1)
+            row = max(0, row - count) if sequence.group(2) == "A" else row + count if sequence.group(2) == "B" else row
+            at = sequence.end()
+            continue
+        character = text[at]
+        at += 1
+        if character == "\r":
+            column = 0
+        elif character == "\n":
+            row += 1
+        else:
+            if column == width:
+                row, column = row + 1, 0
+            lines += [[] for _ in range(row + 1 - len(lines))]
+            lines[row] += " " * (column + 1 - len(lines[row]))
+            lines[row][column] = character
+            column += 1
+        lines += [[] for _ in range(row + 1 - len(lines))]
+    return ["".join(line).rstrip() for line in lines]
+
+
+def on_terminal(*args: str, width: int) -> list[str]:
+    """What `caption ARGS` shows on a terminal `width` columns wide (a pseudo-terminal for stdout and stderr)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    control, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, width, 0, 0))
+    process = subprocess.Popen([sys.executable, "-m", "caption.cli", *args], cwd=REPO, stdin=subprocess.DEVNULL,
+                               stdout=terminal, stderr=terminal, env=environment(changes={"COLUMNS": str(width)}))
+    os.close(terminal)
+    written, deadline = b"", time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:
+        if select.select([control], [], [], 1.0)[0]:
+            try:
+                chunk = os.read(control, 65536)
+            except OSError:  # every end of the terminal closed: the command is done
+                break
+            if not chunk:
+                break
+            written += chunk
+    os.close(control)
+    assert process.wait(timeout=60) == 0, written.decode(errors="replace")[-3000:]
+    return screen(written.decode(errors="replace"), width=width)
+
+
+BAR = re.compile(r"\d+%\||\| *\d+/[\d?]+ \[")  # a piece of a tqdm bar
+WHOLE_BAR = re.compile(r"Epoch \d+: +\d+%\|[^|]*\| \d+/\d+ \[[^\]]*\]")  # a kept bar, and nothing else
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_a_short_fit_shows_a_terminal_only_its_own_lines_each_whole(tmp_path):
+    """A one-epoch fit as a terminal 100 columns wide shows it: the model in a line, the epoch's bar, the project's
+    warning in a line of its own and a dependency's without its path, the example captions and the summary; no
+    device line on a CPU, no table of modules, no path under site-packages, no bar left over or joined to a line."""
+    run = tmp_path / "run"
+    shown = on_terminal("fit", *fit_args(run, "--trainer.enable_progress_bar", "true",
+                                         "--trainer.callbacks+=kit.probes.WarnsMidEpoch"), width=100)
+    text = "\n".join(shown)
+    assert len(shown) < 100, text
+    assert not [line for line in shown if "site-packages" in line or "/lightning/" in line], text
+    assert not [line for line in shown if BAR.search(line) and not WHOLE_BAR.fullmatch(line)], text
+    assert len([line for line in shown if WHOLE_BAR.fullmatch(line)]) == 1, text
+    assert "caption: warning: a warning of the project's, in two lines" in shown, text
+    assert "dependency: warning: a dependency's note" in shown, text
+    assert [line for line in shown if "warning" in line.lower()] == [
+        "caption: warning: a warning of the project's, in two lines", "dependency: warning: a dependency's note"]
+    assert not [line for line in shown if "available:" in line or "FLOPs" in line or "Seed set" in line], text
+    assert re.search(r"^model: [\d.]+ [KM]? ?parameters trained, 0 frozen$", text, re.MULTILINE), text
+    assert shown.index("Example test captions (beam 3):") < next(
+        index for index, line in enumerate(shown) if line.startswith("kept epoch 0"))
 
 
 def test_the_tokenizer_note_is_shown_with_verbose_only(capfd):
@@ -82,6 +177,8 @@ def test_dependency_deprecations_and_tips_are_left_out_unless_verbose(caplog):
     notes = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     with caplog.at_level(logging.INFO, logger=notes.name), console():
         notes.info("💡 Tip: try another package")
-        notes.info("GPU available: False")
-    assert [record.getMessage() for record in caplog.records] == ["GPU available: False"]
+        notes.info("GPU available: False, used: False")
+        notes.info("TPU available: False, using: 0 TPU cores")
+        notes.info("GPU available: True (cuda), used: True")
+    assert [record.getMessage() for record in caplog.records] == ["GPU available: True (cuda), used: True"]
     assert not notes.filters, "the console's filter goes with the command"

@@ -1,5 +1,6 @@
 """Test-only callbacks for tests that run the real CLI in subprocesses: what each rank sees (`Probe`), what a
-fine-tuned encoder and its optimizer hold (`EncoderProbe`), and a SIGTERM before the first step.
+fine-tuned encoder and its optimizer hold (`EncoderProbe`), a SIGTERM before the first step, and warnings while a
+progress bar is drawn (`WarnsMidEpoch`).
 
 Add one with `--trainer.callbacks+=kit.probes.<Name>` and tests/ on PYTHONPATH (`kit.cli.environment`); the probes
 append one JSON line per event to a file in $CAPTION_PROBE_DIR (Lightning's ddp launcher passes the environment on to
@@ -9,6 +10,7 @@ the other ranks).
 import json
 import os
 import signal
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from caption.errors import CaptionWarning
 from caption.model.vocabulary import Vocabulary
 
 
@@ -146,3 +149,13 @@ class SigtermAtStep(Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
         if trainer.global_rank == 0 and trainer.global_step == self.step:
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+class WarnsMidEpoch(Callback):
+    """Warns in the middle of the first epoch, while its progress bar is drawn: a warning of the project's and one of a
+    dependency's (named by a file under site-packages), as a run's console shows them."""
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_: Any) -> None:
+        if trainer.global_step == 1:
+            warnings.warn("a warning of the project's,\n  in two lines", CaptionWarning)
+            warnings.warn_explicit("a dependency's note", UserWarning, "/venv/lib/site-packages/dependency/notes.py", 7)

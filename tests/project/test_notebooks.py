@@ -1,6 +1,8 @@
 """The notebooks run top to bottom, headless, so they never rot; they are committed with their outputs (the figures
-show on the repository page), each small enough to open at once."""
+show on the repository page), valid for any reader of notebooks, naming no machine's paths, each small enough to open
+at once."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -8,6 +10,8 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+# an absolute path (a folder and more below it) where a path starts in text: after a space, a quote or a bracket
+ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s'\"(\[=]))(/[\w.-]+/[\w./-]+|[A-Za-z]:\\[\w.\\-]+)")
 
 
 NAMES = ["demo.ipynb", "soft_vs_hard.ipynb"]
@@ -23,6 +27,35 @@ def test_notebook_is_committed_with_its_figures_and_under_a_megabyte(name):
     assert any("image/png" in output.get("data", {}) for cell in code for output in cell.outputs)
     assert not [output for cell in code for output in cell.outputs if output.output_type == "error"]
     assert (NOTEBOOKS / name).stat().st_size < 1_000_000
+
+
+def test_every_notebook_is_valid_nbformat():
+    assert sorted(path.name for path in NOTEBOOKS.glob("*.ipynb")) == sorted(NAMES)
+    for name in NAMES:
+        nbformat.validate(nbformat.read(NOTEBOOKS / name, as_version=4))  # raises naming the first fault
+
+
+def output_text(output: nbformat.NotebookNode) -> str:
+    data = output.get("data", {})
+    return "".join([output.get("text", ""), data.get("text/plain", ""), data.get("text/markdown", ""),
+                    output.get("evalue", ""), *output.get("traceback", [])])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_outputs_name_no_path_of_the_machine_they_ran_on(name):
+    """No virtual environment, home or temporary folder: the temporary folder shows as $WORK, the rest relative."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    text = "\n".join(output_text(output) for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs)
+    assert "$WORK/" in text, "the temporary folder shown by its name in the notebook"
+    assert ABSOLUTE_PATH.findall(text) == []
+
+
+def test_the_path_check_finds_the_paths_it_is_for():
+    found = ABSOLUTE_PATH.findall("/home/me/.venv/lib/python3.11/site-packages/lightning/fit_loop.py:321: The number "
+                                  "in PosixPath('/tmp/caption-notebook-x1/soft') and C:\\Users\\me\\run, not "
+                                  "$WORK/soft/logs, runs/shapes_soft, 3/4 [00:02] or https://pypi.org/project/x/")
+    assert found == ["/home/me/.venv/lib/python3.11/site-packages/lightning/fit_loop.py",
+                     "/tmp/caption-notebook-x1/soft", "C:\\Users\\me\\run"]
 
 
 @pytest.mark.slow

@@ -1,0 +1,183 @@
+"""`caption fit | validate | test | predict --help`: the project's own options, each in a line, at once.
+
+    caption fit --help          # the options of the model, the data, the Trainer's basics: under 200 lines
+    caption fit --help-all      # every option, Lightning's Trainer, checkpoint and scheduler ones included
+
+The help of these commands is LightningCLI's parser, and building it imports lightning, torch and torchvision and reads
+the signature of every class it configures: seconds before the first line. So the short help is composed from that
+parser once (`compose`: the options of `SHORT`, grouped by part, each with the first sentence of its help and its
+default) and kept as data beside this module (`lightning_help.json`); `caption <command> --help` renders it
+(`render`, at the terminal's width) without importing Lightning. The defaults are the code's: a config's values are
+what `--print_config` prints. `tests/cli/test_short_help.py` checks that the file is what the parser gives now;
+`python -m caption.cli._short_help` rewrites it. `--help-all` is jsonargparse's own help, in full. Why:
+docs/console.md#help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+HELP = ("-h", "--help")
+FULL_HELP = "--help-all"
+KEPT = Path(__file__).with_name("lightning_help.json")  # {command: its short help, as `compose` gives it}
+# the options of the short help: every option of the project's own groups, and these of Lightning's
+PROJECT_GROUPS = ("--model.", "--data.", "--predictions.")
+GENERAL = ("--config", "--print_config", "--seed_everything", "--ckpt_path", "--keep_freed_memory")
+TRAINER_BASICS = ("accelerator", "devices", "num_nodes", "precision", "default_root_dir", "enable_progress_bar")
+TRAINING = ("--trainer.max_epochs", "--trainer.max_time", "--trainer.check_val_every_n_epoch", "--checkpoint.monitor",
+            "--checkpoint.mode", "--periodic_checkpoint.every_n_train_steps", "--early_stopping.patience")  # fit's
+RUN = TRAINING[3:]  # the short help's group of checkpoints and stopping
+LEFT_OUT = ("--data.source.init_args",)
+# jsonargparse's help of --config, as `caption` reads it (caption.config.packaged)
+OWN_HELP = {"--config": "a YAML config: a file, or a packaged config or named run by name (shapes_soft, coco_hard, "
+                        "...); repeat it to compose them, a later one overriding an earlier one"}  # a data source's settings: `--data.source.help <source>`
+HELP_COLUMN = 40  # where an option's help starts, when its name leaves room (else on the next line)
+# the end of a sentence (not of "e.g." or "i.e."), before the next one starts
+SENTENCE_END = re.compile(r"(?<![ei]\.[ge]\.)(?<=[.!?])\s+(?=[A-Z`\"(])")
+
+
+def first_sentence(text: str | None) -> str:
+    """The first sentence of an option's help, on one line (Lightning's ``"last"`` as "last")."""
+    words = " ".join((text or "").split()).replace("``", "")
+    return SENTENCE_END.split(words, maxsplit=1)[0]
+
+
+def shown_default(value: Any) -> str | None:
+    """A default as a config writes it (true, [16, 32]); None when there is none to show (unset: its help says what
+    that means)."""
+    if value is None or value == argparse.SUPPRESS or isinstance(value, dict) or hasattr(value, "as_dict"):
+        return None
+    if isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, tuple | list):
+        return json.dumps(list(value))
+    return str(value)
+
+
+def in_short_help(option: str, command: str) -> bool:
+    trainer = option.removeprefix("--trainer.")
+    return (option in GENERAL or trainer in TRAINER_BASICS or option in TRAINING and command == "fit"
+            or option.startswith(PROJECT_GROUPS) and not option.startswith(LEFT_OUT))
+
+
+def option_line(action: argparse.Action) -> list[str]:
+    """[its names (not the `+` ones that append to a list), its help in a sentence with its default]."""
+    invocation = ", ".join(option for option in action.option_strings if not option.endswith("+"))
+    default = shown_default(action.default)
+    help_text = OWN_HELP.get(long_name(action)) or first_sentence(action.help).rstrip(".")
+    if default is not None:
+        help_text += f" (default: {default})"
+    return [invocation, help_text]
+
+
+def group_title(group: argparse._ArgumentGroup, options: list[str]) -> str:
+    """The group's title, led by the config key its options share (`model.encoder: the CNN (...)`)."""
+    title = " ".join((group.title or "").split()).rstrip(":.")
+    keys = [option.removeprefix("--").split(".")[:-1] for option in options]
+    shared = [parts[0] for parts in itertools.takewhile(lambda parts: len(set(parts)) == 1, zip(*keys))]
+    return f"{'.'.join(shared)}: {title}" if shared else title
+
+
+def compose(parser: argparse.ArgumentParser, command: str, *, description: str) -> dict[str, Any]:
+    """The short help of `command` from its parser (LightningCLI's subcommand parser): {usage, description, groups:
+    [{title, options: [[name and value, help]]}]}."""
+    general = [["-h, --help", "this help, the project's options (defaults as the code sets them) and exit"],
+               [FULL_HELP, "every option, in full (Lightning's Trainer, checkpoint and scheduler ones too) and exit"]]
+    groups: list[dict[str, Any]] = []
+    trainer, run = [], []
+    for group in parser._action_groups:
+        actions = [action for action in group._group_actions
+                   if any(in_short_help(option, command) for option in action.option_strings)
+                   and not is_config_file(action)]
+        for action in actions:
+            name = long_name(action)
+            if name in GENERAL:
+                general.append(option_line(action))
+            elif name.startswith("--trainer."):
+                trainer.append(option_line(action))
+            elif name in RUN:
+                run.append(option_line(action))
+        own = [action for action in actions if long_name(action).startswith(PROJECT_GROUPS)]
+        if own:
+            groups.append({"title": group_title(group, [long_name(action) for action in own]),
+                           "options": [option_line(action) for action in own]})
+    return {
+        "usage": f"caption {command} [-h] [{FULL_HELP}] [-c CONFIG] [--print_config] [options]",
+        "description": description,
+        "groups": [{"title": "options", "options": general},
+                   {"title": "trainer: the basics (every Trainer option: --help-all)", "options": trainer},
+                   *groups,
+                   *([{"title": "checkpoints and stopping", "options": run}] if run else [])],
+    }
+
+
+def long_name(action: argparse.Action) -> str:
+    return next(option for option in action.option_strings if option.startswith("--"))
+
+
+def is_config_file(action: argparse.Action) -> bool:
+    """`--model.encoder CONFIG`: a group's own config file (a line of its own in the full help only)."""
+    return long_name(action) != "--config" and (
+        action.metavar == "CONFIG" or (action.help or "").startswith("Path to a configuration file"))
+
+
+def render(short: dict[str, Any], *, width: int | None = None) -> str:
+    """The short help as text `width` columns wide (the terminal's, as argparse takes it)."""
+    width = width or max(60, shutil.get_terminal_size().columns - 2)
+    lines = [f"usage: {short['usage']}", "", *textwrap.wrap(short["description"], width), ""]
+    lines += textwrap.wrap(f"Each option with the first sentence of its help; every option, in full: {FULL_HELP}. "
+                           "A config's values, composed: --print_config.", width)
+    for group in short["groups"]:
+        lines += ["", f"{group['title']}:"]
+        for invocation, help_text in group["options"]:
+            name = f"  {invocation}"
+            if len(name) + 2 <= HELP_COLUMN:
+                wrapped = textwrap.wrap(help_text, width - HELP_COLUMN) or [""]
+                lines.append(name.ljust(HELP_COLUMN) + wrapped[0])
+                lines += [" " * HELP_COLUMN + line for line in wrapped[1:]]
+            else:
+                lines.append(name)
+                lines += textwrap.wrap(help_text, width, initial_indent=" " * HELP_COLUMN,
+                                       subsequent_indent=" " * HELP_COLUMN)
+    return "\n".join(lines) + "\n"
+
+
+def kept() -> dict[str, Any]:
+    """The short helps kept beside this module ({command: short help})."""
+    return json.loads(KEPT.read_text(encoding="utf-8"))
+
+
+def lightning_arguments(command: str, argv: list[str]) -> list[str]:
+    """The arguments of `caption <command>` for LightningCLI: `--help` (or -h, wherever it is among them, unless
+    --help-all is too) answered here with the kept short help (exit status 0, as argparse's help); `--help-all` as
+    jsonargparse's `--help`."""
+    if FULL_HELP in argv:
+        return ["--help" if arg == FULL_HELP else arg for arg in argv]
+    if any(arg in HELP for arg in argv):
+        sys.stdout.write(render(kept()[command]))
+        sys.exit(0)
+    return argv
+
+
+def composed() -> dict[str, Any]:
+    """The short help of every Lightning command, from the parser LightningCLI builds now."""
+    from caption.cli._commands import COMMANDS
+    from caption.cli.lightning import lightning_parsers
+
+    parsers = lightning_parsers()
+    return {name: compose(parser, name, description=COMMANDS[name][1]) for name, parser in parsers.items()}
+
+
+if __name__ == "__main__":  # rewrite lightning_help.json from the parser
+    from caption.io.outputs import write_json
+
+    write_json(KEPT, composed())
+    print(f"wrote {KEPT}")
