@@ -48,7 +48,7 @@ CHUNK_BYTES = 1 << 20  # an upload over the limit is read and dropped in pieces 
 MAX_DIGITS = 15  # the longest number a request may give (an index, a count, a Content-Length)
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # the names of this machine a page on it uses
 EVERY_ADDRESS = ("", "0.0.0.0", "::")  # hosts that listen on every address of the machine
-REFUSAL_LINGER_S = 0.5  # a connection refused with 503: how long its request is read (and dropped) before closing
+LINGER_S = 0.5  # after its answer, how long a connection's unread bytes are read (and dropped) before it is closed
 SHOWN_CHARACTERS = 40  # of a value from a request, shown in a message
 
 
@@ -106,7 +106,6 @@ class AttentionServer(ThreadingHTTPServer):
         """A thread for the connection while fewer than `max_connections` are served; else 503 at once."""
         if not self.connections.acquire(blocking=False):
             refuse_busy(request)
-            self.shutdown_request(request)
             return
         try:
             super().process_request(request, client_address)
@@ -119,6 +118,9 @@ class AttentionServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.connections.release()
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        let_go(request)
 
     def handle_error(self, request: socket.socket, client_address: Any) -> None:
         """A connection that failed outside an answer: quiet when the client went away or timed out (OSError),
@@ -301,24 +303,33 @@ class AttentionHandler(BaseHTTPRequestHandler):
 
 
 def refuse_busy(request: socket.socket) -> None:
-    """Answer 503 on a connection past `max_connections`, without a thread: the answer is sent at once, then what
-    the client sends is read and dropped for at most REFUSAL_LINGER_S, so that the answer reaches it (a connection
-    closed with unread bytes is reset, and the reset can overtake the answer)."""
+    """Answer 503 on a connection past `max_connections`, at once and without a thread."""
     body = error_json("the server is busy: every connection it serves at once (caption serve --max_connections) is "
                       "taken; try again in a moment")
     head = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
             "Retry-After: 1\r\nConnection: close\r\n\r\n")
-    deadline = time.monotonic() + REFUSAL_LINGER_S
     try:
-        request.settimeout(REFUSAL_LINGER_S)
+        request.settimeout(LINGER_S)
         request.sendall(head.encode("ascii") + body)
+    except OSError:  # gone already
+        pass
+    let_go(request)
+
+
+def let_go(request: socket.socket) -> None:
+    """Close a connection after its answer: say that nothing more comes, then read and drop what the client still
+    sends, for at most LINGER_S, so that the answer reaches it (a connection closed with bytes unread is reset, and
+    the reset can overtake the answer)."""
+    deadline = time.monotonic() + LINGER_S
+    try:
         request.shutdown(socket.SHUT_WR)
         while (left := deadline - time.monotonic()) > 0:
             request.settimeout(left)
             if not request.recv(CHUNK_BYTES):
                 break
-    except OSError:  # gone, or still sending after REFUSAL_LINGER_S
+    except OSError:  # gone, or still sending after LINGER_S
         pass
+    request.close()
 
 
 def whole_number(text: str, what: str) -> int:

@@ -95,7 +95,7 @@ def exchange(server: AttentionServer, data: bytes, *, timeout: float = PATIENCE_
         try:
             connection.sendall(data)
             connection.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):  # answered and closed before all was sent
+        except OSError:  # answered and closed before all was sent
             pass
         return parse_answer(read_all(connection))
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from kit.cli import PATIENCE_S
+from kit.data import write_image
 from kit.serving import exchange, parse_answer, read_all, serving
 
 from caption.serving.server import AttentionServer
@@ -17,7 +18,7 @@ from caption.serving.viewer import AttentionViewer
 def get(path: str, host: str | None = "127.0.0.1", *, method: str = "GET", headers: str = "") -> bytes:
     """A request's bytes: `method path HTTP/1.1`, its Host (none for None) and `headers` (lines ending in CRLF)."""
     named = "" if host is None else f"Host: {host}\r\n"
-    return f"{method} {path} HTTP/1.1\r\n{named}{headers}\r\n".encode("utf-8")
+    return f"{method} {path} HTTP/1.1\r\n{named}{headers}\r\n".encode()
 
 
 def one_line_error(answer, status: int, *named: str) -> str:
@@ -146,4 +147,18 @@ def test_methods_other_than_get_and_post_are_a_405_in_one_line(tmp_path, capfd):
             answer = exchange(server, get("/", method=method))
             one_line_error(answer, 405, "this page answers GET and POST")
             assert answer.headers["allow"] == "GET, POST"
+    assert capfd.readouterr().err == ""
+
+
+def test_an_image_cut_short_or_garbled_is_a_400_in_one_line(tmp_path, capfd):
+    photo = write_image(tmp_path / "photo.png", size=(30, 20)).read_bytes()
+    cut = [photo[:end] for end in range(1, len(photo) // 2)]  # in its header or its pixels (cut at the end of its
+    # compressed pixels, Pillow reads it whole)
+    garbled = [photo[:8] + length.to_bytes(4, "big") + photo[12:] for length in range(13)]  # its header's length
+    # shorter than a header: Pillow raises ValueError, not OSError
+    with serving(tmp_path / "data") as server:
+        for body in cut + garbled:
+            answer = exchange(server, get("/api/caption?name=photo.png", method="POST",
+                                          headers=f"Content-Length: {len(body)}\r\n") + body)
+            one_line_error(answer, 400, "photo.png: ")
     assert capfd.readouterr().err == ""

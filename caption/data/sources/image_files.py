@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,10 @@ from caption.errors import CaptionError, CaptionWarning, ConfigError
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel
 ALPHA_MODES = ("RGBA", "RGBa", "LA", "La", "PA")
 BACKGROUND = (255, 255, 255, 255)  # ours: transparent pixels are shown on white
+# what Pillow's format plugins raise on a malformed file, besides OSError (Image.open catches some of them only
+# while it guesses the format)
+MALFORMED = (ValueError, SyntaxError, EOFError, IndexError, TypeError, KeyError, struct.error, ZeroDivisionError,
+             OverflowError, NotImplementedError)
 
 
 class BadImageError(CaptionError, ValueError):
@@ -59,6 +64,8 @@ def _open(path: str | io.BytesIO, *, min_side: int) -> Image.Image:
         raise BadImageError("not an image file Pillow can read") from None
     except OSError as error:
         raise BadImageError(f"cannot open: {error}") from None
+    except MALFORMED as error:  # e.g. a PNG cut short in its header
+        raise BadImageError(f"not an image file Pillow can read ({type(error).__name__}: {error})") from None
     width, height = image.size
     if min(width, height) < min_side:
         image.close()
@@ -106,11 +113,11 @@ def read_rgb(path: str | io.BytesIO, *, min_side: int) -> Image.Image:
         try:
             image.load()  # truncated or corrupt data fails here
             upright = ImageOps.exif_transpose(image)
-        except (OSError, SyntaxError, ValueError) as error:
+        except (OSError, *MALFORMED) as error:
             raise BadImageError(f"cannot decode ({error})") from None
     try:
         return to_rgb(upright)
-    except (OSError, ValueError) as error:
+    except (OSError, *MALFORMED) as error:
         raise BadImageError(f"cannot convert mode {upright.mode} to RGB ({error})") from None
 
 
