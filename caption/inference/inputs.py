@@ -91,7 +91,8 @@ def check_input(item: Any, index: int) -> None:
     if isinstance(item, (str, os.PathLike, Image.Image, *ENCODED)):
         return
     if not isinstance(item, Tensor):
-        raise ImageInputTypeError(f"{where}: not an image: give a file path, a PIL image or a tensor")
+        raise ImageInputTypeError(f"{where}: not an image: give a file path, a PIL image or a tensor (or an image "
+                                  "file's bytes)")
     if item.dim() != 3 or item.shape[0] not in (1, 3) or min(item.shape[1:]) < 1:
         raise ValueError(f"{where}: an image tensor is (3, H, W) or (1, H, W), and several are (B, 3, H, W)")
     if not (item.dtype.is_floating_point or item.dtype == torch.uint8):
