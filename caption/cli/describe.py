@@ -2,11 +2,12 @@
 
     caption describe --ckpt_path runs/shapes_soft photo.jpg photos/ --predictions.out figures
 
-Prints each image's caption and writes DIR/<name>.png (the image as the encoder sees it, then one panel per word with
-its overlay: `caption.evaluation.overlays`) and DIR/captions.json, captions.csv (`caption.evaluation.results`); with
-`--predictions.num_captions k`, each image's k best beams and DIR/<name>_1.png ... _k.png. Images get the transform of
-the model's training data (`caption.inference.Captioner`); folders are captioned in batches. The model, torch and the
-image libraries are imported once the options are read. More: docs/attention.md#from-the-command-line.
+Prints each image's caption and writes DIR/captions.json, captions.csv (`caption.evaluation.results`, after each batch,
+before its figures) and DIR/<name>.png (the image as the encoder sees it, then one panel per word with its overlay:
+`caption.evaluation.overlays`); with `--predictions.num_captions k`, each image's k best beams and DIR/<name>_1.png
+... _k.png. Images get the transform of the model's training data (`caption.inference.Captioner`); folders are
+captioned in batches. The model, torch and the image libraries are imported once the options are read. More:
+docs/attention.md#from-the-command-line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from caption.cli._options import (
     positive_int,
 )
 from caption.errors import CaptionError, CaptionWarning
-from caption.io.outputs import save_figure, writable_folder
+from caption.io.outputs import readable_name, save_figure, writable_folder
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -81,11 +82,13 @@ def describe(
 ) -> list[Result]:
     """Caption `files` (from `caption.data.sources.image_files.image_files`); write one overlay figure per caption under `out`
     (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each readable image's
-    `Result` (image_id: its position in `files`) with its captions and figures, best first."""
+    `Result` (image_id: its position in `files`) with its captions and figures, best first. After each batch is
+    captioned, out/captions.json and captions.csv hold every caption so far (with the figures they name), before
+    that batch's figures are drawn: figures take longest, and an interrupted run keeps its captions."""
     import torch
 
     from caption.evaluation.overlays import overlay_figure
-    from caption.evaluation.results import result
+    from caption.evaluation.results import result, write_results
 
     writable_folder(out, what="output")
     described: list[Result] = []
@@ -95,22 +98,24 @@ def describe(
         images = torch.stack([captioner.prepare(image) for _, image in batch])  # (B, 3, H, W)
         captions = captioner.caption_batch({"image": images}, beam_size=beam_size, max_length=max_length,
                                            num_captions=num_captions)
+        drawn = []  # (figure path, overlay) of this batch
         for (path, _), ranked, pixels in zip(batch, captions, images):
             ranked = ranked if num_captions is not None else [ranked]
-            name = unique_name(path.stem, taken)
-            figures = []
-            for rank, caption in enumerate(ranked, start=1):
-                figure_path = out / (f"{name}.{figure_format}" if num_captions is None else
-                                     f"{name}_{rank}.{figure_format}")
-                overlay = captioner.overlay(pixels, caption, label=path.name)
-                save_figure(overlay_figure(overlay, columns=columns), figure_path)
-                figures.append(figure_path)
+            name = unique_name(path.stem, taken)  # a name that is not UTF-8 stays as it is: the figure's file too
+            figures = [out / (f"{name}.{figure_format}" if num_captions is None else f"{name}_{rank}.{figure_format}")
+                       for rank in range(1, len(ranked) + 1)]
+            drawn += [(figure, captioner.overlay(pixels, caption, label=path.name))
+                      for figure, caption in zip(figures, ranked)]
             described.append(result(positions[path], path, ranked, figures))
             if num_captions is None:
-                print(f"{path}: {ranked[0].text}", flush=True)
+                print(f"{readable_name(path)}: {ranked[0].text}", flush=True)
             else:
-                print(f"{path}:", *(f"  {rank}. {caption.text}  (log p = {caption.log_prob:.2f})"
-                                    for rank, caption in enumerate(ranked, start=1)), sep="\n", flush=True)
+                print(f"{readable_name(path)}:", *(f"  {rank}. {caption.text}  (log p = {caption.log_prob:.2f})"
+                                                   for rank, caption in enumerate(ranked, start=1)), sep="\n",
+                      flush=True)
+        write_results(described, out)
+        for figure, overlay in drawn:
+            save_figure(overlay_figure(overlay, columns=columns), figure)
     return described
 
 
@@ -134,20 +139,18 @@ def main(argv: list[str]) -> None:
     add_device(parser)
     args = parser.parse_args(argv)
     from caption.data.sources.image_files import image_files
-    from caption.evaluation.results import write_results
     from caption.inference import Captioner
 
     writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
+    files = image_files(args.inputs, required="caption describe")  # none: one error line, before the model is read
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config)
-    files = image_files(args.inputs)
     described = describe(
         captioner, files, out=args.out, beam_size=args.beam_size, max_length=args.max_length,
         num_captions=args.num_captions, batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
     )
     if not described:  # a folder's unreadable files were each named in a warning
-        found = f"none of the {len(files)} image files found could be read" if files else "no image files found"
-        raise CaptionError(f"{found} in {' '.join(map(str, args.inputs))}: give images Pillow can open")
-    write_results(described, args.out)
+        raise CaptionError(f"none of the {len(files)} image files found could be read in "
+                           f"{' '.join(map(readable_name, args.inputs))}: give images Pillow can open")
     print(f"wrote {sum(len(item.captions) for item in described)} figures, captions.json and captions.csv to "
           f"{args.out}")

@@ -8,14 +8,16 @@ Drop an image on the page (or pick one of the test images of the first model's d
 machine): each model's caption appears, with its n best when asked; hovering a word shows its attention over the
 image as `captioner.plot` draws it (upsampled, smoothed, over the grey image), with β and, for hard attention, the
 cell it chose. A run folder stands for its newest model-selection checkpoint, as for `caption compare`. The server
-listens on 127.0.0.1 (this machine only) unless --host says otherwise; the page needs no network. Ctrl-C stops it.
+listens on 127.0.0.1 (this machine only) unless --host says otherwise, and answers only requests that name it
+(`caption.serving.server`: the Host header); the page needs no network. Ctrl-C stops it.
 """
 
+import math
 from pathlib import Path
 
 from caption.cli._options import CommandParser, add_device, add_num_captions, device
 from caption.errors import ConfigError
-from caption.serving import MAX_CAPTIONS
+from caption.serving import MAX_CAPTIONS, MAX_CONNECTIONS, TIMEOUT_S
 
 
 def main(argv: list[str]) -> None:
@@ -33,6 +35,15 @@ def main(argv: list[str]) -> None:
                         help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 opens the page "
                              "to the network)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any free port)")
+    parser.add_argument("--allowed_hosts", nargs="+", default=[], metavar="NAME",
+                        help="names the page may also be opened by (e.g. this machine's name on the network); "
+                             "requests naming another host are refused (default: 127.0.0.1, localhost, [::1] and "
+                             "--host; with --host 0.0.0.0 also any IP address)")
+    parser.add_argument("--timeout_s", type=float, default=TIMEOUT_S,
+                        help=f"seconds a connection has to send its request line and headers, and at most between "
+                             f"two pieces of its body (default: {TIMEOUT_S:g})")
+    parser.add_argument("--max_connections", type=int, default=MAX_CONNECTIONS,
+                        help=f"connections served at once; the next ones get 503 at once (default: {MAX_CONNECTIONS})")
     add_num_captions(parser, default=1, help=f"captions per image the page starts with, best first (default: 1; at "
                                              f"most {MAX_CAPTIONS})")
     parser.add_argument("--test_images", type=int, default=12,
@@ -46,6 +57,9 @@ def main(argv: list[str]) -> None:
         parser.error(f"--predictions.num_captions must be at most {MAX_CAPTIONS}, got {args.num_captions}")
     if args.test_images < 0 or args.max_upload_mb <= 0:
         parser.error("--test_images must be >= 0 and --max_upload_mb > 0")
+    if not (math.isfinite(args.timeout_s) and args.timeout_s > 0) or args.max_connections < 1:
+        parser.error(f"--timeout_s must be a number > 0 and --max_connections >= 1, got {args.timeout_s:g} and "
+                     f"{args.max_connections}")
     from caption.comparison.models import read_models  # torch and Lightning: imported after --help has answered
     from caption.serving.server import AttentionServer
     from caption.serving.viewer import AttentionViewer
@@ -53,7 +67,9 @@ def main(argv: list[str]) -> None:
     models = read_models(args.ckpt_paths, names=args.names, device=device(args), config=args.config)
     viewer = AttentionViewer(models, num_captions=args.num_captions, test_images=args.test_images)
     try:
-        server = AttentionServer((args.host, args.port), viewer, max_upload_bytes=int(args.max_upload_mb * 1e6))
+        server = AttentionServer((args.host, args.port), viewer, max_upload_bytes=int(args.max_upload_mb * 1e6),
+                                 timeout_s=args.timeout_s, max_connections=args.max_connections,
+                                 allowed_hosts=args.allowed_hosts)
     except OSError as error:  # the port is taken, or the host is not this machine's
         raise ConfigError(f"cannot listen on {args.host}:{args.port} ({error.strerror or error}): pick another "
                           "--port (or --host)") from None

@@ -253,9 +253,7 @@ class CaptionDataModule(L.LightningDataModule):
         """The split named by `predict`, or the image files it names (a file, or a folder's images)."""
         if self.predict in SPLITS:
             return self._images_loader(self.predict, allow_empty=True)
-        files = [file for file, _ in image_files([self.predict])]
-        if not files:
-            raise ConfigError(f"data.predict: {self.predict} holds no image files")
+        files = [file for file, _ in image_files([self.predict], required="data.predict")]
         images = ImageFiles(files, self.source.inference_transform())
         return self._loader(images, self.eval_batch_size, False, allow_empty=True)  # a batch of bad files: skipped
 

@@ -31,6 +31,7 @@ from matplotlib.patches import Rectangle
 from torch import Tensor
 
 from caption.evaluation.grid import attention_grid
+from caption.io.outputs import readable_name
 
 SIGMA_CELLS = 1.0  # Gaussian σ in grid cells (ours; the original code's 20 px at 16 px per cell is 1.25)
 COLORMAP = "inferno"
@@ -112,7 +113,7 @@ def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int,
     for ax in axes:
         ax.set_axis_off()
     axes[0].imshow(overlay.image)
-    axes[0].set_title(overlay.label, fontsize=9)
+    axes[0].set_title(readable_name(overlay.label), fontsize=9)  # a file name that is not UTF-8: its bytes as \xNN
     grid = attention_grid(overlay.alpha.shape[-1], image_size)
     gray = grey(overlay.image)  # (H, W)
     maps = attention_map(overlay.alpha, image_size).numpy() if overlay.words else None  # (T, H, W)
@@ -133,7 +134,7 @@ def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int,
             cell_h, cell_w = image_size[0] / grid[0], image_size[1] / grid[1]
             corner = (column * cell_w - 0.5, row * cell_h - 0.5)  # pixel centres are at integers
             ax.add_patch(Rectangle(corner, cell_w, cell_h, fill=False, color="cyan", linewidth=1.5))
-    figure.suptitle(textwrap.fill(overlay.title, width=20 * columns), fontsize=11)
+    figure.suptitle(textwrap.fill(readable_name(overlay.title), width=20 * columns), fontsize=11)
     return mappable
 
 

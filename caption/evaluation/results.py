@@ -5,19 +5,21 @@ captions.json holds one entry per image, {"image_id", "caption", "file_name", "l
 pycocoevalcap read it; with `num_captions` n > 1 also "n_best", the n best beams, inside the image's one entry (the
 scorers take one caption per image id); `caption describe` adds each caption's "figure". captions.csv holds the same,
 one row per caption: image_id, file_name, rank, caption, log_prob (and figure). Each field: docs/attention.md#one-result-format.
+Both are UTF-8. A file name that is not UTF-8 (b"latin\\xe9.png" on Linux) is carried as it is: in captions.json with
+its surrogate escape ("latin\\udce9.png", which `json.load` reads back and `os.fsencode` turns into the file's bytes),
+in captions.csv with its bytes written as \\xNN ("latin\\xe9.png"; `caption.io.outputs.readable_name`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caption.io.outputs import writable_folder, write_text
+from caption.io.outputs import json_text, readable_name, writable_folder, write_text
 from caption.model.search import Caption
 
 JSON_NAME = "captions.json"
@@ -79,8 +81,9 @@ def write_results(results: Iterable[Result], out: str | Path) -> tuple[Path, Pat
     results = list(results)
     folder = writable_folder(out, what="output")
     json_path, csv_path = folder / JSON_NAME, folder / CSV_NAME
-    write_text(json_path, json.dumps([item.entry() for item in results], indent=1, ensure_ascii=False) + "\n")
-    rows = [row for item in results for row in item.rows()]
+    write_text(json_path, json_text([item.entry() for item in results], indent=1) + "\n")
+    rows = [{key: readable_name(value) if key in ("file_name", "figure") else value for key, value in row.items()}
+            for item in results for row in item.rows()]
     columns = ["image_id", "file_name", "rank", "caption", "log_prob"]
     columns += ["figure"] if any("figure" in row for row in rows) else []
     table = io.StringIO()

@@ -5,8 +5,8 @@
     print(captioner("photo.jpg").text)
     captioner = Captioner.from_pretrained("exports/shapes_soft")  # a folder of `caption export`, or "owner/name"
 
-Images may be file paths, PIL images or tensors (torchvision's layout: (3, H, W) uint8, or float in
-[0, 1]), one or many; many are captioned in batches and give the same captions as one at a time.
+Images may be file paths, PIL images, image files' bytes or tensors (torchvision's layout: (3, H, W) uint8, or float
+in [0, 1]), one or many; many are captioned in batches and give the same captions as one at a time.
 Each image gets the transform of the data the model was trained on (`CaptionSource.inference_transform`,
 rebuilt from the data settings the checkpoint stores). Each `Caption` holds the text, the words, the
 attention α (T×L) and gate β of every word, the hard-attention locations and the log-probability;
@@ -16,6 +16,7 @@ attention α (T×L) and gate β of every word, the hard-attention locations and 
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import warnings
@@ -33,6 +34,7 @@ from caption.data.sources.image_source import image_transform
 from caption.errors import CaptionWarning, ConfigError
 from caption.evaluation.overlays import NotebookFigure, Overlay, comparison_figure, overlay_figure, to_uint8
 from caption.inference.inputs import (
+    ENCODED,
     Captions,
     Failure,
     ImageInput,
@@ -40,8 +42,8 @@ from caption.inference.inputs import (
     OnError,
     as_inputs,
     check_call,
+    check_decoding_arguments,
     check_input,
-    check_num_captions,
     describe_input,
     kept,
 )
@@ -149,6 +151,8 @@ class Captioner:
         """A checked input as an RGB PIL image; BadImageError with the reason (not the name) for a file."""
         if isinstance(image, (str, os.PathLike)):
             return read_rgb(os.fspath(image), min_side=1)
+        if isinstance(image, ENCODED):
+            return read_rgb(io.BytesIO(image), min_side=1)
         if isinstance(image, Image.Image):
             return to_rgb(image)
         return to_pil_image(image.cpu()).convert("RGB")
@@ -163,7 +167,7 @@ class Captioner:
         per image a list of its n best beams, best first (the beam is then at least n wide); fewer when the search
         holds fewer than n distinct hypotheses (a short `max_length`, a small vocabulary), never a repeated or
         impossible one (log-probability -inf)."""
-        check_num_captions(num_captions)
+        check_decoding_arguments(beam_size=beam_size, max_length=max_length, num_captions=num_captions)
         inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
         decoded = self.module.generate(self.module.annotations(inputs), beam_size=beam_size, max_length=max_length,
                                        num_captions=num_captions or 1)
@@ -190,7 +194,8 @@ class Captioner:
         it, that carries the captions finished before it (`.captions`); with on_error="skip", a warning naming it,
         None in its place and an entry in `Captions.failed` (for one image: None).
         """
-        check_call(batch_size=batch_size, on_error=on_error, num_captions=num_captions)
+        check_call(batch_size=batch_size, on_error=on_error, beam_size=beam_size, max_length=max_length,
+                   num_captions=num_captions)
         items, many = as_inputs(images)
         for index, item in enumerate(items):
             check_input(item, index)

@@ -16,6 +16,7 @@ import errno
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -117,6 +118,28 @@ def writable_folder(path: str | Path, *, what: str) -> Path:
     except OSError as error:
         raise cannot_write(folder, error, what=f"{what}: folder") from None
     return folder
+
+
+def readable_name(name: str | os.PathLike[str]) -> str:
+    """A file name (or path) as text any output takes: the bytes of a name that is not UTF-8 (which Python holds
+    as surrogate escapes, e.g. b"latin\\xe9.png" as "latin\\udce9.png") written as \\xNN, the rest unchanged; for
+    figure titles, captions.csv and the console."""
+    text = os.fspath(name)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no byte (from JSON, say): as \\udNNN
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def json_text(data: Any, **options: Any) -> str:
+    """`json.dumps(data, ensure_ascii=False, **options)` that any UTF-8 writer takes: a file name that is not UTF-8
+    keeps its surrogate escapes as JSON escapes ("latin\\udce9.png"), which `json.load` reads back as the same str
+    (and `os.fsencode` turns into the file's bytes)."""
+    text = json.dumps(data, ensure_ascii=False, **options)
+    return LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def write_text(path: Path, text: str) -> None:

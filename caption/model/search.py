@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from caption.errors import ConfigError, check_range
+from caption.io.outputs import size_text
 from caption.model.attention import HardEvalContext
 from caption.model.decoder import Decoder, DecoderState
 from caption.model.vocabulary import Vocabulary
@@ -44,13 +45,88 @@ class DecodingSettings:
         check_range("decoding.length_penalty", self.length_penalty, low=0)
 
 
-def check_decoding(*, beam_size: int, max_caption_length: int, num_captions: int = 1) -> None:
+def check_decoding(*, beam_size: int, max_caption_length: int, num_captions: int = 1,
+                   vocabulary_size: int | None = None) -> None:
     """ConfigError naming the decoding setting that cannot work: the one check of beam sizes and lengths, for
-    configs, `Captioner` calls and the commands' flags alike."""
+    configs, `Captioner` calls and the commands' flags alike. With `vocabulary_size` (V, special tokens included),
+    also a beam wider than the captions the search can hold (`distinct_captions`)."""
     check_range("decoding.beam_size", beam_size, low=1)
     check_range("decoding.max_caption_length", max_caption_length, low=1)
     if not 1 <= num_captions <= beam_size:
         raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
+    if vocabulary_size is not None and beam_size > (most := distinct_captions(vocabulary_size, max_caption_length)):
+        raise ConfigError(
+            f"decoding.beam_size is {beam_size}, but this model's search holds at most {most} distinct captions "
+            f"({vocabulary_size - 2} words to choose from, <end> among them, and at most {max_caption_length} words "
+            f"a caption): a wider beam only adds impossible ones; give at most {most}")
+
+
+def distinct_captions(vocabulary_size: int, max_length: int) -> int:
+    """How many captions of at most `max_length` words the search can tell apart, over a vocabulary of V tokens of
+    which W = V - 2 can be generated (<pad> and <start> never are; <end> ends a caption): t words then <end> for
+    t < max_length, or max_length words: the sum over t = 0..max_length of (W - 1)^t, counted up to COUNTED_UP_TO."""
+    others = max(vocabulary_size - 3, 0)  # W - 1: the words other than <end>
+    if others <= 1:
+        return min(max_length + 1 if others else 1, COUNTED_UP_TO)
+    total, power = 0, 1
+    for _ in range(max_length + 1):
+        total += power
+        if total >= COUNTED_UP_TO:
+            return COUNTED_UP_TO
+        power *= others
+    return total
+
+
+COUNTED_UP_TO = 10**18  # distinct captions are counted up to this (any beam that fits in memory is narrower)
+
+
+BYTES_PER_VALUE = 4  # the search's scores and weights are float32
+
+
+def search_bytes(*, images: int, beam_size: int, locations: int, attention_dim: int, vocabulary_size: int,
+                 max_length: int) -> int:
+    """About the memory a beam search of B `images` takes at its peak, for R = B·k rows, from its largest tensors:
+    each step's attention, W_a a + W_h h at every location (R, L, A), and its scores and weights (R, L) three
+    times; the word scores (R, V) ten times (the logits, their log-softmax, the candidates, what top-k and the
+    allocator take beside them); the weights of every word so far (R, T, L) three times (copied as a step appends
+    to them). Measured on the CPU (peak resident memory of a search), the peak was 0.6 to 1.0 times this."""
+    rows = images * beam_size
+    per_row = locations * attention_dim + 3 * locations + 10 * vocabulary_size + 3 * max_length * locations
+    return BYTES_PER_VALUE * rows * per_row
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes that new tensors on `device` can take: a GPU's free memory and what PyTorch's cache holds unused; the
+    CPU's available memory (Linux's MemAvailable); None where it cannot be asked."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo", encoding="ascii") as meminfo:
+                fields = dict(line.split(":", 1) for line in meminfo if ":" in line)
+            return int(fields["MemAvailable"].split()[0]) * 1024  # in kB
+        except (OSError, KeyError, ValueError):
+            return None
+    return None
+
+
+def check_search_memory(*, images: int, beam_size: int, locations: int, attention_dim: int, vocabulary_size: int,
+                        max_length: int, device: torch.device) -> None:
+    """ConfigError, before any of it is allocated, for a beam search that needs more memory (`search_bytes`) than
+    `device` has free (`free_memory`), naming both and the widest beam that fits."""
+    free = free_memory(device)
+    sizes = {"locations": locations, "attention_dim": attention_dim, "vocabulary_size": vocabulary_size,
+             "max_length": max_length}
+    needed = search_bytes(images=images, beam_size=beam_size, **sizes)
+    if free is None or needed <= free:
+        return
+    fits = free // search_bytes(images=images, beam_size=1, **sizes)
+    raise ConfigError(
+        f"a beam of {beam_size} over {images} images needs about {size_text(needed)} for the search (each of the "
+        f"{images}x{beam_size} rows keeps {locations} locations x {attention_dim} attention units, {vocabulary_size} "
+        f"word scores and {max_length} words x {locations} weights), more than the {size_text(free)} free on "
+        f"{device}: use a beam of at most {fits} (decoding.beam_size, num_captions) or fewer images at once")
 
 
 @dataclass
@@ -153,8 +229,12 @@ def beam_search(
     extended by <pad> at no cost), so finished and unfinished hypotheses compete on equal terms.
     At the end, hypotheses are ranked by log p / length^length_penalty (0 = raw log-probability).
     `num_best` = n <= k returns the n best of the final beams instead, best first: B·n rows, image by image.
+    A search that needs more memory than the device has free is refused before it starts (`check_search_memory`).
     """
     check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_best)
+    check_search_memory(images=annotations.shape[0], beam_size=beam_size, locations=annotations.shape[1],
+                        attention_dim=decoder.attention_dim, vocabulary_size=decoder.output_words.out_features,
+                        max_length=max_length, device=annotations.device)
     B, k, device = annotations.shape[0], beam_size, annotations.device
     projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
     state = decoder.init_state(annotations)

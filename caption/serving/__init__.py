@@ -5,3 +5,6 @@
 """
 
 MAX_CAPTIONS = 10  # the most captions per image the page may ask for (each is a beam of the search)
+TIMEOUT_S = 10.0  # seconds a connection has to send its request line and headers, and at most between two pieces
+# of its body or of the answer (ours: a page on this machine sends a request in milliseconds)
+MAX_CONNECTIONS = 16  # connections served at once; the next ones get 503 at once (ours: one person's page asks a few)

@@ -1,4 +1,4 @@
-"""The attention page's web server: Python's standard library (`http.server`), one thread per request.
+"""The attention page's web server: Python's standard library (`http.server`), one thread per connection.
 
     GET  /                          the page (page.html: inline CSS and JavaScript, nothing fetched from elsewhere)
     GET  /api/about                 the models, the test images on offer, the page's settings (JSON)
@@ -6,17 +6,33 @@
     POST /api/caption?num_captions=k&name=f   body: image file f's bytes -> every model's captions and overlays
     POST /api/caption?test_image=i&num_captions=k                           -> the same for test image i
 
-A request the server cannot answer gets JSON {"error": one line} with its status: 400 for an image that is not one
-or a setting out of range, 404 for an unknown address, 411 without a Content-Length, 413 for an upload over the
-limit; an unforeseen failure is a 500 with one line on the page and the traceback in the server's console.
+A request the server cannot answer gets JSON {"error": one line} with its status: 400 for an image that is not one,
+a number that is not digits 0-9 (or has more than MAX_DIGITS of them) or a setting out of range, 404 for an unknown
+address, 405 for a method other than GET and POST, 408 for a request not sent within the timeout, 411 without a
+Content-Length, 413 for an upload over the limit, 421 for a Host header that names another server, 503 while
+`max_connections` connections are being served; an unforeseen failure is a 500 with one line on the page and the
+traceback in the server's console (the only thing it prints).
+
+Who is answered: only requests whose Host header names this server as it was started: 127.0.0.1, localhost, [::1],
+the `--host` it listens on and any `allowed_hosts`, with any port (a page of another site that has its name resolve
+to 127.0.0.1, DNS rebinding, sends its own name and is refused); listening on every address (0.0.0.0, ::), also any
+Host that is an IP address. Each connection has `timeout_s` to send its request line and headers, and at most
+`timeout_s` between two pieces of its body or of the answer, so that a request left half sent frees its thread.
 """
 
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
+import math
+import re
+import socket
 import sys
+import threading
+import time
 import traceback
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
@@ -25,9 +41,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from caption.data.sources.image_files import BadImageError, read_rgb
 from caption.errors import CaptionError
+from caption.serving import MAX_CONNECTIONS, TIMEOUT_S
 from caption.serving.viewer import AttentionViewer
 
 CHUNK_BYTES = 1 << 20  # an upload over the limit is read and dropped in pieces of this size
+MAX_DIGITS = 15  # the longest number a request may give (an index, a count, a Content-Length)
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # the names of this machine a page on it uses
+EVERY_ADDRESS = ("", "0.0.0.0", "::")  # hosts that listen on every address of the machine
+LINGER_S = 0.5  # after its answer, how long a connection's unread bytes are read (and dropped) before it is closed
+SHOWN_CHARACTERS = 40  # of a value from a request, shown in a message
 
 
 class RequestError(Exception):
@@ -39,25 +61,121 @@ class RequestError(Exception):
 
 
 class AttentionServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer that knows the viewer and the upload limit its handlers use."""
+    """A ThreadingHTTPServer that knows the viewer and the limits its handlers use.
+
+    Args:
+        address: (host, port) to listen on; port 0 takes any free one.
+        viewer: what the page shows.
+        max_upload_bytes: the largest image accepted.
+        timeout_s: seconds a connection has to send its request line and headers, and at most between two pieces
+            of its body or of the answer.
+        max_connections: connections served at once; the next ones get 503 at once.
+        allowed_hosts: names besides 127.0.0.1, localhost, [::1] and the host it listens on that a request's Host
+            header may give (e.g. this machine's name on the network).
+    """
 
     daemon_threads = True  # Ctrl-C does not wait for open connections
 
-    def __init__(self, address: tuple[str, int], viewer: AttentionViewer, *, max_upload_bytes: int):
+    def __init__(self, address: tuple[str, int], viewer: AttentionViewer, *, max_upload_bytes: int,
+                 timeout_s: float = TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
+                 allowed_hosts: Iterable[str] = ()):
+        if not (math.isfinite(timeout_s) and timeout_s > 0) or max_connections < 1:
+            raise ValueError(f"timeout_s must be > 0 and max_connections >= 1, got {timeout_s} and {max_connections}")
         super().__init__(address, AttentionHandler)
         self.viewer = viewer
         self.max_upload_bytes = max_upload_bytes
+        self.timeout_s = timeout_s
+        self.connections = threading.BoundedSemaphore(max_connections)
+        self.host_names = {name.lower().strip("[]") for name in (*LOCAL_HOSTS, address[0], *allowed_hosts)}
+        self.any_address = address[0] in EVERY_ADDRESS
         self.page = files("caption.serving").joinpath("page.html").read_bytes()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}/"
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+    def serves_host(self, header: str | None) -> bool:
+        """Whether a request's Host header names this server (any port)."""
+        name = host_name(header or "")
+        if name is None:
+            return False
+        return name in self.host_names or (self.any_address and is_ip_address(name))
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:
+        """A thread for the connection while fewer than `max_connections` are served; else 503 at once."""
+        if not self.connections.acquire(blocking=False):
+            refuse_busy(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: the connection is not served
+            self.connections.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.connections.release()
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        let_go(request)
+
+    def handle_error(self, request: socket.socket, client_address: Any) -> None:
+        """A connection that failed outside an answer: quiet when the client went away or timed out (OSError),
+        the traceback in the console otherwise (unforeseen)."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            traceback.print_exc(file=sys.stderr)
+
+
+class RequestReader(io.RawIOBase):
+    """A connection's incoming bytes: each read waits at most `timeout_s`, and until `deadline` is cleared (once the
+    headers are read) all of them together at most `timeout_s` since the connection was accepted, so that a request
+    sent a byte at a time cannot hold its thread."""
+
+    def __init__(self, connection: socket.socket, timeout_s: float):
+        super().__init__()
+        self.connection, self.timeout_s = connection, timeout_s
+        self.deadline: float | None = time.monotonic() + timeout_s
+        self.timed_out = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        wait = self.timeout_s if self.deadline is None else min(self.timeout_s, self.deadline - time.monotonic())
+        try:
+            if wait <= 0:
+                raise TimeoutError("timed out")
+            self.connection.settimeout(wait)
+            return self.connection.recv_into(buffer)
+        except TimeoutError:
+            self.timed_out = True
+            raise
+        finally:
+            self.connection.settimeout(self.timeout_s)  # for the answer's writes
 
 
 class AttentionHandler(BaseHTTPRequestHandler):
     server: AttentionServer
     server_version = "caption-serve"
+    answered = False  # whether a status line has been sent on this connection
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.timeout_s)
+        self.rfile.close()  # the buffered reader of the socket, replaced by one of the reader with a deadline
+        self.reader = RequestReader(self.connection, self.server.timeout_s)
+        self.rfile = io.BufferedReader(self.reader)
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()  # a request line or headers not sent in time: it closes the connection
+        if self.reader.timed_out and not self.answered:
+            self.send_body(HTTPStatus.REQUEST_TIMEOUT, error_json(self.late()), "application/json")
+
+    def late(self) -> str:
+        return f"the request was not sent within {self.server.timeout_s:g} s (caption serve --timeout_s)"
 
     def do_GET(self) -> None:
         self.answer(self.get)
@@ -74,13 +192,14 @@ class AttentionHandler(BaseHTTPRequestHandler):
         if path.startswith("/api/test_images/") and path.endswith(".png"):
             return viewer.test_image_png(whole_number(path.removeprefix("/api/test_images/").removesuffix(".png"),
                                                       "test image")), "image/png"
-        raise RequestError(HTTPStatus.NOT_FOUND, f"no page {path}")
+        raise RequestError(HTTPStatus.NOT_FOUND, f"no page {shown(path)}")
 
     def post(self, path: str, query: dict[str, str]) -> tuple[bytes, str]:
         if path != "/api/caption":
-            raise RequestError(HTTPStatus.NOT_FOUND, f"no page {path}")
+            raise RequestError(HTTPStatus.NOT_FOUND, f"no page {shown(path)}")
         viewer = self.server.viewer
-        num_captions = query.get("num_captions", viewer.num_captions)
+        num_captions = (whole_number(query["num_captions"], "num_captions") if "num_captions" in query
+                        else viewer.num_captions)
         if "test_image" in query:
             index = whole_number(query["test_image"], "test image")
             return as_json(viewer.caption_test_image(index, num_captions=num_captions)), "application/json"
@@ -90,7 +209,7 @@ class AttentionHandler(BaseHTTPRequestHandler):
         try:
             image = read_rgb(io.BytesIO(body), min_side=1)
         except BadImageError as error:
-            raise RequestError(HTTPStatus.BAD_REQUEST, f"{query.get('name', 'the upload')}: {error}") from None
+            raise RequestError(HTTPStatus.BAD_REQUEST, f"{shown(query.get('name', 'the upload'))}: {error}") from None
         return as_json(viewer.caption_image(image, num_captions=num_captions)), "application/json"
 
     def upload(self) -> bytes:
@@ -102,46 +221,145 @@ class AttentionHandler(BaseHTTPRequestHandler):
         limit = self.server.max_upload_bytes
         if size > limit:
             for start in range(0, size, CHUNK_BYTES):  # read, so that the browser sees the answer, not a reset
-                self.rfile.read(min(CHUNK_BYTES, size - start))
+                if not self.rfile.read(min(CHUNK_BYTES, size - start)):
+                    break  # the client sent less than it said, and stopped
             raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                                f"the image is {size / 1e6:.1f} MB; this server takes images up to "
                                f"{limit / 1e6:.1f} MB (caption serve --max_upload_mb)")
         return self.rfile.read(size)
 
-    def answer(self, respond: Any) -> None:
-        """Run `respond(path, query)` and send what it gives, or its error as one line of JSON."""
+    def answer(self, respond: Callable[[str, dict[str, str]], tuple[bytes, str]]) -> None:
+        """Run `respond(path, query)` for a request of a Host this server serves, and send what it gives, or its
+        error as one line of JSON."""
+        self.reader.deadline = None  # the headers are in: from here on, each read waits at most timeout_s
         parts = urlsplit(self.path)
         query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         try:
+            if self.request_version == "HTTP/0.9":  # a request line without a version
+                raise RequestError(HTTPStatus.BAD_REQUEST, f"no HTTP version in {shown(self.requestline)!r}")
+            if not self.server.serves_host(self.headers.get("Host")):
+                raise RequestError(HTTPStatus.MISDIRECTED_REQUEST, self.other_host())
             body, content_type = respond(parts.path, query)
             status = HTTPStatus.OK
         except RequestError as error:
             body, content_type, status = error_json(str(error)), "application/json", error.status
         except CaptionError as error:  # a bad image or setting: the message says what to do
             body, content_type, status = error_json(str(error)), "application/json", HTTPStatus.BAD_REQUEST
-        except Exception as error:  # unforeseen: one line on the page, the traceback in the console
+        except TimeoutError:  # the body, not sent within timeout_s of its last piece
+            self.close_connection = True
+            body, content_type, status = error_json(self.late()), "application/json", HTTPStatus.REQUEST_TIMEOUT
+        except Exception as error:  # noqa: BLE001 (unforeseen: one line on the page, the traceback in the console)
             traceback.print_exc(file=sys.stderr)
             message = f"the server failed: {error.__class__.__name__}: {error}"
             body, content_type, status = error_json(message), "application/json", HTTPStatus.INTERNAL_SERVER_ERROR
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
+        self.send_body(status, body, content_type)
+
+    def other_host(self) -> str:
+        """Why a request of another Host (or of none) is refused, and what to do."""
+        host = self.headers.get("Host")
+        names = ", ".join(f"[{name}]" if ":" in name else name for name in sorted(self.server.host_names) if name)
+        names += " or an IP address" if self.server.any_address else ""
+        asked = f"not for {shown(host)!r}" if host else "and a request must name one in its Host header"
+        return (f"this server answers requests for {names}, {asked}: open the page by one of those names "
+                "(caption serve --host, --allowed_hosts)")
+
+    def send_body(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+        """The answer: status line, headers and `body`; a client gone or not reading meanwhile is let go."""
+        self.answered = True
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":  # unknown, or none: answered as HTTP/1.0
+            self.request_version = "HTTP/1.0"
         try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            if status == HTTPStatus.METHOD_NOT_ALLOWED:
+                self.send_header("Allow", "GET, POST")
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
             self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):  # the page was closed or reloaded meanwhile
-            pass
+        except OSError:  # the page was closed or reloaded meanwhile, or stopped reading for timeout_s
+            self.close_connection = True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a malformed request line, headers too long or too many, another method) as
+        one line of JSON; an unknown method is a 405 and an unknown HTTP version a 400, as this page knows two
+        methods and HTTP/1.x."""
+        status = HTTPStatus(code)
+        if status == HTTPStatus.NOT_IMPLEMENTED:
+            status = HTTPStatus.METHOD_NOT_ALLOWED
+            message = f"this page answers GET and POST, not {shown(self.command)!r}"
+        elif status == HTTPStatus.HTTP_VERSION_NOT_SUPPORTED:
+            status = HTTPStatus.BAD_REQUEST
+        self.close_connection = True
+        self.send_body(status, error_json(message or status.phrase), "application/json")
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Quiet (see `log_message`)."""
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the page shows what went wrong; an unforeseen failure prints its traceback."""
 
 
+def refuse_busy(request: socket.socket) -> None:
+    """Answer 503 on a connection past `max_connections`, at once and without a thread."""
+    body = error_json("the server is busy: every connection it serves at once (caption serve --max_connections) is "
+                      "taken; try again in a moment")
+    head = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Retry-After: 1\r\nConnection: close\r\n\r\n")
+    try:
+        request.settimeout(LINGER_S)
+        request.sendall(head.encode("ascii") + body)
+    except OSError:  # gone already
+        pass
+    let_go(request)
+
+
+def let_go(request: socket.socket) -> None:
+    """Close a connection after its answer: say that nothing more comes, then read and drop what the client still
+    sends, for at most LINGER_S, so that the answer reaches it (a connection closed with bytes unread is reset, and
+    the reset can overtake the answer)."""
+    deadline = time.monotonic() + LINGER_S
+    try:
+        request.shutdown(socket.SHUT_WR)
+        while (left := deadline - time.monotonic()) > 0:
+            request.settimeout(left)
+            if not request.recv(CHUNK_BYTES):
+                break
+    except OSError:  # gone, or still sending after LINGER_S
+        pass
+    request.close()
+
+
 def whole_number(text: str, what: str) -> int:
-    """`text` as an integer >= 0, or a 400 naming `what`."""
-    if not text.isdigit():
-        raise RequestError(HTTPStatus.BAD_REQUEST, f"{what} must be a whole number, got {text!r}")
+    """`text` as an integer >= 0 of ASCII digits (not '²' or '٣', which `int` or `str.isdigit` take), at most
+    MAX_DIGITS of them; else a 400 naming `what`."""
+    if not re.fullmatch("[0-9]+", text):
+        raise RequestError(HTTPStatus.BAD_REQUEST, f"{what} must be a whole number (digits 0-9), got {shown(text)!r}")
+    if len(text) > MAX_DIGITS:
+        raise RequestError(HTTPStatus.BAD_REQUEST, f"{what} has {len(text)} digits; at most {MAX_DIGITS} are taken")
     return int(text)
+
+
+def host_name(header: str) -> str | None:
+    """The name of a Host header, lower-case, without its port and IPv6 brackets ('[::1]:8000' -> '::1'); None
+    if it is malformed."""
+    found = re.fullmatch(r"\[([0-9a-f:.]+)\](?::[0-9]*)?|([^:\[\]@/\s]+)(?::[0-9]*)?", header.strip().lower())
+    return None if found is None else found.group(1) or found.group(2)
+
+
+def is_ip_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def shown(text: str) -> str:
+    """A value from a request, for a message: at most SHOWN_CHARACTERS of it."""
+    return text if len(text) <= SHOWN_CHARACTERS else text[:SHOWN_CHARACTERS] + "..."
 
 
 def as_json(answer: dict[str, Any]) -> bytes:

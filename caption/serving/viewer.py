@@ -40,14 +40,12 @@ def png_data_url(pixels: np.ndarray) -> str:
 
 
 def page_num_captions(value: Any) -> int:
-    """`num_captions` as the page sends it (text), checked: an integer in 1..MAX_CAPTIONS."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"num_captions must be a whole number, got {value!r}") from None
-    if not 1 <= number <= MAX_CAPTIONS:
-        raise ConfigError(f"num_captions must be between 1 and {MAX_CAPTIONS}, got {number}")
-    return number
+    """`num_captions` checked: an integer in 1..MAX_CAPTIONS (the server reads the page's text as digits 0-9)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"num_captions must be a whole number, got {value!r}")
+    if not 1 <= value <= MAX_CAPTIONS:
+        raise ConfigError(f"num_captions must be between 1 and {MAX_CAPTIONS}, got {value}")
+    return value
 
 
 @dataclass

@@ -208,10 +208,14 @@ class CaptionModule(L.LightningModule):
     ) -> Decoded:
         """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
         `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`;
-        `num_captions` = n > 1: the n best beams of each image, best first (B·n rows; the beam at least n wide)."""
+        `num_captions` = n > 1: the n best beams of each image, best first (B·n rows; the beam at least n wide).
+        A beam wider than the captions the search can hold, or than the memory free, is a ConfigError saying so
+        (`caption.model.search.check_decoding`, `check_search_memory`)."""
         decoding = self.settings.decoding
-        beam_size = max(decoding.beam_size, num_captions) if beam_size is None else beam_size
+        requested = decoding.beam_size if beam_size is None else beam_size
+        beam_size = max(requested, num_captions) if beam_size is None else beam_size
         max_length = decoding.max_caption_length if max_length is None else max_length
+        check_decoding(beam_size=requested, max_caption_length=max_length, vocabulary_size=len(self.vocabulary))
         check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_captions)
         if beam_size == 1:
             return greedy(self.decoder, annotations, max_length=max_length)

@@ -4,6 +4,7 @@ and per label, and `caption evaluate` on a tiny COCO-format dataset with instanc
 
 import csv
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -267,3 +268,34 @@ def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path
         assert set(found) == {"nouns", "accuracy", "chance_location"} and 0 <= found["accuracy"] <= 1
     assert 0 <= report["metrics"]["attention_accuracy"] <= 1 and "attention accuracy" in printed
     assert all(f"  {label} " in printed for label in report["attention_by_label"])
+
+
+def test_a_box_reaching_outside_its_image_is_clipped_with_a_warning_naming_it(coco):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    first, second = data["annotations"][:2]
+    first["bbox"] = [40, 30, 20, 20]  # 48x40 pixels: reaches 12 past the right, 10 past the bottom
+    second["bbox"] = [47.5, 0, 1.2, 5]  # 0.7 past: rounding, clipped without a word
+    instances[0].write_text(json.dumps(data))
+    source = KarpathySource(annotations=str(karpathy), images=str(root / "images"), resize_size=48, crop_size=40,
+                            instances=[str(instances[0])])
+    with pytest.warns(UserWarning) as warned:
+        records = {record.image_id: record for record in source.records()}
+    (message,) = [str(warning.message) for warning in warned if "clipped" in str(warning.message)]
+    assert message == (f"{instances[0]}: boxes reaching outside their image are clipped to it (1): annotations[0] "
+                       f"(id {first['id']}, image {first['image_id']}): [40, 30, 20, 20] in 48x40")
+    boxes = [obj.box for obj in records[first["image_id"]].objects]
+    assert boxes == [(40, 30, 48, 40), (47.5, 0, 48, 5)]
+
+
+def test_a_box_wholly_outside_its_image_is_refused_naming_the_file_and_annotation(coco):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    data["annotations"][1]["bbox"] = [100, 10, 20, 20]  # right of a 48x40 image: its object could be scored nowhere
+    instances[0].write_text(json.dumps(data))
+    source = KarpathySource(annotations=str(karpathy), images=str(root / "images"), instances=[str(instances[0])])
+    annotation = data["annotations"][1]
+    with pytest.raises(DatasetFormatError, match=re.escape(
+            f"{instances[0]}: annotations[1] (id {annotation['id']}, image {annotation['image_id']}): bbox "
+            "[100, 10, 20, 20] lies wholly outside its image of 48x40 pixels: fix or remove the annotation")):
+        source.records()

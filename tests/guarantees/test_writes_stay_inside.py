@@ -15,6 +15,7 @@ from kit.data import write_image
 from kit.disk import disk  # noqa: F401  the fixture
 
 from caption.cli import main
+from caption.evaluation import results
 from caption.io.outputs import OutputError, save_figure, write_text
 
 matplotlib.use("Agg")
@@ -77,11 +78,27 @@ def test_a_full_disk_leaves_the_previous_figure_and_no_partial_one(disk):
     assert sorted(path.name for path in disk.folder.iterdir() if path.name != "filler") == ["previous.png"]
 
 
-def test_describe_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_figure(tiny_runs, disk, tmp_path):
+def test_describe_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_figure(tiny_runs, disk, tmp_path,
+                                                                                 monkeypatch):
     images, out = write_image(tmp_path / "images" / "good.png").parent, disk.folder / "out"
     out.mkdir()
+    arguments = ["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), str(images),
+                 "--predictions.out", str(out)]
     disk.fill(free=1000)
-    line = failed(["describe", "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"), str(images),
-                   "--predictions.out", str(out)])
-    assert f"cannot write figure {out / 'good.png'}" in line and "is full" in line, line
+    line = failed(arguments)  # captions.json, written before the figures
+    assert f"cannot write {out / 'captions.json'}" in line and "is full" in line, line
     assert list(out.iterdir()) == []
+    (disk.folder / "filler").unlink(missing_ok=True)
+    monkeypatch.undo()  # the simulated disk's budget, where no tmpfs could be mounted
+    monkeypatch.setattr(sys, "argv", ["caption"])
+    written = results.write_results
+
+    def then_full(*args, **kwargs):  # the disk fills up once the captions are written
+        paths = written(*args, **kwargs)
+        disk.fill(free=1000)
+        return paths
+
+    monkeypatch.setattr(results, "write_results", then_full)
+    line = failed(arguments)
+    assert f"cannot write figure {out / 'good.png'}" in line and "is full" in line, line
+    assert sorted(path.name for path in out.iterdir()) == ["captions.csv", "captions.json"], "the captions are kept"

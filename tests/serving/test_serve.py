@@ -5,9 +5,6 @@ import base64
 import http.client
 import io
 import json
-import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -16,37 +13,14 @@ import torch
 from kit.cli import PATIENCE_S, failed
 from kit.data import write_image
 from kit.figures import word_axes
-from kit.models import tiny_module
+from kit.serving import MAX_UPLOAD_BYTES, request, serve, stop, tiny_captioner
 from matplotlib import colormaps
 from PIL import Image
 
 from caption.comparison.models import Model
 from caption.data.synthetic.shapes import ShapesSource
 from caption.evaluation.overlays import COLORMAP, HEAT_OPACITY, grey
-from caption.inference import Captioner
-from caption.serving.server import AttentionServer
 from caption.serving.viewer import AttentionViewer
-
-VOCABULARY = ["<pad>", "<start>", "<end>", "<unk>", "a", "red", "green", "circle", "square", "above", "below"]
-MAX_UPLOAD_BYTES = 50_000
-
-
-def tiny_captioner(kind: str, data_root: Path | None, seed: int) -> Captioner:
-    """An untrained tiny model on the built-in data's 64×64 inputs (its test split under `data_root`, if given)."""
-    torch.manual_seed(seed)
-    module = tiny_module(VOCABULARY, kind, decoding={"max_caption_length": 6, "beam_size": 3})
-    source = {"class_path": "caption.data.synthetic.shapes.ShapesSource",
-              "init_args": {"root": str(data_root), "num_train": 4, "num_val": 2, "num_test": 3}}
-    shapes = ShapesSource()
-    return Captioner(module, transform=shapes.inference_transform(), normalization=shapes.normalization,
-                     data=None if data_root is None else ({"source": source}, "the test"))
-
-
-def serve(models: list[Model], **settings) -> AttentionServer:
-    """A server on a free port of 127.0.0.1, answering in a thread until `shutdown()`."""
-    server = AttentionServer(("127.0.0.1", 0), AttentionViewer(models, **settings), max_upload_bytes=MAX_UPLOAD_BYTES)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 @pytest.fixture
@@ -55,18 +29,7 @@ def server(tmp_path):
               for seed, kind in enumerate(("soft", "hard"))]
     server = serve(models, num_captions=2)
     yield server
-    server.shutdown()
-    server.server_close()
-
-
-def request(server: AttentionServer, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-    """(status, body) of GET `path`, or of POST `body` to it."""
-    try:
-        url = server.url + path.lstrip("/")
-        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=PATIENCE_S) as got:
-            return got.status, got.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
+    stop(server)
 
 
 def png(image: Image.Image) -> bytes:
@@ -132,8 +95,7 @@ def test_a_words_panel_is_the_panel_captioner_plot_draws(tmp_path):
         photo = Image.open(write_image(tmp_path / "photo.png", size=(80, 80), seed=2))
         answer = json.loads(request(server, "/api/caption?num_captions=1", png(photo))[1])
     finally:
-        server.shutdown()
-        server.server_close()
+        stop(server)
     words = answer["models"][0]["captions"][0]["words"]
     figure = captioner.plot(photo)
     assert words and len(word_axes(figure)) == len(words)

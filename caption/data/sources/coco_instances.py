@@ -9,8 +9,11 @@ Each file holds
 with boxes in the pixels of the image file ([x, y, width, height] from its top-left corner). Each annotation becomes
 an `ObjectBox` labelled with its category's name, box (x, y, x + w, y + h), and its image's record takes the image's
 (width, height) as the frame of its boxes (`ImageRecord.frame`; `CaptionSource.input_boxes` maps them into the
-encoder input). Crowd regions (iscrowd 1: a crowd of people, a herd) are boxes like the others. Which caption words
-name which category: `caption.data.sources.category_words` (the files' own category names; COCO's synonyms for COCO's).
+encoder input). Crowd regions (iscrowd 1: a crowd of people, a herd) are boxes like the others. A box that reaches
+outside its image is clipped to it, with one warning per file naming the annotations that reach out by more than
+BOX_SLACK_PX; a box wholly outside its image is refused (`DatasetFormatError` naming the file and the annotation), as
+its object could be scored nowhere. Which caption words name which category: `caption.data.sources.category_words`
+(the files' own category names; COCO's synonyms for COCO's).
 """
 
 from __future__ import annotations
@@ -19,8 +22,14 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from lightning.pytorch.utilities import rank_zero_warn
+
 from caption.data.sources.annotation_files import DatasetFormatError, field, read_json
-from caption.data.sources.records import ImageRecord, ObjectBox
+from caption.data.sources.records import Box, ImageRecord, ObjectBox
+from caption.errors import CaptionWarning
+
+BOX_SLACK_PX = 1.0  # a box reaching this far outside its image is clipped without a word (ours: rounding)
+NAMED = 5  # clipped boxes named in a file's warning
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ def read_instances(paths: list[str]) -> InstancesFiles:
                 raise DatasetFormatError(f"{where} is {frame[0]}x{frame[1]} pixels; expected a positive size")
             frames[field(entry, "id", int, where)] = frame
         boxes: dict[int, list[ObjectBox]] = {image_id: [] for image_id in frames}
+        clipped: list[str] = []
         for index, entry in enumerate(field(data, "annotations", list, path)):
             where = f"{path}: annotations[{index}]"
             image_id, category = field(entry, "image_id", int, where), field(entry, "category_id", int, where)
@@ -66,7 +76,14 @@ def read_instances(paths: list[str]) -> InstancesFiles:
                 raise DatasetFormatError(f"{where}.image_id is {image_id}, which {path} has no images[] entry for")
             if category not in names:
                 raise DatasetFormatError(f"{where}.category_id is {category}, which {path} has no categories[] entry for")
-            boxes[image_id].append(ObjectBox(label=names[category], box=corners(field(entry, "bbox", list, where), where)))
+            bbox = field(entry, "bbox", list, where)
+            named = f"{where} (id {entry.get('id')}, image {image_id})"
+            box = within(corners(bbox, where), frames[image_id], where=named, bbox=bbox, clipped=clipped)
+            boxes[image_id].append(ObjectBox(label=names[category], box=box))
+        if clipped:
+            more = f" and {len(clipped) - NAMED} more" if len(clipped) > NAMED else ""
+            rank_zero_warn(f"{path}: boxes reaching outside their image are clipped to it ({len(clipped)}): "
+                           f"{'; '.join(clipped[:NAMED])}{more}", category=CaptionWarning)
         found |= {image_id: Instances(frames[image_id], tuple(boxes[image_id])) for image_id in frames}
     return InstancesFiles(found, tuple(categories))
 
@@ -80,6 +97,20 @@ def corners(bbox: list, where: str) -> tuple[float, float, float, float]:
                                  "width, height >= 0")
     x, y, width, height = (float(v) for v in bbox)
     return x, y, x + width, y + height
+
+
+def within(box: Box, frame: tuple[int, int], *, where: str, bbox: list, clipped: list[str]) -> Box:
+    """`box` clipped to its (width, height) `frame`; one reaching more than BOX_SLACK_PX outside is named in
+    `clipped`; one wholly outside is a `DatasetFormatError`."""
+    width, height = float(frame[0]), float(frame[1])
+    x0, y0, x1, y1 = box
+    inside = (min(max(x0, 0.0), width), min(max(y0, 0.0), height), min(max(x1, 0.0), width), min(max(y1, 0.0), height))
+    if inside[2] <= inside[0] and x1 > x0 or inside[3] <= inside[1] and y1 > y0:
+        raise DatasetFormatError(f"{where}: bbox {bbox!r} lies wholly outside its image of {frame[0]}x{frame[1]} pixels: "
+                                 "fix or remove the annotation (or the image's width and height)")
+    if max(abs(a - b) for a, b in zip(box, inside)) > BOX_SLACK_PX:
+        clipped.append(f"{where.rsplit(': ', 1)[-1]}: {bbox!r} in {frame[0]}x{frame[1]}")
+    return inside
 
 
 def with_boxes(records: list[ImageRecord], instances: dict[int, Instances], *, paths: list[str],

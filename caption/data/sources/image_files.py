@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,10 +23,15 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from caption.data.sources.records import BadImage
 from caption.errors import CaptionError, CaptionWarning, ConfigError
+from caption.io.outputs import readable_name
 
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")  # more than 8 bits per pixel
 ALPHA_MODES = ("RGBA", "RGBa", "LA", "La", "PA")
 BACKGROUND = (255, 255, 255, 255)  # ours: transparent pixels are shown on white
+# what Pillow's format plugins raise on a malformed file, besides OSError (Image.open catches some of them only
+# while it guesses the format)
+MALFORMED = (ValueError, SyntaxError, EOFError, IndexError, TypeError, KeyError, struct.error, ZeroDivisionError,
+             OverflowError, NotImplementedError)
 
 
 class BadImageError(CaptionError, ValueError):
@@ -59,6 +65,8 @@ def _open(path: str | io.BytesIO, *, min_side: int) -> Image.Image:
         raise BadImageError("not an image file Pillow can read") from None
     except OSError as error:
         raise BadImageError(f"cannot open: {error}") from None
+    except MALFORMED as error:  # e.g. a PNG cut short in its header
+        raise BadImageError(f"not an image file Pillow can read ({type(error).__name__}: {error})") from None
     width, height = image.size
     if min(width, height) < min_side:
         image.close()
@@ -106,11 +114,11 @@ def read_rgb(path: str | io.BytesIO, *, min_side: int) -> Image.Image:
         try:
             image.load()  # truncated or corrupt data fails here
             upright = ImageOps.exif_transpose(image)
-        except (OSError, SyntaxError, ValueError) as error:
+        except (OSError, *MALFORMED) as error:
             raise BadImageError(f"cannot decode ({error})") from None
     try:
         return to_rgb(upright)
-    except (OSError, ValueError) as error:
+    except (OSError, *MALFORMED) as error:
         raise BadImageError(f"cannot convert mode {upright.mode} to RGB ({error})") from None
 
 
@@ -133,24 +141,33 @@ def report_bad_images(bad: list[BadImage], *, total: int, on_bad_image: str) -> 
 IMAGE_EXTENSIONS = frozenset(Image.registered_extensions())  # ".jpg", ".png", ... every format Pillow reads
 
 
-def image_files(inputs: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
+def image_files(inputs: Sequence[str | os.PathLike[str]], *, required: str | None = None) -> list[tuple[Path, bool]]:
     """(file, named explicitly) for every input file and every image file in input folders, in order, once each.
-    A missing input is a `ConfigError` naming it; a folder without images, a warning."""
+    A missing input is a `ConfigError` naming it; a folder without images, or with subfolders (not searched), a
+    warning. With `required` (the command or setting, for the message), finding no image file at all is one
+    `ConfigError` instead, that says all of it, with no warning before it."""
     files: dict[Path, bool] = {}
+    notes: list[str] = []  # about folders: warned once the inputs are all listed
     for path in map(Path, inputs):
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
             nested = sorted(p.name for p in path.iterdir() if p.is_dir())
             if nested:
                 shown = ", ".join(nested[:5]) + (f" and {len(nested) - 5} more" if len(nested) > 5 else "")
-                warnings.warn(f"folder {path}: its {len(nested)} subfolders are not searched ({shown}); "
-                              "name each folder of images")
+                notes.append(f"folder {path}: its {len(nested)} subfolders are not searched ({shown}); "
+                             "name each folder of images")
             if not found:
-                warnings.warn(f"folder {path} holds no image files")
+                notes.append(f"folder {path} holds no image files")
             for file in found:
                 files.setdefault(file.resolve(), False)
         elif path.is_file():
             files[path.resolve()] = True
         else:
             raise ConfigError(f"{path}: no such image file or folder")
+    if required is not None and not files:
+        named = ", ".join(readable_name(path) for path in inputs)
+        raise ConfigError(f"{required}: {named} holds no image files (of the kinds Pillow reads: .png, .jpg, ...)"
+                          + "".join(f"; {note}" for note in notes if "subfolders" in note))
+    for note in notes:
+        warnings.warn(readable_name(note), CaptionWarning, stacklevel=2)
     return list(files.items())
