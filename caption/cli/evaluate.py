@@ -53,6 +53,7 @@ def main(argv: list[str]) -> None:
                           meteor_timeout=args.meteor_timeout, out=args.out)
     write_evaluation(evaluation, args.out, checkpoint=captioner.checkpoint)
     print(evaluation.table())
-    for line in evaluation.habit_warnings():  # what self-critical training may teach (caption.evaluation.degeneration)
+    trained_on_cider = captioner.module.settings.self_critical is not None
+    for line in evaluation.habit_warnings() if trained_on_cider else []:  # what SCST may teach its captions
         warnings.warn(line, CaptionWarning, stacklevel=1)
     print(f"wrote {args.out / 'metrics.json'}, {args.out / 'captions.json'} and {args.out / 'captions.csv'}")

@@ -100,7 +100,7 @@ class Evaluation:
         distinct = len({caption.text for caption in self.captions.values()})
         rows.append((METRIC_NAMES["distinct_captions"], f"{distinct} / {len(self.captions)}"))
         rows += [(METRIC_NAMES[name], format_score(value)) for name, value in self.habits().items()
-                 if name != "distinct_captions"]
+                 if name != "distinct_captions" and not math.isnan(value)]
         official = "" if self.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"
         header = (f"{self.split} split, {len(self.captions)} images, beam {self.beam_size}, "
                   f"tokenizer {self.tokenizer}{official} (%)")

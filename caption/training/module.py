@@ -380,7 +380,7 @@ class CaptionModule(L.LightningModule):
         beam_size = self.settings.decoding.beam_size
         evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
         rank_zero_info(f"Example test captions (beam {beam_size}):\n{evaluation.examples()}")
-        for line in evaluation.habit_warnings():  # what self-critical training may teach its captions
+        for line in evaluation.habit_warnings() if self.self_critical is not None else []:  # what SCST may teach
             rank_zero_warn(line, category=CaptionWarning)
 
     def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[Result]:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from kit.cli import failed
+from kit.data import write_image
 from kit.tiny import tiny_run_args
 
 from caption.errors import CheckpointError
@@ -48,7 +49,8 @@ def test_every_command_names_a_truncated_checkpoint_in_one_line(truncated, tmp_p
     lightning = tiny_run_args("soft", run, tmp_path / "data")
     args = {
         "evaluate": ["evaluate", "--ckpt_path", str(truncated), "--predictions.out", str(tmp_path / "out")],
-        "describe": ["describe", "--ckpt_path", str(truncated), str(tmp_path), "--predictions.out", str(tmp_path / "out")],
+        "describe": ["describe", "--ckpt_path", str(truncated), str(write_image(tmp_path / "photo.png")),
+                     "--predictions.out", str(tmp_path / "out")],
         "compare": ["compare", str(truncated), "--predictions.out", str(tmp_path / "out")],
         "test": ["test", *lightning, "--ckpt_path", str(truncated)],
         "predict": ["predict", "--ckpt_path", str(truncated), "--data.predict", str(tmp_path)],
@@ -68,5 +70,6 @@ def test_a_checkpoint_whose_hyperparameters_are_not_a_mapping_is_named_in_one_li
     with pytest.raises(CheckpointError) as error:
         Captioner.from_checkpoint(path, device="cpu")
     assert str(error.value).startswith(f"{path}: not a checkpoint of this project (no mapping of hyperparameters")
-    line = failed(["describe", "--ckpt_path", str(path), str(tmp_path), "--predictions.out", str(tmp_path / "out")])
+    line = failed(["describe", "--ckpt_path", str(path), str(write_image(tmp_path / "photo.png")), "--predictions.out",
+                   str(tmp_path / "out")])
     assert line.startswith(f"caption: error: {path}: not a checkpoint of this project"), line

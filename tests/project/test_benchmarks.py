@@ -110,6 +110,14 @@ def test_precision_gpu_refuses_without_a_gpu(benchmark: Callable[..., str], caps
     assert "no CUDA device here" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@covers("self_critical")
+def test_self_critical(benchmark: Callable[..., str], tmp_path):
+    out = benchmark("self_critical", "--smoke", "--out", str(tmp_path / "scst"))
+    assert "| ce_soft + SCST (mean_of_others) |" in out and "ce_soft + SCST (mean_of_others): CIDEr-D" in out
+    assert (tmp_path / "scst" / "self_critical.json").is_file()
+
+
 @covers("reward")
 def test_reward(benchmark: Callable[..., str]):
     out = benchmark("reward", "--images", "20", "--repeats", "1")
