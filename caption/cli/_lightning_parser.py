@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
+from caption.cli._class_paths import refusal
 from caption.cli._predict_arguments import add_prediction_arguments
 
 
@@ -43,6 +44,9 @@ class CaptionArgumentParser(LightningArgumentParser):
         if not self.exit_on_error:  # jsonargparse catches these itself
             return super().error(message, ex)
         where = f"config file {self.config_file}: " if self.config_file else ""
+        refused = refusal(where.removesuffix(": "))  # a class path refused on import: that, not jsonargparse's list
+        if refused is not None:
+            sys.exit(f"caption: error: {refused}")
         if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
             message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
         from caption.legacy.settings import renamed_hint  # only a refused key is looked up among the names of 0.1

@@ -33,6 +33,13 @@ from caption.cli._checkpoint_settings import (
     given_checkpoint,
     resolve_last,
 )
+from caption.cli._class_paths import (
+    check_configs,
+    import_named,
+    named_on_command_line,
+    resolving_safely,
+    without_imports,
+)
 from caption.cli._lightning_parser import CaptionArgumentParser
 from caption.cli._predict_arguments import predict_arguments
 from caption.cli._quiet_lightning import quiet_lightning
@@ -42,6 +49,7 @@ from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError, ConfigError
 from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
+from caption.io.class_paths import named_modules
 from caption.training.allocator import configure_allocator
 from caption.training.callbacks import AttentionPatience, PeriodicCheckpoint
 from caption.training.module import CaptionModule
@@ -54,7 +62,12 @@ def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
 
 
 class CaptionCLI(LightningCLI):
-    """LightningCLI with the project's links between model and data, checkpoints and `caption predict`."""
+    """LightningCLI with the project's links between model and data, checkpoints and `caption predict`; the class
+    paths of its configs resolved under the project's one rule (`caption.cli._class_paths`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        with resolving_safely(), contextlib.ExitStack() as self.command_scope:  # the whole command, run included
+            super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
@@ -88,12 +101,16 @@ class CaptionCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
-        args = sys.argv[1:] if args is None else list(args)
+        args, imports = without_imports(sys.argv[1:] if args is None else list(args))
         stage_0 = encoder_run(args)
         if stage_0 is not None:
             raise ConfigError(f"--config {stage_0} trains an encoder alone: run `caption pretrain-encoder --config "
                               f"{stage_0}`, then `caption fit` on it (README \"Quick start\")")
         args = with_packaged_configs(args)  # --config shapes_soft
+        # a class a config names: imported only if the project's, Lightning's, torch's, or named on the command line
+        self.command_scope.enter_context(named_modules([*imports, *named_on_command_line(args, parser=parser)]))
+        import_named(imports)
+        check_configs(args, parser=parser)
         if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
             args = with_run_checkpoint(args)
         if args[:1] == ["predict"]:
