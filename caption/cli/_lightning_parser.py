@@ -14,6 +14,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from caption.cli._class_paths import refusal
 from caption.cli._predict_arguments import add_prediction_arguments
+from caption.io.outputs import write_atomically
 
 
 class CaptionArgumentParser(LightningArgumentParser):
@@ -39,6 +40,18 @@ class CaptionArgumentParser(LightningArgumentParser):
             return super().parse_path(cfg_path, *args, **kwargs)
         finally:
             self.config_file = None
+
+    def save(self, namespace: Any, path: Any, *args: Any, overwrite: bool = False, multifile: bool = True,
+             **kwargs: Any) -> None:
+        """jsonargparse's, but one local file (SaveConfigCallback's config.yaml) is written whole with
+        `write_atomically`: never through a link planted at its name, never left empty or cut short."""
+        if multifile or "://" in str(path):
+            return super().save(namespace, path, *args, overwrite=overwrite, multifile=multifile, **kwargs)
+        if not overwrite and Path(path).is_file():
+            raise ValueError(f"Refusing to overwrite existing file: {path}")
+        text = self.dump(namespace, *args, **kwargs)
+        write_atomically(path, text.encode("utf-8"), what="the run's config")
+        return None
 
     def error(self, message: str, ex: Exception | None = None) -> Any:
         if not self.exit_on_error:  # jsonargparse catches these itself

@@ -44,7 +44,7 @@ from caption.cli._lightning_parser import CaptionArgumentParser
 from caption.cli._predict_arguments import predict_arguments
 from caption.cli._quiet_lightning import quiet_lightning
 from caption.cli._run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
-from caption.cli._run_outputs import SaveConfig, guard_logger_writes
+from caption.cli._run_outputs import SaveConfig, atomic_logger_files, guard_logger_writes
 from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError, ConfigError
@@ -66,7 +66,7 @@ class CaptionCLI(LightningCLI):
     paths of its configs resolved under the project's one rule (`caption.cli._class_paths`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        with resolving_safely(), contextlib.ExitStack() as self.command_scope:  # the whole command, run included
+        with resolving_safely(), atomic_logger_files(), contextlib.ExitStack() as self.command_scope:  # run included
             super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
