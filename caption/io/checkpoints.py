@@ -3,7 +3,10 @@
 A Lightning checkpoint is a pickle; `torch.load(weights_only=True)` rebuilds only tensors and plain containers, so a
 file whose pickle would import or call anything else is refused instead of executed. Every reader goes through
 `read_checkpoint`: the CLI's Trainers through `SafeCheckpointIO`, inference through
-`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). The class
+`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). torch does not
+check the CRC-32 checksums its zip format stores with every record, so a flipped bit would load as a changed weight
+without a word: they are checked first (`zip_damage`: zipfile's testzip, about half the time of the load itself;
+docs/measurements.md). The class
 paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
 writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
 previous file whole. What you see for each failure: docs/reliability.md.
@@ -15,6 +18,8 @@ import os
 import pickle
 import re
 import warnings
+import zipfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -34,10 +39,45 @@ from caption.legacy.moved import with_new_class_paths
 from caption.legacy.settings import grouped
 
 
+def zip_damage(path: _PATH) -> str | None:
+    """What is wrong with the zip records of a file torch.save wrote (a record whose bytes no longer match their CRC-32
+    checksum, or a record that cannot be read), or None when every record is whole. A file that is no zip at all
+    (cut before its directory, or torch's legacy format) is left to torch.load to judge."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()  # reads every record and compares its CRC-32 with the stored one
+            # torch's reader reads a record its directory marks as a folder (MS-DOS attribute 0x10) as no bytes at
+            # all, leaving the tensor's memory as it was: torch.save marks none so
+            folder = next((info.filename for info in archive.infolist() if info.external_attr & 0x10), None)
+    except zipfile.BadZipFile as error:
+        try:
+            directory = zipfile.is_zipfile(path)
+        except (zipfile.BadZipFile, OSError):
+            directory = True  # its end record is there, but it is damaged
+        return f"its zip records cannot be read ({error})" if directory else None
+    except PermissionError:
+        raise
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zlib.error) as error:
+        return f"its zip records cannot be read ({error.__class__.__name__}: {error})"
+    if damaged is None and folder is not None:
+        return f"damaged: its record {folder} is marked as a folder, which torch.save never writes"
+    if damaged is not None:
+        return (f"damaged: the bytes of its record {damaged} no longer match the CRC-32 checksum written with them (a "
+                "flipped bit on a disk or in a copy), so its weights cannot be trusted; use another copy")
+    return None
+
+
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
-    """torch.load(path, weights_only=True), with errors that name the file and say what to do."""
+    """torch.load(path, weights_only=True) once its zip checksums are verified, with errors that name the file and
+    say what to do."""
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        damage = zip_damage(path)
+    except PermissionError as error:
+        raise CheckpointError(f"{path}: cannot read it ({error.strerror}): check the file's permissions") from None
+    if damage is not None:
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint: {damage}")
     try:
         with warnings.catch_warnings():  # torch's note on a pickle of another protocol: the message below says more
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
