@@ -115,3 +115,17 @@ def test_fit_replaces_links_at_its_config_and_logger_files_and_leaves_their_targ
         assert not (version / name).is_symlink() and (version / name).stat().st_size > 0, name
     assert "trainer:" in (version / "config.yaml").read_text() and "val/bleu4" in (version / "metrics.csv").read_text()
     assert "vocabulary" in (run / "tb" / "version_0" / "hparams.yaml").read_text()
+
+
+@pytest.mark.parametrize("command", ["describe", "evaluate", "compare", "predict"])
+def test_a_refused_checkpoint_leaves_no_output_folder(tmp_path, command):
+    checkpoint, out = tmp_path / "notes.ckpt", tmp_path / "out"
+    checkpoint.write_text("not a checkpoint\n")
+    images = write_image(tmp_path / "images" / "photo.png").parent
+    args = {"describe": ["describe", "--ckpt_path", str(checkpoint), str(images)],
+            "evaluate": ["evaluate", "--ckpt_path", str(checkpoint)],
+            "compare": ["compare", str(checkpoint)],
+            "predict": ["predict", "--ckpt_path", str(checkpoint), "--data.predict", str(images)]}[command]
+    line = failed([*args, "--predictions.out", str(out)])
+    assert f"{checkpoint}: not a PyTorch checkpoint" in line, line
+    assert not out.exists(), "the output folder is created once the inputs are known good"
