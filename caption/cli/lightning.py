@@ -189,6 +189,15 @@ class CaptionCLI(LightningCLI):
             configure_allocator(trainer.strategy.root_device.type)  # one log line says what it did
         return trainer
 
+    def before_fit(self) -> None:
+        """Before any step: every split the run uses (train; val and the test after training unless their batches
+        are limited to none) has images with usable captions, so a run never trains for hours to fail at its test."""
+        trainer = self.trainer
+        for split, limit in (("train", trainer.limit_train_batches), ("val", trainer.limit_val_batches),
+                             ("test", trainer.limit_test_batches)):
+            if limit != 0:
+                self.datamodule.split(split)  # a ConfigError naming the split if it has none
+
     def after_fit(self) -> None:
         """Evaluate the best checkpoint (or the final weights if none was selected) on the test split, then say which
         epoch was best, its figures and the test's, and where the checkpoints and logs are (`caption.training.progress`)."""
