@@ -5,8 +5,9 @@ torch, torchvision, or a module the user named on the command line.
 jsonargparse imports a `class_path` as soon as it parses it, running the module's top-level code before it checks
 what it found, so the rule is applied before the parser sees anything:
 
-- `named_on_command_line` takes `--import MODULE` out of the arguments (and imports it), and collects the modules of
-  the class paths the command line gives itself (`--trainer.callbacks+=mylab.Probe`): the user named those;
+- `caption` itself takes `--import MODULE` out of any command's arguments (`without_imports`) and imports it
+  (`import_named`): the user named it; `named_on_command_line` collects the modules of the class paths the command
+  line gives itself (`--trainer.callbacks+=mylab.Probe`): the user named those too;
 - `check_configs` walks every `--config` file (and every small file a value names, which jsonargparse would read as a
   nested config: `--trainer trainer.yaml`) and refuses a class path whose module may not be imported, in one line
   naming the file, the key and the value; a file that is no YAML mapping is refused in one line naming it;

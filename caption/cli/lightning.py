@@ -33,13 +33,7 @@ from caption.cli._checkpoint_settings import (
     given_checkpoint,
     resolve_last,
 )
-from caption.cli._class_paths import (
-    check_configs,
-    import_named,
-    named_on_command_line,
-    resolving_safely,
-    without_imports,
-)
+from caption.cli._class_paths import check_configs, named_on_command_line, resolving_safely
 from caption.cli._lightning_parser import CaptionArgumentParser
 from caption.cli._predict_arguments import predict_arguments
 from caption.cli._quiet_lightning import quiet_lightning
@@ -101,15 +95,14 @@ class CaptionCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
-        args, imports = without_imports(sys.argv[1:] if args is None else list(args))
+        args = sys.argv[1:] if args is None else list(args)  # without --import: `caption` took it (caption.cli.run)
         stage_0 = encoder_run(args)
         if stage_0 is not None:
             raise ConfigError(f"--config {stage_0} trains an encoder alone: run `caption pretrain-encoder --config "
                               f"{stage_0}`, then `caption fit` on it (README \"Quick start\")")
         args = with_packaged_configs(args)  # --config shapes_soft
         # a class a config names: imported only if the project's, Lightning's, torch's, or named on the command line
-        self.command_scope.enter_context(named_modules([*imports, *named_on_command_line(args, parser=parser)]))
-        import_named(imports)
+        self.command_scope.enter_context(named_modules(named_on_command_line(args, parser=parser)))
         check_configs(args, parser=parser)
         if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
             args = with_run_checkpoint(args)

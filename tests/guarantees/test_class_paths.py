@@ -126,3 +126,17 @@ def test_a_config_that_is_no_yaml_mapping_is_named_without_its_contents(tmp_path
         args = ["fit", "--config", str(link)]
     line = failed(args)
     assert f"config file {link}: not a YAML mapping of settings" in line and "root:x" not in line, line
+
+
+def test_the_other_commands_import_a_module_only_when_named_with_import(tmp_path, marker):
+    """The same rule where a config's data source is looked up among the project's classes (describe, evaluate,
+    compare, pretrain-encoder): the planted module is imported only with --import, and its Thing, no data source, is
+    refused either way."""
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump({"model": {"encoder": {"name": "small_vgg"}}, **KEYS["data.source"][0]}))
+    args = ["pretrain-encoder", "--config", str(file), "--trainer.default_root_dir", str(tmp_path / "encoder")]
+    line = failed(args)
+    assert f"data.source.class_path is '{THING}'" in line, line
+    refused(marker)
+    line = failed([args[0], "--import", MODULE, *args[1:]])
+    assert marker.exists() and f"data.source.class_path is '{THING}': not a caption.data.sources" in line, line
