@@ -3,11 +3,10 @@
 A Lightning checkpoint is a pickle; `torch.load(weights_only=True)` rebuilds only tensors and plain containers, so a
 file whose pickle would import or call anything else is refused instead of executed. Every reader goes through
 `read_checkpoint`: the CLI's Trainers through `SafeCheckpointIO`, inference through
-`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). torch does not
-check the CRC-32 checksums its zip format stores with every record, so a flipped bit would load as a changed weight
-without a word: they are checked first (`zip_damage`: zipfile's testzip, about half the time of the load itself;
-docs/reliability.md). The class
-paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
+`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). torch
+does not check the CRC-32 checksums its zip format stores with every record, so a flipped bit would load as a changed
+weight without a word: `zip_damage` checks them first (zipfile's testzip, about half the time of the load itself). The
+class paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
 writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
 previous file whole. What you see for each failure: docs/reliability.md.
 """
