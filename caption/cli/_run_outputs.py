@@ -21,8 +21,10 @@ import csv
 import functools
 import io
 import os
+import threading
 from collections.abc import Callable, Iterator
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -67,13 +69,17 @@ def guarded(method: Callable[..., Any], *, logger: Logger, finalizing: bool) -> 
     def write(*args: Any, **kwargs: Any) -> Any:
         try:
             return method(*args, **kwargs)
-        except (OSError, OutputError) as error:  # OutputError: from another guarded method (finalize calls save)
+        except (OSError, OutputError, ValueError) as raised:  # OutputError: from another guarded method (finalize
+            # calls save); ValueError: Lightning's TensorBoard logger raises any failure of its writer as one
+            error = raised.__cause__ if isinstance(raised, ValueError) else raised
+            if not isinstance(error, (OSError, OutputError)):
+                raise
             status = args[0] if args else kwargs.get("status")
             if finalizing and status != "success":
                 return None  # the run already failed with its own error; its logs cannot be saved as well
             if isinstance(error, OutputError):
-                raise
-            raise cannot_write(logger_folder(logger), error, what=f"the logs of {type(logger).__name__} in") from None
+                raise error from None
+            raise cannot_write_logs(logger, error) from None
 
     return write
 
@@ -116,23 +122,61 @@ def save_metrics_atomically(writer: Any, *, original: Callable[[Any], None]) -> 
     return None
 
 
+def cannot_write_logs(logger: Logger, error: OSError) -> OutputError:
+    """The one-line error of a failed write of `logger`, naming its folder, once the empty event files a failed
+    TensorBoard writer leaves there are removed (a partial one is kept: TensorBoard reads it up to its last whole
+    record)."""
+    folder = logger_folder(logger)
+    for events in Path(folder).glob("events.out.tfevents.*"):
+        with contextlib.suppress(OSError):
+            if events.is_file() and not events.is_symlink() and not events.stat().st_size:
+                events.unlink()
+    return cannot_write(folder, error, what=f"the logs of {type(logger).__name__} in")
+
+
+def guarded_experiment(experiment: property) -> property:
+    """A logger's `experiment` property (which creates its writer, and TensorBoard's first event file) raising the
+    one-line `OutputError` naming its folder instead of a bare OSError, and leaving no empty event file behind."""
+    def created(logger: Logger) -> Any:
+        try:
+            return experiment.fget(logger)
+        except OSError as error:
+            raise cannot_write_logs(logger, error) from None
+
+    return property(created, doc=experiment.__doc__)
+
+
+def quiet_event_writer(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`threading.excepthook` without the traceback of TensorBoard's writer thread failing to write: its logger's
+    next call raises the same error, then said in one line (`guarded`)."""
+    def excepthook(args: Any) -> None:
+        if not (isinstance(args.exc_value, OSError) and type(args.thread).__name__ == "_AsyncWriterThread"):
+            hook(args)
+
+    return excepthook
+
+
 @contextlib.contextmanager
 def atomic_logger_files() -> Iterator[None]:
     """While inside, Lightning's CSV and TensorBoard loggers write hparams.yaml and metrics.csv through
-    `write_atomically`; as they were afterwards."""
+    `write_atomically`, and say a failed write of their folders or event files in one line; as they were afterwards."""
     from lightning.fabric.loggers.csv_logs import _ExperimentWriter
-    from lightning.pytorch.loggers import csv_logs, tensorboard
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, csv_logs, tensorboard
 
     patches = [(module, "save_hparams_to_yaml", functools.partial(save_hparams_atomically,
                                                                    original=module.save_hparams_to_yaml))
                for module in (csv_logs, tensorboard)]
     patches.append((_ExperimentWriter, "save", functools.partialmethod(save_metrics_atomically,
                                                                         original=_ExperimentWriter.save)))
+    for logger in (CSVLogger, TensorBoardLogger):
+        owner = next(kind for kind in logger.__mro__ if "experiment" in vars(kind))
+        patches.append((owner, "experiment", guarded_experiment(vars(owner)["experiment"])))
+    patches.append((threading, "excepthook", quiet_event_writer(threading.excepthook)))
     before = [(owner, name, vars(owner)[name]) for owner, name, _ in patches]
     for owner, name, replacement in patches:
         setattr(owner, name, replacement)
     try:
         yield
     finally:
-        for owner, name, value in before:
+        for owner, name, value in reversed(before):
             setattr(owner, name, value)

@@ -75,6 +75,23 @@ def test_logs_on_a_full_disk_leave_no_empty_or_partial_file(disk, tmp_path, free
         assert yaml.safe_load(path.read_text())["trainer"], path
 
 
+@pytest.mark.parametrize("free", [0, 20_000])
+def test_a_tensorboard_logger_on_a_full_disk_is_one_line_and_leaves_no_empty_event_file(disk, tmp_path, free):
+    """Its writer's first event file (0 bytes free) or a later one (20 KB: config.yaml, hparams.yaml and some events
+    fit) cannot be written: one line naming the logger's folder, no traceback of its writer's thread, and no empty
+    event file (a partial one stays: TensorBoard reads it up to its last whole record)."""
+    pytest.importorskip("tensorboard")
+    if not disk.mounted:
+        pytest.skip("TensorBoard's own writes can only fail on a real full disk (mounting a tmpfs is not permitted here)")
+    disk.fill(free=free)
+    line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger",
+                                    "--trainer.logger.init_args.save_dir", str(disk.folder))])
+    assert f"cannot write the logs of TensorBoardLogger in {disk.folder / 'logs' / 'version_0'}" in line, line
+    assert "is full" in line, line
+    left = [path for path in (disk.folder / "logs").rglob("*") if path.is_file()]
+    assert all(path.stat().st_size > 0 for path in left), left
+
+
 def test_migrate_config_on_a_full_disk_keeps_the_config_whole(disk):
     config = disk.folder / "old.yaml"
     text = "model:\n  attention: hard  # the paper's\n  embed_dim: 48\n  decoder:\n    hidden_dim: 96\n"
