@@ -128,20 +128,24 @@ def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, fo
         for index, value in enumerate(node):
             yield from class_paths_in(value, f"{key}[{index}]", keys=keys, origin=origin, folder=folder, seen=seen)
     elif isinstance(node, str):
-        if re.sub(r"\[\d+\]", "", key) in keys and DOTTED.fullmatch(node):
+        takes_class = re.sub(r"\[\d+\]", "", key) in keys
+        if takes_class and DOTTED.fullmatch(node):
             yield origin, key, node
         elif key not in NOT_CONFIGS:
-            nested = nested_config(node, folder)
+            nested = nested_config(node, folder, any_name=takes_class)
             if nested is not None and nested not in seen:
                 seen.add(nested)
                 yield from class_paths_in(settings_of(nested), key, keys=keys, origin=f"config {nested}",
                                           folder=nested.parent, seen=seen)
 
 
-def nested_config(value: str, folder: Path | None) -> Path | None:
-    """The file `value` names, if it is a small file jsonargparse could read as a nested config (relative to the
-    config naming it, or to the working folder)."""
+def nested_config(value: str, folder: Path | None, *, any_name: bool = False) -> Path | None:
+    """The file `value` names (relative to the config naming it, or to the working folder), if it is a small file
+    jsonargparse could read as a nested config: a YAML file, or with `any_name` (where a class is expected) any file.
+    (A dataset's JSON files are no configs; should one be read as one, jsonargparse's own import still obeys the rule.)"""
     if len(value) > 4096 or "\n" in value or "\0" in value:
+        return None
+    if not any_name and not value.lower().endswith((".yaml", ".yml")):
         return None
     for path in ([folder / value] if folder is not None else []) + [Path(value)]:
         try:
@@ -205,7 +209,7 @@ def check_configs(args: list[str], *, parser: Any) -> None:
             except yaml.YAMLError:
                 continue
     for key, value in option_values(args):  # a file given as a value: `--trainer trainer.yaml`
-        nested = None if key in NOT_CONFIGS else nested_config(value, None)
+        nested = None if key in NOT_CONFIGS else nested_config(value, None, any_name=key in keys)
         if nested is not None and nested not in seen:
             seen.add(nested)
             found += class_paths_in(settings_of(nested), key, keys=keys, origin=f"config {nested}",
