@@ -16,10 +16,12 @@ also shows the dependencies' notes (`caption.config.console`, docs/console.md).
 import sys
 
 import caption
+from caption.cli._class_paths import import_named, without_imports
 from caption.cli._commands import COMMANDS, command
 from caption.cli._short_help import lightning_arguments
 from caption.config.console import console
 from caption.errors import CaptionError
+from caption.io.class_paths import named_modules
 from caption.legacy.moved import moved_modules
 
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
@@ -38,8 +40,10 @@ def usage() -> str:
         "commands:",
         *lines,
         "",
-        "-v, --verbose  also show what the dependencies say: deprecation warnings, Lightning's tips, the",
-        "               tokenizer's notes (left out by default)",
+        "-v, --verbose    also show what the dependencies say: deprecation warnings, Lightning's tips, the",
+        "                 tokenizer's notes (left out by default)",
+        "--import MODULE  with any command: a module of your own whose classes a config or checkpoint names (a",
+        "                 class is imported only from the project, Lightning, torch, torchvision or such a module)",
         "",
         "`caption <command> --help` lists a command's options. Python: `from caption import Captioner`.",
     ])
@@ -60,10 +64,12 @@ def run(args: list[str]) -> None:
         return
     if args[0] not in COMMANDS:
         raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
+    args, imports = without_imports(args)  # --import MODULE, anywhere: what a config or checkpoint may name
     name, argv = args[0], with_ckpt_path(args[1:])
     if COMMANDS[name][0] == "lightning":  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)
-    with moved_modules():  # the class paths of caption 0.2.0's flat layout, in configs of then
+    with moved_modules(), named_modules(imports):  # moved: the class paths of caption 0.2.0's flat layout
+        import_named(imports)
         command(name)(argv)
 
 

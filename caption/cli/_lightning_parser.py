@@ -12,7 +12,9 @@ from typing import Any
 import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
+from caption.cli._class_paths import refusal
 from caption.cli._predict_arguments import add_prediction_arguments
+from caption.io.outputs import write_atomically
 
 
 class CaptionArgumentParser(LightningArgumentParser):
@@ -39,10 +41,25 @@ class CaptionArgumentParser(LightningArgumentParser):
         finally:
             self.config_file = None
 
+    def save(self, namespace: Any, path: Any, *args: Any, overwrite: bool = False, multifile: bool = True,
+             **kwargs: Any) -> None:
+        """jsonargparse's, but one local file (SaveConfigCallback's config.yaml) is written whole with
+        `write_atomically`: never through a link planted at its name, never left empty or cut short."""
+        if multifile or "://" in str(path):
+            return super().save(namespace, path, *args, overwrite=overwrite, multifile=multifile, **kwargs)
+        if not overwrite and Path(path).is_file():
+            raise ValueError(f"Refusing to overwrite existing file: {path}")
+        text = self.dump(namespace, *args, **kwargs)
+        write_atomically(path, text.encode("utf-8"), what="the run's config")
+        return None
+
     def error(self, message: str, ex: Exception | None = None) -> Any:
         if not self.exit_on_error:  # jsonargparse catches these itself
             return super().error(message, ex)
         where = f"config file {self.config_file}: " if self.config_file else ""
+        refused = refusal(where.removesuffix(": "))  # a class path refused on import: that, not jsonargparse's list
+        if refused is not None:
+            sys.exit(f"caption: error: {refused}")
         if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
             message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
         from caption.legacy.settings import renamed_hint  # only a refused key is looked up among the names of 0.1

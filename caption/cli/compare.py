@@ -53,7 +53,6 @@ def main(argv: list[str]) -> None:
     from caption.evaluation.ptb_tokenizer import PTBCache
     from caption.inference import build_data, evaluate, write_evaluation
 
-    writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
     models = read_models(args.models, names=args.names, device=device(args), config=args.config)
     if models[0].captioner.data is None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
@@ -67,6 +66,8 @@ def main(argv: list[str]) -> None:
             warnings.warn(f"{model.name} was trained on other data than {models[0].name} ({'; '.join(differences)}); "
                           "all are evaluated on the latter")
     data = build_data(settings, origin)
+    # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
+    writable_folder(args.out, what="--predictions.out")
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size
     evaluations, cache = [], PTBCache()  # the references' PTB tokens, for every model

@@ -141,10 +141,11 @@ def main(argv: list[str]) -> None:
     from caption.data.sources.image_files import image_files
     from caption.inference import Captioner
 
-    writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
     files = image_files(args.inputs, required="caption describe")  # none: one error line, before the model is read
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config)
+    # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
+    writable_folder(args.out, what="--predictions.out")
     described = describe(
         captioner, files, out=args.out, beam_size=args.beam_size, max_length=args.max_length,
         num_captions=args.num_captions, batch_size=args.batch_size, columns=args.columns, figure_format=args.format,

@@ -43,10 +43,11 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     from caption.inference import Captioner, evaluate, training_data, write_evaluation
 
-    writable_folder(args.out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config)
     data = training_data(captioner)
+    # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
+    writable_folder(args.out, what="--predictions.out")
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size
     evaluation = evaluate(captioner, data, split=args.split, beam_size=args.beam_size, max_length=args.max_length,

@@ -35,16 +35,18 @@ from caption.cli._checkpoint_settings import (
     given_checkpoint,
     resolve_last,
 )
+from caption.cli._class_paths import check_configs, named_on_command_line, resolving_safely
 from caption.cli._lightning_parser import CaptionArgumentParser
 from caption.cli._predict_arguments import predict_arguments, scoring_arguments
 from caption.cli._quiet_lightning import lightning_console, quiet_lightning
 from caption.cli._run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
-from caption.cli._run_outputs import SaveConfig, guard_logger_writes
+from caption.cli._run_outputs import SaveConfig, atomic_logger_files, guard_logger_writes
 from caption.config.console import verbose
 from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
+from caption.io.class_paths import named_modules
 from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
 from caption.training.allocator import configure_allocator
 from caption.training.callbacks import AttentionPatience, LoggingInterval, PeriodicCheckpoint
@@ -58,7 +60,12 @@ def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
 
 
 class CaptionCLI(LightningCLI):
-    """LightningCLI with the project's links between model and data, checkpoints and `caption predict`."""
+    """LightningCLI with the project's links between model and data, checkpoints and `caption predict`; the class
+    paths of its configs resolved under the project's one rule (`caption.cli._class_paths`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        with resolving_safely(), atomic_logger_files(), contextlib.ExitStack() as self.command_scope:  # run included
+            super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.vocabulary", "model.vocabulary", apply_on="instantiate")
@@ -92,12 +99,15 @@ class CaptionCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
-        args = sys.argv[1:] if args is None else list(args)
+        args = sys.argv[1:] if args is None else list(args)  # without --import: `caption` took it (caption.cli.run)
         stage_0 = encoder_run(args)
         if stage_0 is not None:
             raise ConfigError(f"--config {stage_0} trains an encoder alone: run `caption pretrain-encoder --config "
                               f"{stage_0}`, then `caption fit` on it (README \"Quick start\")")
         args = with_packaged_configs(args)  # --config shapes_soft
+        # a class a config names: imported only if the project's, Lightning's, torch's, or named on the command line
+        self.command_scope.enter_context(named_modules(named_on_command_line(args, parser=parser)))
+        check_configs(args, parser=parser)
         if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
             args = with_run_checkpoint(args)
         if args[:1] == ["predict"]:
@@ -192,6 +202,15 @@ class CaptionCLI(LightningCLI):
         if self.own_settings(self.config).get("keep_freed_memory", False):  # opt-in: malloc is process-wide
             configure_allocator(trainer.strategy.root_device.type)  # one log line says what it did
         return trainer
+
+    def before_fit(self) -> None:
+        """Before any step: every split the run uses (train; val and the test after training unless their batches
+        are limited to none) has images with usable captions, so a run never trains for hours to fail at its test."""
+        trainer = self.trainer
+        for split, limit in (("train", trainer.limit_train_batches), ("val", trainer.limit_val_batches),
+                             ("test", trainer.limit_test_batches)):
+            if limit != 0:
+                self.datamodule.split(split)  # a ConfigError naming the split if it has none
 
     def after_fit(self) -> None:
         """Evaluate the best checkpoint (or the final weights if none was selected) on the test split, then say which

@@ -4,6 +4,7 @@ command answers at once.
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -42,9 +43,11 @@ def main(argv: list[str]) -> None:
             sys.stdout.write(result)
         elif result == text:
             print(f"{path}: nothing to migrate", file=sys.stderr)
-        else:
-            write_atomically(path, result.encode("utf-8"), what="config")
-            print(f"{path}: migrated", file=sys.stderr)
+        else:  # a link: the file it points to is the config (replacing the link would leave that one unmigrated)
+            real = Path(os.path.realpath(path))
+            write_atomically(real, result.encode("utf-8"), what="config")
+            print(f"{path}: migrated{f' (the file it links to, {real})' if Path(path).is_symlink() else ''}",
+                  file=sys.stderr)
 
 
 __all__ = ["main"]

@@ -25,7 +25,7 @@ from caption.data.sources.category_words import LABELS_KEY, references_name_a_la
 from caption.data.sources.image_files import image_files, report_bad_images
 from caption.data.sources.records import CaptionSource, ImageRecord, absolute_paths
 from caption.data.usable_captions import with_usable_captions
-from caption.errors import ConfigError
+from caption.errors import CaptionWarning, ConfigError
 from caption.io.checkpoints import DATA_LINKS, read_checkpoint
 from caption.model.encoder import EncoderSettings
 from caption.model.vocabulary import Vocabulary, tokenize
@@ -146,6 +146,7 @@ class CaptionDataModule(L.LightningDataModule):
         self.encoder_grid = encoder_grid
         self._vocabulary: Vocabulary | None = None
         self._records: list[ImageRecord] | None = None
+        self._splits: set[str] = set()  # the splits of the source's records, captioned or not
         self._bad: set[int] | None = None  # ids of images that cannot be used
         self._cache: FeatureCache | None = None
 
@@ -154,7 +155,9 @@ class CaptionDataModule(L.LightningDataModule):
         punctuation); an image left with no caption (or with none at all) is left out. Both are
         counted in warnings, the images named per split."""
         if self._records is None:
-            self._records = with_usable_captions(self.source.records())
+            records = self.source.records()
+            self._splits = {record.split for record in records}  # before those without a usable caption are left out
+            self._records = with_usable_captions(records)
             if not references_name_a_label(self._records, self.source.word_labels):
                 labels = sorted({box.label for record in self._records for box in record.objects})
                 rank_zero_warn(f"data.source has boxes of {', '.join(labels[:8])}{' ...' * (len(labels) > 8)} but no "
@@ -164,6 +167,9 @@ class CaptionDataModule(L.LightningDataModule):
 
     def split(self, name: str) -> list[ImageRecord]:
         records = [record for record in self.records() if record.split == name]
+        if not records and name in self._splits:
+            raise ConfigError(f"data.source: every image of the {name!r} split was left out, none has a caption with a "
+                              "letter or digit (each is empty, whitespace or punctuation): check its captions")
         if not records:
             raise ConfigError(f"data.source has no images in the {name!r} split: check the dataset files and split names")
         return records
@@ -215,8 +221,25 @@ class CaptionDataModule(L.LightningDataModule):
             persistent_workers=self.num_workers > 0,
         )
 
+    def check_vocabulary_from(self) -> None:
+        """With `vocabulary_from`: warn in one line when words a vocabulary of these training captions would hold
+        (the words `Vocabulary.build` keeps at data.min_count) are not in the checkpoint's: they train as <unk>."""
+        if self.vocabulary_from is None:
+            return
+        captions = (tokenize(reference) for record in self.split("train") for reference in record.references)
+        own = Vocabulary.build(captions, min_count=self.min_count, max_size=self.max_vocab_size).to_list()
+        words = own[len(Vocabulary.SPECIALS):]
+        given = set(self.vocabulary)
+        missing = [word for word in words if word not in given]  # the most frequent first
+        if missing:
+            rank_zero_warn(f"data.vocabulary_from {self.vocabulary_from}: {len(missing)} of the {len(words)} words of "
+                           f"the training captions are not in its vocabulary (e.g. {', '.join(missing[:5])}): they "
+                           "are trained as <unk>. Was it trained on other data? Leave data.vocabulary_from out to "
+                           "build the vocabulary from these captions", category=CaptionWarning)
+
     def train_dataloader(self) -> DataLoader:
         records = self.usable("train")
+        self.check_vocabulary_from()
         dataset = CaptionPairs(self.source, records, Vocabulary(self.vocabulary), self.max_length,
                                long_captions=self.long_captions, features=self._cache, skip_bad=self.skip_bad)
         touched = dataset.truncated + dataset.dropped

@@ -5,7 +5,9 @@ file whose pickle would import or call anything else is refused instead of execu
 `read_checkpoint`: the CLI's Trainers through `SafeCheckpointIO`, inference through
 `caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). A model
 folder of `caption export` (safetensors weights and a JSON config, `caption.io.model_folder`) is read into the same
-dict, without unpickling anything, so every reader takes one where it takes a checkpoint. The class
+dict, without unpickling anything, so every reader takes one where it takes a checkpoint. torch does not check the
+CRC-32 checksums its zip format stores with every record, so a flipped bit would load as a changed weight without a
+word: `zip_damage` checks them first (zipfile's testzip, about half the time of the load itself). The class
 paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
 writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
 previous file whole. What you see for each failure: docs/reliability.md.
@@ -17,6 +19,8 @@ import os
 import pickle
 import re
 import warnings
+import zipfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -37,13 +41,48 @@ from caption.legacy.moved import with_new_class_paths
 from caption.legacy.settings import grouped
 
 
+def zip_damage(path: _PATH) -> str | None:
+    """What is wrong with the zip records of a file torch.save wrote (a record whose bytes no longer match their CRC-32
+    checksum, or a record that cannot be read), or None when every record is whole. A file that is no zip at all
+    (cut before its directory, or torch's legacy format) is left to torch.load to judge."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()  # reads every record and compares its CRC-32 with the stored one
+            # torch's reader reads a record its directory marks as a folder (MS-DOS attribute 0x10) as no bytes at
+            # all, leaving the tensor's memory as it was: torch.save marks none so
+            folder = next((info.filename for info in archive.infolist() if info.external_attr & 0x10), None)
+    except zipfile.BadZipFile as error:
+        try:
+            directory = zipfile.is_zipfile(path)
+        except (zipfile.BadZipFile, OSError):
+            directory = True  # its end record is there, but it is damaged
+        return f"its zip records cannot be read ({error})" if directory else None
+    except PermissionError:
+        raise
+    except (OSError, EOFError, ValueError, RuntimeError, NotImplementedError, zlib.error) as error:
+        return f"its zip records cannot be read ({error.__class__.__name__}: {error})"
+    if damaged is None and folder is not None:
+        return f"damaged: its record {folder} is marked as a folder, which torch.save never writes"
+    if damaged is not None:
+        return (f"damaged: the bytes of its record {damaged} no longer match the CRC-32 checksum written with them (a "
+                "flipped bit on a disk or in a copy), so its weights cannot be trusted; use another copy")
+    return None
+
+
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
-    """torch.load(path, weights_only=True), with errors that name the file and say what to do; for a folder, the
-    model folder of `caption export` it holds (`caption.io.model_folder.read_model_folder`), as the same dict."""
+    """torch.load(path, weights_only=True) once its zip checksums are verified, with errors that name the file and
+    say what to do; for a folder, the model folder of `caption export` it holds
+    (`caption.io.model_folder.read_model_folder`), as the same dict."""
     if Path(path).is_dir():
         return checked_checkpoint(read_model_folder(path, map_location=map_location), origin=Path(path) / CONFIG)
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        damage = zip_damage(path)
+    except PermissionError as error:
+        raise CheckpointError(f"{path}: cannot read it ({error.strerror}): check the file's permissions") from None
+    if damage is not None:
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint: {damage}")
     try:
         with warnings.catch_warnings():  # torch's note on a pickle of another protocol: the message below says more
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)

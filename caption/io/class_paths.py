@@ -1,12 +1,14 @@
 """Classes named by settings that come from a file ({class_path, init_args}), resolved without running anything foreign.
 
-A checkpoint (shared between labs, downloaded from URLs) and a config given to `caption describe/evaluate/compare`
-name classes by path: the data source (`data.source`), the learning-rate schedule (`model.lr_scheduler`). Such a
-path is looked up only among the classes already imported that are subclasses of the expected base: the project's own
-(a module of `caption` it names is imported first: the project's code is trusted), torch's schedulers, and a class of your own once its module is imported in
-Python. Anything else (`os.system`, `builtins.eval`, a project class of another kind, a path that names nothing, a
-value that is no path) is refused in one line naming the file, the key and the value, before anything is imported,
-called or built.
+A checkpoint (shared between labs, downloaded from URLs) and a config (from a paper's repository) name classes by
+path: the data source (`data.source`), the learning-rate schedule (`lr_scheduler`), Lightning's callbacks and loggers.
+One rule holds for every command and the Python API: a class path read from a file is resolved by importing only
+modules of the project, Lightning, torch and torchvision (`TRUSTED_PACKAGES`) or modules the user named (`--import
+MODULE` on the command line, `named_modules`; in Python, by importing it first); anything else is refused in one line
+naming the file, the key and the value, before anything is imported (`may_import`, `not_importable`). The Lightning
+commands apply it to jsonargparse's parsing (`caption.cli._class_paths`); here, a class a checkpoint or a config given
+to `describe/evaluate/compare` names is moreover looked up only among the imported subclasses of the expected base,
+so `os.system`, `builtins.eval` or a project class of another kind is refused before anything is called or built.
 
     source = instantiate(settings["source"], base=source_base(), key="data.source", origin="config my.yaml")
     scheduler = instantiate(settings, optimizer, base=scheduler_bases(), key="model.lr_scheduler", origin=...)
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from caption.errors import CaptionError
@@ -24,10 +28,46 @@ from caption.legacy.moved import new_class_path, warn_moved
 ALLOWED_KEYS = ("class_path", "init_args")  # what LightningCLI stores for a class: nothing else is read
 # the instantiator Lightning records beside the hyperparameters of a model or data module built by LightningCLI
 LIGHTNING_INSTANTIATOR = "lightning.pytorch.cli.instantiate_module"
+# the packages whose modules a class path read from a file may import: the project's own code and what it runs on
+TRUSTED_PACKAGES = ("caption", "lightning", "lightning_fabric", "pytorch_lightning", "torch", "torchvision")
+MODEL_CLASS = "caption.training.module.CaptionModule"  # the one model a checkpoint of this project holds
+NAMED: list[str] = []  # modules the user named on the command line (`--import`), while its command runs
 
 
 class ForeignClassError(CaptionError):
     """A class path read from a file that names no class of the expected kind known to this process."""
+
+
+@contextmanager
+def named_modules(modules: Iterable[str]) -> Iterator[None]:
+    """While inside, class paths under `modules` (named by the user with `--import`) may be imported as well."""
+    added = [module for module in modules if module not in NAMED]
+    NAMED.extend(added)
+    try:
+        yield
+    finally:
+        for module in added:
+            NAMED.remove(module)
+
+
+def may_import(class_path: str) -> bool:
+    """Whether resolving `class_path` may import its module: one of TRUSTED_PACKAGES' or under a module named with
+    `--import`. (The module itself is not looked up: nothing is imported to decide.)"""
+    return any(class_path == module or class_path.startswith(f"{module}.") for module in (*TRUSTED_PACKAGES, *NAMED))
+
+
+def module_of(class_path: str) -> str:
+    """The module a class path names its class in (`a.b` of `a.b.Class`)."""
+    return class_path.rpartition(".")[0] or class_path
+
+
+def not_importable(value: str, *, key: str, origin: str) -> ForeignClassError:
+    """The one-line refusal of a class path whose module `may_import` does not allow: names the file, key, value."""
+    module = module_of(value)
+    return ForeignClassError(
+        f"{origin}: {key} is {short(value)}, in module {module}, which is not the project's, Lightning's, torch's or "
+        f"torchvision's and was not named with --import: refused without importing it (a file alone cannot bring in "
+        f"code). A class of your own: add `--import {module}` to the command line (in Python: import it first)")
 
 
 def subclasses(base: type | tuple[type, ...]) -> list[type]:
@@ -76,13 +116,13 @@ def checked(settings: Any, *, base: type | tuple[type, ...], key: str, origin: s
         warn_moved(class_path, moved, origin=origin)
         class_path = moved
     if isinstance(class_path, str):
-        import_own_module(class_path)
+        import_allowed_module(class_path)
     kind = known_classes(base).get(class_path) if isinstance(class_path, str) else None
     if kind is None:
         raise ForeignClassError(
             f"{where}.class_path is {short(class_path)}: not a {base_names(base)} known to this project, so it was "
             "refused without importing or running it. Use a file written by `caption fit` or one of the project's "
-            "configs (a class of your own: import its module first, in Python)")
+            "configs (a class of your own: name its module with --import, or import it first in Python)")
     if not isinstance(init_args, dict) or not all(isinstance(name, str) for name in init_args):
         raise ForeignClassError(f"{where}.init_args is {short(init_args)}, not a mapping of argument names")
     return {"class_path": full_name(kind), "init_args": dict(init_args)}
@@ -95,15 +135,15 @@ def instantiate(settings: Any, *args: Any, base: type | tuple[type, ...], key: s
     return known_classes(base)[settings["class_path"]](*args, **settings["init_args"])
 
 
-def import_own_module(class_path: str) -> None:
-    """Import the module of `class_path` when it is one of this project's own (`caption.data.sources.karpathy.KarpathySource`):
-    the project's code is trusted, so its classes are known to the lookup. No other module is imported."""
-    module = class_path.rpartition(".")[0]
-    if module.split(".")[0] != "caption":
+def import_allowed_module(class_path: str) -> None:
+    """Import the module of `class_path` when `may_import` allows it (the project's, Lightning's, torch's or one named
+    with --import), so that its classes are known to the lookup. No other module is imported."""
+    module = module_of(class_path)
+    if not module or not may_import(class_path):
         return
     try:
         importlib.import_module(module)
-    except ImportError:  # names no module of the project: refused by the lookup, by name
+    except ImportError:  # names no module: refused by the lookup, by name
         pass
 
 
@@ -133,6 +173,10 @@ def check_checkpoint_classes(checkpoint: dict[str, Any], *, origin: str) -> None
     model = checkpoint.get("hyper_parameters") or {}
     data = checkpoint.get("datamodule_hyper_parameters")
     check_instantiator(model.get("_instantiator"), key="hyper_parameters._instantiator", origin=origin)
+    if "_class_path" in model:  # Lightning's model class of a subclass-mode CLI: `caption fit` records none
+        raise ForeignClassError(f"{origin}: hyper_parameters._class_path is {short(model['_class_path'])}, but "
+                                "`caption fit` records no model class (its model is always "
+                                f"{MODEL_CLASS}): not a checkpoint it wrote, refused, nothing was imported or run")
     if model.get("lr_scheduler") is not None:
         checked(model["lr_scheduler"], base=scheduler_bases(), key="hyper_parameters.lr_scheduler", origin=origin)
     if isinstance(data, dict):

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torchvision import models
 
 from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
-from caption.io.checkpoints import find_checkpoint, read_checkpoint
+from caption.io.checkpoints import find_checkpoint, read_checkpoint, zip_damage
 
 EncoderName = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "small_vgg"]
 
@@ -130,7 +130,12 @@ def _file_state_dict(path: str, *, family: str, example: str) -> dict[str, Tenso
     if not Path(path).is_file():
         raise EncoderWeightsError(f"encoder weights file {path} does not exist")
     try:
+        damage = zip_damage(path)  # torch itself does not check the checksums of its zip records
+        if damage is not None:
+            raise EncoderWeightsError(f"cannot read encoder weights {path}: {damage}")
         state = torch.load(path, map_location="cpu", weights_only=True)
+    except EncoderWeightsError:
+        raise
     except Exception as error:
         raise EncoderWeightsError(f"cannot read encoder weights {path}: {error}") from error
     prefix = example.split(".")[0] + "."

@@ -25,7 +25,7 @@ from PIL import Image
 
 from caption.errors import CaptionError, ConfigError
 from caption.evaluation.overlays import Overlay, overlay_figure, to_uint8
-from caption.io.outputs import save_figure
+from caption.io.outputs import save_figure, write_text
 from caption.model.search import Caption
 
 
@@ -130,11 +130,9 @@ def rendered(figure: Any) -> np.ndarray:
 
 
 def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Append `rows` to the CSV file at `path`, with a header line when the file is new."""
-    new = not path.exists()
-    with path.open("a", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-
+    """`rows` added to the CSV file at `path` (a header line first when the file is new), the file rewritten whole
+    with `write_text`: never through a link planted at its name, never cut short by a full disk."""
+    table = csv_text(rows)
+    if path.is_file() and not path.is_symlink():  # this run's earlier rows: keep them, without a second header
+        table = path.read_text(encoding="utf-8") + table.partition("\n")[2]
+    write_text(path, table)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from kit.cli import failed
 from kit.disk import disk  # noqa: F401  the fixture
 from kit.tiny import fit_args, tiny_run_args
@@ -56,6 +57,39 @@ def test_logs_on_a_full_disk_are_one_line_naming_their_folder(disk, tmp_path):
         logger.log_metrics({"train/nll": 1.0}, step=0)
         logger.save()
     logger.finalize("failed")  # after a failed run: no second error on top of the first
+
+
+@pytest.mark.parametrize("free", [0, 4096])
+def test_logs_on_a_full_disk_leave_no_empty_or_partial_file(disk, tmp_path, free):
+    """config.yaml (0 bytes free) or hparams.yaml (4 KB: config.yaml fits) cannot be written: one line naming the
+    file, and every file left under the logs is whole (written atomically), none empty."""
+    disk.fill(free=free)
+    line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.logger.init_args.save_dir", str(disk.folder))])
+    name = "config.yaml" if free == 0 else "hparams.yaml"
+    assert f"cannot write the {'run' if name == 'config.yaml' else 'logger'}" in line and name in line, line
+    assert "is full" in line, line
+    left = [path for path in (disk.folder / "logs").rglob("*") if path.is_file()]
+    assert all(path.stat().st_size > 0 for path in left), left
+    assert {path.name for path in left} <= {"config.yaml"}, "no partial hparams.yaml, metrics.csv or temporary file"
+    for path in left:
+        assert yaml.safe_load(path.read_text())["trainer"], path
+
+
+@pytest.mark.parametrize("free", [0, 20_000])
+def test_a_tensorboard_logger_on_a_full_disk_is_one_line_and_leaves_no_empty_event_file(disk, tmp_path, free):
+    """Its writer's first event file (0 bytes free) or a later one (20 KB: config.yaml, hparams.yaml and some events
+    fit) cannot be written: one line naming the logger's folder, no traceback of its writer's thread, and no empty
+    event file (a partial one stays: TensorBoard reads it up to its last whole record)."""
+    pytest.importorskip("tensorboard")
+    if not disk.mounted:
+        pytest.skip("TensorBoard's own writes can only fail on a real full disk (mounting a tmpfs is not permitted here)")
+    disk.fill(free=free)
+    line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger",
+                                    "--trainer.logger.init_args.save_dir", str(disk.folder))])
+    assert f"cannot write the logs of TensorBoardLogger in {disk.folder / 'logs' / 'version_0'}" in line, line
+    assert "is full" in line, line
+    left = [path for path in (disk.folder / "logs").rglob("*") if path.is_file()]
+    assert all(path.stat().st_size > 0 for path in left), left
 
 
 def test_migrate_config_on_a_full_disk_keeps_the_config_whole(disk):

@@ -228,6 +228,44 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
     assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["images"] == 1, "2 test images, 1 bad"
 
 
+def karpathy_args(annotations: Path, run: Path) -> list[str]:
+    """`caption fit` of a tiny model on the small Karpathy-format data of `annotations`."""
+    return [
+        "fit", *config("shapes_soft"), "--trainer.max_epochs", "1", *run_args(run), *tiny_model_args(),
+        "--data.source", "caption.data.sources.karpathy.KarpathySource",
+        "--data.source.init_args.annotations", str(annotations), "--data.source.init_args.images",
+        str(annotations.parent / "images"), "--data.source.init_args.resize_size", "36",
+        "--data.source.init_args.crop_size", "32", "--data.batch_size", "4", "--data.batch_by_image", "false",
+    ]
+
+
+def test_a_split_whose_captions_are_all_empty_is_refused_before_training(tmp_path):
+    annotations = karpathy_dataset(tmp_path, coco=False)
+    data = json.loads(annotations.read_text())
+    for entry in data["images"]:
+        if entry["split"] == "test":
+            entry["sentences"] = [{**sentence, "raw": raw} for sentence, raw in zip(entry["sentences"], ["", " ...", "?"])]
+    annotations.write_text(json.dumps(data))
+    run = tmp_path / "run"
+    line = failed(karpathy_args(annotations, run))
+    assert "every image of the 'test' split was left out, none has a caption with a letter or digit" in line, line
+    assert not list(run.rglob("*.ckpt")), "refused before training, not after"
+
+
+def test_a_vocabulary_from_a_checkpoint_of_other_data_is_named_with_its_unknown_words(tmp_path, recwarn):
+    other = tmp_path / "other.ckpt"  # a checkpoint's vocabulary of other data: of its words only "a" and "photo" here
+    torch.save({"state_dict": {}, "hyper_parameters": {"vocabulary": ["<pad>", "<start>", "<end>", "<unk>", "a",
+                                                                     "photo", "dog"]}}, other)
+    annotations = karpathy_dataset(tmp_path, coco=False)
+    main([*karpathy_args(annotations, tmp_path / "run"), "--data.vocabulary_from", str(other),
+          "--trainer.limit_val_batches", "0", "--trainer.limit_test_batches", "0"])
+    (warned,) = [str(warning.message) for warning in recwarn if "data.vocabulary_from" in str(warning.message)]
+    # the 5 train and restval images' words: picture, number, a, train, restval, photo, the digits 0-4 and image 0's
+    # un, café, crème, à, zürich and long (30 times): 17, of which the checkpoint has a and photo
+    assert f"data.vocabulary_from {other}: 15 of the 17 words of the training captions are not in its vocabulary " \
+           "(e.g. long, number, picture, train, 0)" in warned, warned
+
+
 # ----------------------------------------------------------------------- 8. smaller
 @pytest.mark.slow
 def test_ckpt_path_last_without_a_checkpoint_says_it_starts_from_scratch(trained):

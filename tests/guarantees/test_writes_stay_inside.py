@@ -1,6 +1,7 @@
 """The project writes only inside its output folders and never leaves a partial file: a link planted at a file it
-writes (a figure, captions.json, a temporary file's name) is replaced, not written through, so the file it points to
-outside is untouched; a figure is rendered in memory and written atomically, so a full disk leaves none half done."""
+writes (a figure, captions.json, a temporary file's name, Lightning's config.yaml, hparams.yaml and metrics.csv) is
+replaced, not written through, so the file it points to outside is untouched; a figure is rendered in memory and
+written atomically, so a full disk leaves none half done."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import pytest
 from kit.cli import failed
 from kit.data import write_image
 from kit.disk import disk  # noqa: F401  the fixture
+from kit.tiny import fit_args
 
 from caption.cli import main
 from caption.evaluation import results
@@ -102,3 +104,45 @@ def test_describe_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_figure(
     line = failed(arguments)
     assert f"cannot write figure {out / 'good.png'}" in line and "is full" in line, line
     assert sorted(path.name for path in out.iterdir()) == ["captions.csv", "captions.json"], "the captions are kept"
+
+
+def test_fit_replaces_links_at_its_config_and_logger_files_and_leaves_their_targets_alone(tmp_path):
+    """The run's config.yaml (LightningCLI's), hparams.yaml and metrics.csv (the CSV logger's), the overlays' captions.csv
+    and the TensorBoard logger's hparams.yaml, each planted as a link out of the run folder (the TensorBoard one
+    dangling: Lightning writes it only when no file is there)."""
+    pytest.importorskip("tensorboard")
+    run, outside = tmp_path / "run", tmp_path / "outside"
+    version = run / "logs" / "version_0"
+    targets = [outside_link(version / name, outside / name) for name in ("config.yaml", "hparams.yaml", "metrics.csv")]
+    targets.append(outside_link(version / "attention" / "captions.csv", outside / "captions.csv"))
+    (run / "tb" / "version_0").mkdir(parents=True)
+    (run / "tb" / "version_0" / "hparams.yaml").symlink_to(outside / "tb-hparams.yaml")
+    loggers = tmp_path / "loggers.yaml"
+    loggers.write_text(json.dumps({"trainer": {"logger": [
+        {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(run), "name": "logs", "version": 0}},
+        {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+         "init_args": {"save_dir": str(run), "name": "tb", "version": 0}},
+    ]}}))
+    main(["fit", *fit_args(run, "--config", str(loggers), "--trainer.limit_test_batches", "0",
+                           "--trainer.callbacks+=caption.training.overlay_logging.AttentionImages",
+                           "--trainer.callbacks.num_images", "1")])
+    assert [target.read_bytes() for target in targets] == [PRECIOUS] * 4
+    assert not (outside / "tb-hparams.yaml").exists()
+    for name in ("config.yaml", "hparams.yaml", "metrics.csv", "attention/captions.csv"):
+        assert not (version / name).is_symlink() and (version / name).stat().st_size > 0, name
+    assert "trainer:" in (version / "config.yaml").read_text() and "val/bleu4" in (version / "metrics.csv").read_text()
+    assert "vocabulary" in (run / "tb" / "version_0" / "hparams.yaml").read_text()
+
+
+@pytest.mark.parametrize("command", ["describe", "evaluate", "compare", "predict"])
+def test_a_refused_checkpoint_leaves_no_output_folder(tmp_path, command):
+    checkpoint, out = tmp_path / "notes.ckpt", tmp_path / "out"
+    checkpoint.write_text("not a checkpoint\n")
+    images = write_image(tmp_path / "images" / "photo.png").parent
+    args = {"describe": ["describe", "--ckpt_path", str(checkpoint), str(images)],
+            "evaluate": ["evaluate", "--ckpt_path", str(checkpoint)],
+            "compare": ["compare", str(checkpoint)],
+            "predict": ["predict", "--ckpt_path", str(checkpoint), "--data.predict", str(images)]}[command]
+    line = failed([*args, "--predictions.out", str(out)])
+    assert f"{checkpoint}: not a PyTorch checkpoint" in line, line
+    assert not out.exists(), "the output folder is created once the inputs are known good"

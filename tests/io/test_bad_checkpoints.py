@@ -1,7 +1,10 @@
 """A truncated or corrupt checkpoint: one line naming the file, wherever a checkpoint is read
-(the Python API, every command, `--ckpt_path last`, `model.optimization.init_from`, `data.vocabulary_from`)."""
+(the Python API, every command, `--ckpt_path last`, `model.optimization.init_from`, `data.vocabulary_from`); a
+flipped byte anywhere in its weights is caught by the zip's own checksums, which torch does not check."""
 
+import struct
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from kit.tiny import tiny_run_args
 
 from caption.errors import CheckpointError
 from caption.inference import Captioner
+from caption.io.class_paths import ForeignClassError
 
 CUTS = 40  # cut points spread over the file: headers, pickle, every tensor record, the zip directory
 
@@ -73,3 +77,50 @@ def test_a_checkpoint_whose_hyperparameters_are_not_a_mapping_is_named_in_one_li
     line = failed(["describe", "--ckpt_path", str(path), str(write_image(tmp_path / "photo.png")), "--predictions.out",
                    str(tmp_path / "out")])
     assert line.startswith(f"caption: error: {path}: not a checkpoint of this project"), line
+
+
+def flipped(source: Path, target: Path) -> Path:
+    """A copy of checkpoint `source` at `target` with one byte in the middle of its largest weight changed (a bit
+    flipped on a disk, or in a copy), the zip's records otherwise as they were."""
+    data = bytearray(source.read_bytes())
+    with zipfile.ZipFile(source) as archive:
+        record = max(archive.infolist(), key=lambda info: info.file_size)
+    name_length, extra_length = struct.unpack("<HH", data[record.header_offset + 26: record.header_offset + 30])
+    data[record.header_offset + 30 + name_length + extra_length + record.file_size // 2] ^= 0x40
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return target
+
+
+def test_a_flipped_byte_in_a_weight_is_named_in_one_line(tiny_runs, tmp_path):
+    path = flipped(tiny_runs["soft"] / "checkpoints" / "last.ckpt", tmp_path / "run" / "checkpoints" / "last.ckpt")
+    with pytest.raises(CheckpointError) as error:
+        Captioner.from_checkpoint(path, device="cpu")
+    message = str(error.value)
+    assert message.startswith(f"{path}: not a readable PyTorch checkpoint: damaged: the bytes of its record ")
+    assert "CRC-32" in message and "\n" not in message, message
+    line = failed(["describe", "--ckpt_path", str(path), str(tmp_path), "--predictions.out", str(tmp_path / "out")])
+    assert f"{path}: not a readable PyTorch checkpoint: damaged" in line, line
+
+
+def test_a_flipped_byte_in_encoder_weights_is_named_in_one_line(tmp_path):
+    weights = tmp_path / "encoder.pt"
+    torch.save({"features.0.weight": torch.randn(64, 3, 3, 3)}, weights)
+    damaged = flipped(weights, tmp_path / "damaged" / "encoder.pt")
+    line = failed(["fit", *tiny_run_args("soft", tmp_path / "run", tmp_path / "data"), "--model.encoder.name", "vgg16",
+                   "--model.encoder.weights", str(damaged)])
+    assert f"cannot read encoder weights {damaged}: damaged" in line, line
+
+
+def test_a_checkpoint_naming_a_model_class_is_refused_naming_it(tiny_runs, tmp_path):
+    """`caption fit` records no model class; Lightning's `_class_path` in a checkpoint's settings is refused naming
+    the checkpoint, by the Python API and `caption predict`, instead of "does not accept option model._class_path"."""
+    checkpoint = torch.load(tiny_runs["soft"] / "checkpoints" / "last.ckpt", weights_only=True)
+    checkpoint["hyper_parameters"]["_class_path"] = "caption.training.module.CaptionModule"
+    path = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save(checkpoint, path)
+    with pytest.raises(ForeignClassError, match=f"checkpoint {path}: hyper_parameters._class_path is 'caption"):
+        Captioner.from_checkpoint(path, device="cpu")
+    line = failed(["predict", "--ckpt_path", str(path), "--data.predict", str(tmp_path)])
+    assert f"checkpoint {path}: hyper_parameters._class_path is" in line, line

@@ -135,6 +135,16 @@ def test_a_setting_given_flat_and_in_its_group_with_two_values_is_refused(tmp_pa
     assert "model.embed_dim is 4 but model.decoder.embed_dim is 5: keep only model.decoder.embed_dim" in line, line
 
 
+def test_in_place_through_a_link_migrates_the_file_it_links_to(tmp_path, capsys):
+    real = tmp_path / "configs" / "old.yaml"
+    real.parent.mkdir()
+    real.write_text(OLD)
+    link = tmp_path / "run.yaml"
+    link.symlink_to(real)
+    assert migrate_in_place(link, capsys) == f"{link}: migrated (the file it links to, {real.resolve()})"
+    assert link.is_symlink() and real.read_text() == MIGRATED
+
+
 def test_a_file_that_is_not_utf8_or_not_yaml_is_one_line(tmp_path):
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes("model:\n  embed_dim: 64  # größe\n".encode("latin-1"))

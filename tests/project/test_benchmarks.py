@@ -68,6 +68,12 @@ def test_cli_startup(benchmark: Callable[..., str]):
     assert "| `caption --version` |" in out and "| `caption evaluate --help` |" in out and "fit --help" not in out
 
 
+@covers("checkpoint_check")
+def test_checkpoint_check(benchmark: Callable[..., str]):
+    out = benchmark("checkpoint_check", "--megabytes", "1", "--repeats", "1")
+    assert "| zip_damage (CRC-32 of every record) |" in out and "| read_checkpoint (both, and its checks) |" in out
+
+
 @pytest.mark.slow
 @covers("coco_shaped", "coco_rehearsal", "rehearsal_clock")
 def test_coco_shaped_then_coco_rehearsal(benchmark: Callable[..., str], tmp_path: Path):

@@ -29,6 +29,7 @@ def tiny(root: Path) -> list[str]:
     """Hard attention (it has the baseline) at tiny sizes; 7 val/test images, so a 2-rank sampler pads."""
     return [
         *config("shapes_hard"), *HARD_FROM_SCRATCH, "--config", str(root / "scaleout.yaml"),
+        "--import", "kit.probes",  # scaleout.yaml's probe: a module a config may name only once imported by name
         *run_args(root, logs=False),  # scaleout.yaml's loggers write under root
         *tiny_args(root / "data", eval_batch_size=3, num_val=7, num_test=7),
     ]

@@ -1,0 +1,262 @@
+"""The one rule for class paths (`caption.io.class_paths`) in `caption fit | validate | test | predict` and `caption
+features` (which parses as `fit` does): a class a config names is resolved by importing only the project, Lightning,
+torch, torchvision, or a module the user named on the command line.
+
+jsonargparse imports a `class_path` as soon as it parses it, running the module's top-level code before it checks
+what it found, so the rule is applied before the parser sees anything:
+
+- `caption` itself takes `--import MODULE` out of any command's arguments (`without_imports`) and imports it
+  (`import_named`): the user named it; `named_on_command_line` collects the modules of the class paths the command
+  line gives itself (`--trainer.callbacks+=mylab.Probe`): the user named those too;
+- `check_configs` walks every `--config` file (and every small file a value names, which jsonargparse would read as a
+  nested config: `--trainer trainer.yaml`) and refuses a class path whose module may not be imported, in one line
+  naming the file, the key and the value; a file that is no YAML mapping is refused in one line naming it;
+- `resolving_safely`, around the whole command, makes jsonargparse's own `import_object` refuse the same for any
+  value the walk does not reach (the message then names the value and the file being parsed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from caption.errors import ConfigError
+from caption.io.class_paths import ForeignClassError, may_import, module_of, not_importable
+
+IMPORT = "--import"
+DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")  # a class path: identifiers joined by dots
+NESTED_CONFIG_LIMIT = 1 << 20  # a file a value names is read as a nested config when no larger than this
+# the keys where a class is expected when the parser cannot be asked (see `class_keys`)
+CLASS_KEYS = ("data.source", "lr_scheduler", "trainer.callbacks", "trainer.logger", "trainer.plugins",
+              "trainer.strategy", "trainer.accelerator", "trainer.profiler")
+NOT_CONFIGS = ("config", "ckpt_path", "data.predict", "data.vocabulary_from")  # file values never read as configs
+
+
+class RefusedImport(ForeignClassError, ImportError):
+    """A class path jsonargparse was about to import, refused by `resolving_safely`."""
+
+
+REFUSED: list[str] = []  # the class paths `resolving_safely` refused during the current parse
+
+
+def without_imports(args: list[str]) -> tuple[list[str], list[str]]:
+    """`args` without `--import MODULE` / `--import=A,B`, and the modules they name."""
+    rest, modules = [], []
+    values = iter(args)
+    for arg in values:
+        if arg == IMPORT:
+            value = next(values, None)
+            if value is None:
+                raise ConfigError("--import needs a module name, e.g. --import mylab.callbacks")
+        elif arg.startswith(f"{IMPORT}="):
+            value = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+            continue
+        modules += [module.strip() for module in value.split(",") if module.strip()]
+    for module in modules:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
+            raise ConfigError(f"--import {module!r}: not a module name (e.g. --import mylab.callbacks)")
+    return rest, modules
+
+
+def import_named(modules: list[str]) -> None:
+    """Import the modules given with --import (the user named them), or say in one line why one cannot be."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ConfigError(f"--import {module}: cannot import it ({error})") from None
+
+
+def command_parser(parser: Any, args: list[str]) -> Any:
+    """The parser of the subcommand `args` start with (fit, test, ...), else `parser` itself."""
+    subcommands = getattr(getattr(parser, "_subcommands_action", None), "_name_parser_map", {})
+    return subcommands.get(args[0], parser) if args else parser
+
+
+def class_keys(parser: Any) -> frozenset[str]:
+    """The keys of `parser` that take a class (a class path, or a list of them), asked of jsonargparse, with
+    CLASS_KEYS where it cannot say."""
+    keys: set[str] = set(CLASS_KEYS)
+    try:
+        from jsonargparse._typehints import ActionTypeHint
+
+        keys |= {action.dest for action in parser._actions if isinstance(action, ActionTypeHint) and (
+            ActionTypeHint.is_subclass_typehint(action, all_subtypes=False, also_lists=True)
+            or ActionTypeHint.is_callable_typehint(action))}
+    except (ImportError, AttributeError, TypeError):  # another jsonargparse: the keys known to take one
+        pass
+    return frozenset(keys)
+
+
+def option_values(args: list[str]) -> Iterator[tuple[str, str]]:
+    """(key, value) of each `--key value` / `--key=value` / `--key+=value` on a command line (key without `--`, `+`)."""
+    for index, arg in enumerate(args):
+        if not arg.startswith("--"):
+            continue
+        if "=" in arg:
+            key, _, value = arg[2:].partition("=")
+        elif index + 1 < len(args) and not args[index + 1].startswith("--"):
+            key, value = arg[2:], args[index + 1]
+        else:
+            continue
+        yield key.rstrip("+"), value
+
+
+def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, folder: Path | None,
+                   seen: set[Path]) -> Iterator[tuple[str, str, str]]:
+    """(origin, key, class path) of every class path in settings `node` found at `key`: each `class_path`'s value,
+    a dotted string where a class is expected (`keys`), and those of a small file a string value names (a nested
+    config, with that file as origin)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("class_path"), str):
+            yield origin, f"{key}.class_path" if key else "class_path", node["class_path"]
+        for name, value in node.items():
+            if name != "class_path":
+                yield from class_paths_in(value, f"{key}.{name}" if key else str(name), keys=keys, origin=origin,
+                                          folder=folder, seen=seen)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from class_paths_in(value, f"{key}[{index}]", keys=keys, origin=origin, folder=folder, seen=seen)
+    elif isinstance(node, str):
+        takes_class = re.sub(r"\[\d+\]", "", key) in keys
+        if takes_class and DOTTED.fullmatch(node):
+            yield origin, key, node
+        elif key not in NOT_CONFIGS:
+            nested = nested_config(node, folder, any_name=takes_class)
+            if nested is not None and nested not in seen:
+                seen.add(nested)
+                yield from class_paths_in(settings_of(nested), key, keys=keys, origin=f"config {nested}",
+                                          folder=nested.parent, seen=seen)
+
+
+def nested_config(value: str, folder: Path | None, *, any_name: bool = False) -> Path | None:
+    """The file `value` names (relative to the config naming it, or to the working folder), if it is a small file
+    jsonargparse could read as a nested config: a YAML file, or with `any_name` (where a class is expected) any file.
+    (A dataset's JSON files are no configs; should one be read as one, jsonargparse's own import still obeys the rule.)"""
+    if len(value) > 4096 or "\n" in value or "\0" in value:
+        return None
+    if not any_name and not value.lower().endswith((".yaml", ".yml")):
+        return None
+    for path in ([folder / value] if folder is not None else []) + [Path(value)]:
+        try:
+            if path.is_file() and path.stat().st_size <= NESTED_CONFIG_LIMIT:
+                return path
+        except (OSError, ValueError):  # a name too long, or not a path at all
+            continue
+    return None
+
+
+def settings_of(path: Path) -> Any:
+    """A config file's YAML, or None when it cannot be read as YAML (jsonargparse then says why, naming it)."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return None
+
+
+def named_on_command_line(args: list[str], *, parser: Any) -> list[str]:
+    """The modules of the class paths the command line itself gives (`--trainer.callbacks+=mylab.Probe`,
+    `--lr_scheduler '{"class_path": ...}'`): the user named them. Files a value names are configs: not counted."""
+    keys = class_keys(command_parser(parser, args))
+    found: list[str] = []
+    for key, value in option_values(args):
+        if key in NOT_CONFIGS:
+            continue
+        if (key in keys or key.endswith("class_path")) and DOTTED.fullmatch(value):
+            found.append(value)
+        elif value[:1] in "{[":  # inline YAML or JSON
+            try:
+                settings = yaml.safe_load(value)
+            except yaml.YAMLError:
+                continue
+            found += [path for _, _, path in class_paths_in(settings, key, keys=keys, origin="the command line",
+                                                            folder=None, seen=set()) if DOTTED.fullmatch(path)]
+    return list(dict.fromkeys(module_of(path) for path in found))
+
+
+def check_configs(args: list[str], *, parser: Any) -> None:
+    """Refuse, in one line naming the file, the key and the value, a class path in a `--config` file (or in a file a
+    value names) whose module may not be imported (`caption.io.class_paths.may_import`), and a config file that is
+    not a YAML mapping of settings. Call it once the modules named on the command line are registered."""
+    keys = class_keys(command_parser(parser, args))
+    configs = [value for key, value in option_values(args) if key == "config"]
+    configs += [value for flag, value in itertools.pairwise(args) if flag == "-c"]
+    seen: set[Path] = set()
+    found: list[tuple[str, str, str]] = []
+    for value in configs:
+        path = Path(value)
+        if path.is_file():
+            settings = settings_of(path)
+            if settings is not None and not isinstance(settings, dict):
+                raise ConfigError(f"config file {value}: not a YAML mapping of settings (it reads as "
+                                  f"{type(settings).__name__}): a config holds `key: value` lines")
+            seen.add(path)
+            found += class_paths_in(settings, "", keys=keys, origin=f"config {value}", folder=path.parent, seen=seen)
+        elif value[:1] in "{[":  # inline YAML or JSON (a named run's own settings)
+            try:
+                found += class_paths_in(yaml.safe_load(value), "", keys=keys, origin="config given inline",
+                                        folder=None, seen=seen)
+            except yaml.YAMLError:
+                continue
+    for key, value in option_values(args):  # a file given as a value: `--trainer trainer.yaml`
+        nested = None if key in NOT_CONFIGS else nested_config(value, None, any_name=key in keys)
+        if nested is not None and nested not in seen:
+            seen.add(nested)
+            found += class_paths_in(settings_of(nested), key, keys=keys, origin=f"config {nested}",
+                                    folder=nested.parent, seen=seen)
+    for origin, key, class_path in found:
+        if "." in class_path and not may_import(class_path):
+            raise not_importable(class_path, key=key, origin=origin)
+
+
+@contextmanager
+def resolving_safely() -> Iterator[None]:
+    """While inside, jsonargparse's `import_object` refuses (RefusedImport, recorded in REFUSED) a class path taken
+    from a value whose module `may_import` does not allow, before importing anything; paths from the code's own
+    annotations (`check_path=False`) pass."""
+    modules = [module for name, module in list(sys.modules.items())
+               if (name == "jsonargparse" or name.startswith("jsonargparse.")) and module is not None]
+    # each module's own attribute (vars: a module's __getattr__ would warn about deprecated names)
+    originals = {id(function): function for module in modules
+                 if callable(function := vars(module).get("import_object"))}
+    if len(originals) != 1:  # not the jsonargparse this was written for: the walk of `check_configs` still holds
+        yield
+        return
+    (original,) = originals.values()
+
+    def import_object(name: Any, *args: Any, **kwargs: Any) -> Any:
+        from_value = kwargs.get("check_path", args[0] if args else True)
+        if from_value and isinstance(name, str) and "." in name and not may_import(name):
+            REFUSED.append(name)
+            raise RefusedImport(str(not_importable(name, key="a class path", origin="the settings")))
+        return original(name, *args, **kwargs)
+
+    patched = [module for module in modules if vars(module).get("import_object") is original]
+    for module in patched:
+        module.import_object = import_object
+    REFUSED.clear()
+    try:
+        yield
+    finally:
+        for module in patched:
+            module.import_object = original
+        REFUSED.clear()
+
+
+def refusal(where: str) -> str | None:
+    """The message of the class path `resolving_safely` refused last during this parse, with `where` it was read
+    (e.g. "config file x.yaml"), or None if it refused none."""
+    if not REFUSED:
+        return None
+    return str(not_importable(REFUSED[-1], key="a class path", origin=where or "the settings"))
+

@@ -1,0 +1,142 @@
+"""One rule for class paths in every command: a class a config names is resolved by importing only the project,
+Lightning, torch, torchvision, or a module the user named on the command line (`--import MODULE`, or a class path
+given there). A config naming a module of another installed package is refused in one line naming the file, the key
+and the value, before anything is imported: the planted module, which writes a marker file when imported, never is."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kit.cli import failed
+from kit.data import write_image
+from kit.tiny import config, run_args
+
+MODULE = "planted_config_module"
+THING = f"{MODULE}.Thing"
+
+
+@pytest.fixture(autouse=True)
+def marker(tmp_path, monkeypatch) -> Path:
+    """The file the planted module (on the import path) writes when it is imported."""
+    marker = tmp_path / "IMPORTED"
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / f"{MODULE}.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Thing: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
+    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
+    yield marker
+    sys.modules.pop(MODULE, None)  # imported on purpose by some tests
+
+
+def refused(marker: Path) -> None:
+    assert not marker.exists(), "a module named by a config was imported"
+    assert MODULE not in sys.modules
+
+
+# where a config names a class, and how the message spells the key
+KEYS = {
+    "data.source": ({"data": {"source": {"class_path": THING}}}, "data.source.class_path"),
+    "trainer.callbacks": ({"trainer": {"callbacks": [{"class_path": THING}]}}, "trainer.callbacks[0].class_path"),
+    "trainer.logger": ({"trainer": {"logger": {"class_path": THING, "init_args": {}}}}, "trainer.logger.class_path"),
+    "lr_scheduler": ({"lr_scheduler": {"class_path": THING}}, "lr_scheduler.class_path"),
+}
+
+
+def command(name: str, tmp_path: Path, *configs: str) -> list[str]:
+    """`caption <name>` on the shapes config, then `configs`, writing under tmp_path."""
+    given = [item for file in configs for item in ("--config", file)]
+    if name == "features":
+        return ["features", *config("shapes_soft"), *given]
+    if name == "predict":
+        images = write_image(tmp_path / "images" / "photo.png").parent
+        return ["predict", "--ckpt_path", str(tmp_path / "none.ckpt"), *given, "--data.predict", str(images)]
+    return [name, *config("shapes_soft"), *given, *run_args(tmp_path / "run")]
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("name", ["fit", "validate", "test", "predict", "features"])
+def test_a_config_naming_a_foreign_module_is_refused_before_it_is_imported(tmp_path, marker, name, key):
+    settings, spelled = KEYS[key]
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump(settings))
+    line = failed(command(name, tmp_path, str(file)))
+    assert f"config {file}: {spelled} is '{THING}'" in line and f"--import {MODULE}" in line, line
+    refused(marker)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "run").exists(), "nothing written"
+
+
+@pytest.mark.parametrize("settings", [
+    {"trainer": {"callbacks": [THING]}},  # a bare class path where a class is expected
+    {"trainer.logger": THING},  # a dotted key
+    {"fit_me": {"nested": [{"class_path": THING}]}},  # anywhere
+], ids=["bare", "dotted-key", "anywhere"])
+def test_every_spelling_of_a_class_path_is_refused(tmp_path, marker, settings):
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump(settings))
+    line = failed(command("fit", tmp_path, str(file)))
+    assert f"config {file}: " in line and f"is '{THING}'" in line, line
+    refused(marker)
+
+
+def test_a_nested_config_file_named_by_a_value_is_walked_too(tmp_path, marker):
+    nested = tmp_path / "callbacks.yaml"
+    nested.write_text(yaml.safe_dump([{"class_path": THING}]))
+    line = failed([*command("fit", tmp_path), "--trainer.callbacks", str(nested)])
+    assert f"config {nested}: trainer.callbacks[0].class_path is '{THING}'" in line, line
+    refused(marker)
+
+
+def test_jsonargparse_itself_refuses_what_the_walk_would_miss(tmp_path, marker, monkeypatch):
+    """Behind the walk of the configs, jsonargparse's own import of a class path obeys the same rule."""
+    monkeypatch.setattr("caption.cli.lightning.check_configs", lambda args, parser: None)
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump(KEYS["trainer.callbacks"][0]))
+    line = failed(command("fit", tmp_path, str(file)))
+    assert f"config file {file}: a class path is '{THING}'" in line and f"--import {MODULE}" in line, line
+    refused(marker)
+
+
+def test_a_module_named_on_the_command_line_may_be_imported(tmp_path, marker):
+    """`--import MODULE`, or a class path given on the command line (as the suite's own probes are): the user's
+    choice, so the module is imported (and here its Thing is then refused as no Callback, by jsonargparse)."""
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump(KEYS["trainer.callbacks"][0]))
+    line = failed([*command("fit", tmp_path, str(file)), "--import", MODULE])
+    assert marker.exists() and "trainer.callbacks" in line and "--import" not in line, line
+    marker.unlink()
+    sys.modules.pop(MODULE)
+    line = failed([*command("fit", tmp_path), f"--trainer.callbacks+={THING}"])
+    assert marker.exists() and "trainer.callbacks" in line, line
+
+
+def test_an_import_that_fails_is_one_line(tmp_path):
+    line = failed([*command("fit", tmp_path), "--import", "no_such_module_anywhere"])
+    assert "--import no_such_module_anywhere: cannot import it" in line, line
+
+
+@pytest.mark.parametrize("name", ["fit", "predict"])
+def test_a_config_that_is_no_yaml_mapping_is_named_without_its_contents(tmp_path, name):
+    secret = tmp_path / "outside" / "passwd"
+    secret.parent.mkdir()
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n")
+    link = tmp_path / "config.yaml"
+    link.symlink_to(secret)
+    args = command(name, tmp_path, str(link))
+    if name == "fit":
+        args = ["fit", "--config", str(link)]
+    line = failed(args)
+    assert f"config file {link}: not a YAML mapping of settings" in line and "root:x" not in line, line
+
+
+def test_the_other_commands_import_a_module_only_when_named_with_import(tmp_path, marker):
+    """The same rule where a config's data source is looked up among the project's classes (describe, evaluate,
+    compare, pretrain-encoder): the planted module is imported only with --import, and its Thing, no data source, is
+    refused either way."""
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump({"model": {"encoder": {"name": "small_vgg"}}, **KEYS["data.source"][0]}))
+    args = ["pretrain-encoder", "--config", str(file), "--trainer.default_root_dir", str(tmp_path / "encoder")]
+    line = failed(args)
+    assert f"data.source.class_path is '{THING}'" in line, line
+    refused(marker)
+    line = failed([args[0], "--import", MODULE, *args[1:]])
+    assert marker.exists() and f"data.source.class_path is '{THING}': not a caption.data.sources" in line, line
