@@ -99,7 +99,8 @@ def test_a_flipped_byte_in_a_weight_is_named_in_one_line(tiny_runs, tmp_path):
     message = str(error.value)
     assert message.startswith(f"{path}: not a readable PyTorch checkpoint: damaged: the bytes of its record ")
     assert "CRC-32" in message and "\n" not in message, message
-    line = failed(["describe", "--ckpt_path", str(path), str(tmp_path), "--predictions.out", str(tmp_path / "out")])
+    line = failed(["describe", "--ckpt_path", str(path), str(write_image(tmp_path / "photo.png")), "--predictions.out",
+                   str(tmp_path / "out")])
     assert f"{path}: not a readable PyTorch checkpoint: damaged" in line, line
 
 
