@@ -101,7 +101,9 @@ def parse(parser: CaptionArgumentParser, args: list[str]) -> None:
 def replacement(rng: random.Random, planted: list[str]) -> Any:
     """A value a broken or hostile config may hold."""
     thing = f"{rng.choice(planted)}.Thing"
-    return rng.choice([
+    loop: list = [thing]
+    loop.append(loop)  # a YAML alias inside its own anchor
+    return rng.choice([loop, {"class_path": thing, "init_args": {"loop": loop}},
         thing, {"class_path": thing}, {"class_path": thing, "init_args": {"x": 1}}, [thing], [{"class_path": thing}],
         "os.system", {"class_path": "os.system", "init_args": {"command": "true"}},
         {"class_path": "builtins.eval", "init_args": {"source": "1"}}, {"class_path": 5}, {"init_args": {"gamma": "x"}},
@@ -110,10 +112,12 @@ def replacement(rng: random.Random, planted: list[str]) -> Any:
     ])
 
 
-def nodes(tree: Any, where: tuple = ()) -> list[tuple]:
-    """The path (keys and indices) of every node under `tree`."""
+def nodes(tree: Any, where: tuple = (), inside: tuple[int, ...] = ()) -> list[tuple]:
+    """The path (keys and indices) of every node under `tree` (a list inside itself: once)."""
+    if id(tree) in inside:
+        return [where]
     children = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else []
-    return [where, *(path for key, child in children for path in nodes(child, (*where, key)))]
+    return [where, *(path for key, child in children for path in nodes(child, (*where, key), (*inside, id(tree))))]
 
 
 def mutated_tree(tree: Any, rng: random.Random, planted: list[str]) -> Any:
