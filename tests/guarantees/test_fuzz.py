@@ -6,6 +6,7 @@ never an import of a module outside the project, Lightning, torch and torchvisio
 
 import contextlib
 import copy
+import math
 import random
 import sys
 from collections import Counter
@@ -43,8 +44,8 @@ def same(loaded: Any, original: Any) -> bool:
     if isinstance(original, (list, tuple)):
         return type(loaded) is type(original) and len(loaded) == len(original) and all(
             same(a, b) for a, b in zip(loaded, original))
-    if isinstance(original, float) and original != original:  # NaN
-        return isinstance(loaded, float) and loaded != loaded
+    if isinstance(original, float) and math.isnan(original):
+        return isinstance(loaded, float) and math.isnan(loaded)
     return loaded == original
 
 
