@@ -113,20 +113,27 @@ def option_values(args: list[str]) -> Iterator[tuple[str, str]]:
 
 
 def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, folder: Path | None,
-                   seen: set[Path]) -> Iterator[tuple[str, str, str]]:
+                   seen: set[Path], inside: tuple[int, ...] = ()) -> Iterator[tuple[str, str, str]]:
     """(origin, key, class path) of every class path in settings `node` found at `key`: each `class_path`'s value,
     a dotted string where a class is expected (`keys`), and those of a small file a string value names (a nested
-    config, with that file as origin)."""
+    config, with that file as origin). `inside`: the ids of the mappings and lists around `node`; a YAML alias inside
+    its own anchor (a value holding itself, which jsonargparse recurses into without end) is a ConfigError."""
+    if isinstance(node, (dict, list)):
+        if id(node) in inside:
+            raise ConfigError(f"{origin}: {key} holds itself (a YAML alias inside its own anchor), which no setting "
+                              "can: write the value out")
+        inside = (*inside, id(node))
     if isinstance(node, dict):
         if isinstance(node.get("class_path"), str):
             yield origin, f"{key}.class_path" if key else "class_path", node["class_path"]
         for name, value in node.items():
-            if name != "class_path":
+            if name != "class_path" or not isinstance(value, str):
                 yield from class_paths_in(value, f"{key}.{name}" if key else str(name), keys=keys, origin=origin,
-                                          folder=folder, seen=seen)
+                                          folder=folder, seen=seen, inside=inside)
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from class_paths_in(value, f"{key}[{index}]", keys=keys, origin=origin, folder=folder, seen=seen)
+            yield from class_paths_in(value, f"{key}[{index}]", keys=keys, origin=origin, folder=folder, seen=seen,
+                                      inside=inside)
     elif isinstance(node, str):
         takes_class = re.sub(r"\[\d+\]", "", key) in keys
         if takes_class and DOTTED.fullmatch(node):

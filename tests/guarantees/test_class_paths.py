@@ -140,3 +140,11 @@ def test_the_other_commands_import_a_module_only_when_named_with_import(tmp_path
     refused(marker)
     line = failed([args[0], "--import", MODULE, *args[1:]])
     assert marker.exists() and f"data.source.class_path is '{THING}': not a caption.data.sources" in line, line
+
+
+def test_a_config_value_that_holds_itself_is_one_line(tmp_path):
+    """A YAML alias inside its own anchor: jsonargparse would recurse into it without end."""
+    file = tmp_path / "loop.yaml"
+    file.write_text("trainer: &loop\n  callbacks: [*loop]\n")
+    line = failed(command("fit", tmp_path, str(file)))
+    assert f"config {file}: trainer.callbacks[0] holds itself (a YAML alias inside its own anchor)" in line, line

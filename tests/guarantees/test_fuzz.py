@@ -6,6 +6,7 @@ never an import of a module outside the project, Lightning, torch and torchvisio
 
 import contextlib
 import copy
+import math
 import random
 import sys
 from collections import Counter
@@ -43,8 +44,8 @@ def same(loaded: Any, original: Any) -> bool:
     if isinstance(original, (list, tuple)):
         return type(loaded) is type(original) and len(loaded) == len(original) and all(
             same(a, b) for a, b in zip(loaded, original))
-    if isinstance(original, float) and original != original:  # NaN
-        return isinstance(loaded, float) and loaded != loaded
+    if isinstance(original, float) and math.isnan(original):
+        return isinstance(loaded, float) and math.isnan(loaded)
     return loaded == original
 
 
@@ -101,7 +102,9 @@ def parse(parser: CaptionArgumentParser, args: list[str]) -> None:
 def replacement(rng: random.Random, planted: list[str]) -> Any:
     """A value a broken or hostile config may hold."""
     thing = f"{rng.choice(planted)}.Thing"
-    return rng.choice([
+    loop: list = [thing]
+    loop.append(loop)  # a YAML alias inside its own anchor
+    return rng.choice([loop, {"class_path": thing, "init_args": {"loop": loop}},
         thing, {"class_path": thing}, {"class_path": thing, "init_args": {"x": 1}}, [thing], [{"class_path": thing}],
         "os.system", {"class_path": "os.system", "init_args": {"command": "true"}},
         {"class_path": "builtins.eval", "init_args": {"source": "1"}}, {"class_path": 5}, {"init_args": {"gamma": "x"}},
@@ -110,10 +113,12 @@ def replacement(rng: random.Random, planted: list[str]) -> Any:
     ])
 
 
-def nodes(tree: Any, where: tuple = ()) -> list[tuple]:
-    """The path (keys and indices) of every node under `tree`."""
+def nodes(tree: Any, where: tuple = (), inside: tuple[int, ...] = ()) -> list[tuple]:
+    """The path (keys and indices) of every node under `tree` (a list inside itself: once)."""
+    if id(tree) in inside:
+        return [where]
     children = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else []
-    return [where, *(path for key, child in children for path in nodes(child, (*where, key)))]
+    return [where, *(path for key, child in children for path in nodes(child, (*where, key), (*inside, id(tree))))]
 
 
 def mutated_tree(tree: Any, rng: random.Random, planted: list[str]) -> Any:
