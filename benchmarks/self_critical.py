@@ -51,8 +51,7 @@ def score(run: Path) -> dict[str, float]:
 
     captioner = Captioner.from_checkpoint(run, device="cpu")
     evaluation = evaluate(captioner, training_data(captioner), split="test", beam_size=3, description=run.name)
-    distinct = len({found.text for found in evaluation.captions.values()})
-    return evaluation.logged() | {"distinct": distinct, "images": len(evaluation.captions)}
+    return evaluation.logged() | {"distinct": evaluation.distinct(), "images": len(evaluation.captions)}
 
 
 def advantage_variance(run: Path) -> float:

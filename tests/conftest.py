@@ -29,6 +29,16 @@ def tiny_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return runs
 
 
+
+@pytest.fixture(scope="session")
+def exported(tiny_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{"soft": folder, "hard": folder} written by `caption export` from the tiny runs."""
+    root = tmp_path_factory.mktemp("exported")
+    with patch.object(sys, "argv", ["caption"]):
+        for kind in ("soft", "hard"):
+            main(["export", str(tiny_runs[kind]), str(root / kind)])
+    return {kind: root / kind for kind in ("soft", "hard")}
+
 # handlers a test may change: Lightning's signal connector (SIGTERM, SIGUSR1 on SLURM), its Ctrl-C shutdown (SIGINT
 # ignored afterwards), `caption.training.callbacks.PeriodicCheckpoint` (SIGINT restored to the default during a save)
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)

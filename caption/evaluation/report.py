@@ -49,6 +49,10 @@ class Evaluation:
         found = {} if self.localisation is None else self.localisation.scores()
         return found | {"alpha_entropy": self.alpha_entropy}
 
+    def distinct(self) -> int:
+        """How many different captions the split's images got."""
+        return len({caption.text for caption in self.captions.values()})
+
     def habits(self) -> dict[str, float]:
         """What self-critical training may do to captions, as shares (`caption.evaluation.degeneration`)."""
         return habits([caption.words for caption in self.captions.values()])
@@ -74,7 +78,7 @@ class Evaluation:
             "tokenizer": self.tokenizer,
             "object_words": 0 if self.localisation is None else self.localisation.nouns,
             "metrics": {name: None if math.isnan(value) else value for name, value in self.logged().items()},
-            "distinct_captions": len({caption.text for caption in self.captions.values()}),
+            "distinct_captions": self.distinct(),
             "reference_habits": {name: None if math.isnan(value) else value
                                  for name, value in self.reference_habits().items()}
             if self.references else {},
@@ -97,8 +101,7 @@ class Evaluation:
                 chance = format_score(found.chance_location)
                 rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
         rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
-        distinct = len({caption.text for caption in self.captions.values()})
-        rows.append((METRIC_NAMES["distinct_captions"], f"{distinct} / {len(self.captions)}"))
+        rows.append((METRIC_NAMES["distinct_captions"], f"{self.distinct()} / {len(self.captions)}"))
         rows += [(METRIC_NAMES[name], format_score(value)) for name, value in self.habits().items()
                  if name != "distinct_captions" and not math.isnan(value)]
         official = "" if self.tokenizer == PTB_JAVA else " (no Java: close to, not exactly, the official scores)"

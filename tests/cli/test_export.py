@@ -39,15 +39,6 @@ def no_meteor(monkeypatch):
     monkeypatch.setattr(meteor, "Meteor", NoJava)
 
 
-@pytest.fixture(scope="module")
-def exported(tiny_runs, tmp_path_factory):
-    """{"soft": folder, "hard": folder} written by `caption export` from the tiny runs."""
-    root = tmp_path_factory.mktemp("exported")
-    for kind in ("soft", "hard"):
-        main(["export", str(tiny_runs[kind]), str(root / kind)])
-    return {kind: root / kind for kind in ("soft", "hard")}
-
-
 @pytest.mark.parametrize("kind", ["soft", "hard"])
 def test_the_exported_model_captions_the_test_split_as_its_checkpoint(tiny_runs, exported, kind):
     trained = Captioner.from_checkpoint(tiny_runs[kind], device="cpu")

@@ -17,7 +17,6 @@ from kit.data import write_image
 from safetensors.torch import load, load_file, save_file
 
 from caption import Captioner
-from caption.cli import main
 from caption.errors import CaptionError, CheckpointError
 from caption.io.checkpoints import find_checkpoint
 from caption.io.model_folder import weights_bytes
@@ -31,15 +30,6 @@ class Refusing(pickle.Unpickler):
 
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"{module}.{name}")
-
-
-@pytest.fixture(scope="module")
-def exported(tiny_runs, tmp_path_factory):
-    """{"soft": folder, "hard": folder} written by `caption export` from the tiny runs."""
-    root = tmp_path_factory.mktemp("exported")
-    for kind in ("soft", "hard"):
-        main(["export", str(tiny_runs[kind]), str(root / kind)])
-    return {kind: root / kind for kind in ("soft", "hard")}
 
 
 def test_tied_and_strided_weights_are_saved_each_with_its_values():
