@@ -2,6 +2,7 @@
 overrides that shrink a `caption fit` of the shapes configs for a smoke run. tests/kit/lengths.py reads the lengths and
 captions from here; benchmarks never import from tests/."""
 
+import platform
 from itertools import pairwise
 
 import numpy as np
@@ -58,3 +59,12 @@ def perturbed(caption: list[int], rng: np.random.Generator, *, vocabulary: int) 
         elif draw < 0.3 and i + 1 < len(words):
             words[i], words[i + 1] = words[i + 1], words[i]
     return words
+
+
+def cpu_name() -> str:
+    """The CPU's model name (Linux), else what the platform says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

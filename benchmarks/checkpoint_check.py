@@ -11,7 +11,6 @@ Markdown table.
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -20,6 +19,7 @@ from datetime import date
 from pathlib import Path
 
 import torch
+from _helpers import cpu_name
 
 from caption.io.checkpoints import read_checkpoint, zip_damage
 
@@ -32,14 +32,6 @@ def seconds(work: Callable[[], object], repeats: int) -> list[float]:
         work()
         times.append(time.perf_counter() - start)
     return times
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def main() -> None:

@@ -19,6 +19,8 @@ import sys
 import time
 from datetime import date
 
+from _helpers import cpu_name
+
 COMMANDS = {
     "caption --help": ["--help"],
     "caption --version": ["--version"],
@@ -34,14 +36,6 @@ def seconds(args: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "caption.cli", *args], capture_output=True, check=False)
     return time.perf_counter() - start
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def main() -> None:
