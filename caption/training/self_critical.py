@@ -50,7 +50,9 @@ class SelfCritical:
     def reference_rows(self, image_ids: Tensor) -> Tensor:
         """Row of each image id (U,) in the reward's references (U,)."""
         assert self.reward is not None and self.image_ids is not None, "build_reward first (on_fit_start)"
-        known = self.image_ids.to(image_ids.device)
+        if self.image_ids.device != image_ids.device:  # once: onto the batches' device
+            self.image_ids = self.image_ids.to(image_ids.device)
+        known = self.image_ids
         rows = torch.searchsorted(known, image_ids).clamp(max=len(known) - 1)
         if not torch.equal(known[rows], image_ids):
             missing = image_ids[known[rows] != image_ids].tolist()[:5]
