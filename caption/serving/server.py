@@ -114,10 +114,15 @@ class AttentionServer(ThreadingHTTPServer):
             raise
 
     def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        """socketserver's own, with the connection's place freed before it closes: a client that saw it close and
+        connects again finds the place free."""
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
         finally:
             self.connections.release()
+            self.shutdown_request(request)
 
     def shutdown_request(self, request: socket.socket) -> None:
         let_go(request)
