@@ -27,7 +27,7 @@ from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, format_score
 from caption.io.model_folder import LIBRARY
-from caption.training.module import ModuleSettings
+from caption.training.module_settings import ModuleSettings
 
 COLUMNS = (*METRICS, "attention_accuracy", "alpha_entropy")  # the card's test table
 DATASET_NAMES = {"coco": "COCO", "flickr8k": "Flickr8k", "flickr30k": "Flickr30k", "shapes": "shapes (built-in)"}

@@ -10,7 +10,7 @@ from caption.comparison.logs import find_logs
 from caption.errors import ConfigError
 from caption.inference import Captioner, build_data
 from caption.io.checkpoints import find_checkpoint
-from caption.training.module import ModuleSettings
+from caption.training.module_settings import ModuleSettings
 
 
 @dataclass

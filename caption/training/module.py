@@ -1,16 +1,13 @@
 """The LightningModule: encoder + decoder, wired to the objectives, decoding and metrics.
 
-Its settings come in typed groups, each a dataclass beside the module it configures (`EncoderSettings` in
-`caption.model.encoder`, `DecoderSettings`, `AttentionSettings`, the objectives' `SoftObjectiveSettings` and
-`HardObjectiveSettings`, `DecodingSettings`) and set from a config's `model:` section, one YAML mapping per group.
-They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
+Its settings come in typed groups (`caption.training.module_settings`), set from a config's `model:` section, one
+YAML mapping per group. They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
 inference (checkpoints of version 0.1's flat settings are read too):
 
     module = caption.inference.load_trained(path).module      # weights_only=True
 """
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any
 
 import lightning as L
 import torch
@@ -20,7 +17,7 @@ from torch import Tensor
 
 from caption.config.keys import dotted
 from caption.data.collate import first_occurrences
-from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError, check_range
+from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import Evaluation, not_looking
 from caption.evaluation.results import Result, result
@@ -40,78 +37,12 @@ from caption.model.search import Decoded, DecodingSettings, beam_search, check_d
 from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms
 from caption.model.vocabulary import Vocabulary, check_vocabulary
 from caption.training.finetuning import EncoderFinetuning, load_weights
+from caption.training.module_settings import ModuleSettings, OptimizationSettings
 from caption.training.self_critical import SelfCritical
 
 
 class NonFiniteLossError(CaptionError, FloatingPointError):
     """A NaN or infinite training loss, with model.optimization.on_nonfinite_loss: error."""
-
-
-@dataclass(frozen=True)
-class OptimizationSettings:
-    """How `caption fit` trains the model (`model.optimization:` in a config).
-
-    Args:
-        optimizer: "adam" (paper: Flickr30k, COCO) or "rmsprop" (paper: Flickr8k).
-        learning_rate: optimizer step size.
-        on_nonfinite_loss: when the loss is NaN/inf on any rank: stop, naming the step and the loss terms ("error"),
-            or skip the batch on every rank and count it in train/nonfinite_batches ("skip").
-        init_from: a checkpoint of this project whose weights a new `fit` starts from (stage 2 of the two-stage
-            recipe: fresh optimizer, epochs and steps); a run resumed with --ckpt_path keeps its own weights.
-        compile: torch.compile the decoder step (the per-word recurrence of training and decoding).
-    """
-
-    optimizer: Literal["adam", "rmsprop"] = "adam"          # paper: Adam for COCO and Flickr30k
-    learning_rate: float = 2e-4                             # original code: its Adam steps 2e-4 (optimizers.py)
-    on_nonfinite_loss: Literal["error", "skip"] = "error"   # ours
-    init_from: str | None = None                            # ours: a new run starts from scratch
-    compile: bool = False                                   # ours
-
-    def __post_init__(self) -> None:
-        check_range("optimization.learning_rate", self.learning_rate, low=0, strict=True)
-
-
-@dataclass(frozen=True)
-class ModuleSettings:
-    """Every setting of a `CaptionModule`, typed, group by group as in a config's `model:` section."""
-
-    encoder: EncoderSettings
-    decoder: DecoderSettings
-    attention: AttentionSettings
-    soft: SoftObjectiveSettings | None  # soft attention only
-    hard: HardObjectiveSettings | None  # hard attention only
-    decoding: DecodingSettings
-    optimization: OptimizationSettings
-    self_critical: SelfCriticalSettings | None = None  # null: cross-entropy training
-
-    @classmethod
-    def of(cls, **groups: Any) -> "ModuleSettings":
-        """The groups as dataclasses (a checkpoint stores plain dicts), the objective of the attention kind given its
-        defaults when unset; a ConfigError for a group of the other kind, or a setting a group does not have."""
-        settings = {field.name: typed(field.type, groups.get(field.name), field.name) for field in fields(cls)}
-        kind = settings["attention"].kind
-        for objective in ("soft", "hard"):
-            if objective != kind and settings[objective] is not None:
-                raise ConfigError(f"model.{objective} only applies to model.attention.kind: {objective} (this run's is "
-                                  f"{kind}): leave model.{objective} unset (null)")
-        default = {"soft": SoftObjectiveSettings, "hard": HardObjectiveSettings}[kind]
-        settings[kind] = settings[kind] or default()
-        return cls(**settings)
-
-    def as_dicts(self) -> dict[str, dict[str, Any] | None]:
-        """Each group as a plain dict (None for the objective of the other kind), for the checkpoint."""
-        return {name: None if value is None else asdict(value) for name, value in vars(self).items()}
-
-
-def typed(kind: Any, value: Any, key: str) -> Any:
-    """`value` (a dataclass, a plain dict as checkpoints store it, or None) as the dataclass `kind` (`X | None`: X)."""
-    kind = next((arg for arg in getattr(kind, "__args__", ()) if arg is not type(None)), kind)
-    if value is None or isinstance(value, kind):
-        return value
-    unknown = set(value) - {field.name for field in fields(kind)}
-    if unknown:
-        raise ConfigError(f"model.{key} has no setting {', '.join(sorted(unknown))}: see `caption fit --help`")
-    return kind(**value)
 
 
 class CaptionModule(L.LightningModule):

@@ -15,7 +15,7 @@ import yaml
 
 from caption.config.packaged import NAMED_RUNS
 from caption.data.datamodule import CaptionDataModule
-from caption.training.module import ModuleSettings
+from caption.training.module_settings import ModuleSettings
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SOURCES = ("paper", "original code", "ours")

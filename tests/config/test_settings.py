@@ -12,7 +12,8 @@ from caption.errors import ConfigError
 from caption.inference import load_trained
 from caption.legacy.settings import RENAMED, grouped
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
-from caption.training.module import CaptionModule, ModuleSettings
+from caption.training.module import CaptionModule
+from caption.training.module_settings import ModuleSettings
 
 
 def test_the_module_takes_at_most_eleven_arguments_and_each_setting_is_a_field_of_one_group():
