@@ -27,7 +27,7 @@ COMMANDS = {
     "caption trian (a mistyped command)": ["trian"],
     **{f"caption {name} --help": [name, "--help"] for name in ("describe", "evaluate", "compare", "features",
                                                                  "migrate-config")},
-    "caption fit --help": ["fit", "--help"],  # the kept short help (caption.cli._short_help)
+    "caption fit --help": ["fit", "--help"],  # the kept short help (caption.cli.lightning.short_help)
     "caption fit --help-all": ["fit", "--help-all"],  # LightningCLI's parser, built
 }
 

@@ -129,8 +129,8 @@ class SyntheticVGG(nn.Module):
 
 def write_cache(out: Path, *, num_workers: int) -> None:
     """The feature cache of out/dataset_coco.json, through `build_cache`, for the shipped coco_soft config."""
-    from caption.cli._lightning_parser import CaptionArgumentParser
-    from caption.cli.lightning import CaptionCLI
+    from caption.cli.lightning.commands import CaptionCLI
+    from caption.cli.lightning.parser import CaptionArgumentParser
     from caption.data.datamodule import CaptionDataModule
     from caption.data.features import build_cache
     from caption.training.module import CaptionModule

@@ -7,18 +7,21 @@
     caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
 
-Each command lives in `caption.cli`, with its own `--help`; a knob several commands have is spelled the same in each
-(`caption.cli._options`). Foreseen errors print as one `caption: error:` line; torch and Lightning are imported only
+Each command is a module of `caption.cli` with its own `--help` and `main(argv)` (`COMMANDS`); fit, validate, test and
+predict are LightningCLI's, in the wing `caption.cli.lightning`; the others are small argparse programs on the
+inference layer, a knob several of them have spelled the same in each (`caption.cli.options`). Commands never import
+each other, except that `features` parses its config with the Lightning one. Foreseen errors print as one `caption: error:` line; torch and Lightning are imported only
 by the commands that need them; warnings print as one line each (`caption: warning: ...`), and `caption -v <command>`
 also shows the dependencies' notes (`caption.config.console`, docs/console.md).
 """
 
+import importlib
 import sys
+from collections.abc import Callable
 
 import caption
-from caption.cli._class_paths import import_named, without_imports
-from caption.cli._commands import COMMANDS, command
-from caption.cli._short_help import lightning_arguments
+from caption.cli.imports import import_named, without_imports
+from caption.cli.lightning.short_help import lightning_arguments
 from caption.config.console import console
 from caption.errors import CaptionError
 from caption.io.class_paths import named_modules
@@ -27,6 +30,33 @@ from caption.legacy.moved import moved_modules
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
 INTERRUPTED = 128 + 2  # exit status of a command stopped by Ctrl-C (SIGINT)
+LIGHTNING = "lightning.commands"  # fit, validate, test and predict: LightningCLI's, with their plumbing in cli/lightning/
+
+# name -> (module under caption.cli with a `main(argv)`, one line of help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "fit": (LIGHTNING, "train a model from a YAML config, then score its best checkpoint on the test split"),
+    "validate": (LIGHTNING, "score a checkpoint on the validation split, inside Lightning"),
+    "test": (LIGHTNING, "score a checkpoint on the test split, inside Lightning (one or many GPUs, as fit)"),
+    "predict": (LIGHTNING, "caption a folder of images or a split into COCO-results JSON (one or many GPUs)"),
+    "pretrain-encoder": ("pretrain_encoder", "train the config's encoder as a classifier of its labelled objects, for "
+                         "model.encoder.weights"),
+    "features": ("features", "run the frozen CNN once over a config's images into its feature cache"),
+    "describe": ("describe", "caption images and draw where the model looked for each word"),
+    "evaluate": ("evaluate", "score a checkpoint on a split with the coco-caption metrics (pycocoevalcap)"),
+    "compare": ("compare", "evaluate several models (soft vs hard) on one split: table, overlays, curves"),
+    "export": ("export", "a model folder to share: safetensors weights, config.json, a model card (--push: to the Hub)"),
+    "serve": ("serve", "a local page: drop an image, hover a word, see where the model looked (soft and hard)"),
+    "migrate-config": ("migrate_config", "rewrite a config of caption < 0.2 with its model settings in their groups"),
+}
+
+
+def command(name: str) -> Callable[[list[str]], None]:
+    """The `main(argv)` of command `name` (imported on use: `caption --help` stays fast)."""
+    module_name, _ = COMMANDS[name]
+    module = importlib.import_module(f"caption.cli.{module_name}")
+    if module_name == LIGHTNING:
+        return lambda argv: module.main([name, *argv])
+    return module.main
 
 
 def usage() -> str:
@@ -66,7 +96,7 @@ def run(args: list[str]) -> None:
         raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
     args, imports = without_imports(args)  # --import MODULE, anywhere: what a config or checkpoint may name
     name, argv = args[0], with_ckpt_path(args[1:])
-    if COMMANDS[name][0] == "lightning":  # --help answered at once, without Lightning; --help-all by LightningCLI
+    if COMMANDS[name][0] == LIGHTNING:  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)
     with moved_modules(), named_modules(imports):  # moved: the class paths of caption 0.2.0's flat layout
         import_named(imports)

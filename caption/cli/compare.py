@@ -13,15 +13,7 @@ file by file: docs/attention.md#from-the-command-line.
 import warnings
 from pathlib import Path
 
-from caption.cli._options import (
-    CommandParser,
-    add_batch_size,
-    add_decoding,
-    add_device,
-    add_output,
-    add_scoring,
-    device,
-)
+from caption.cli.options import CommandParser, add_split_evaluation, device, given_decoding
 from caption.comparison import DATASETS
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder
@@ -33,18 +25,14 @@ def main(argv: list[str]) -> None:
         description="Evaluate several models on the same split and write report.md with tables and figures.",
     )
     parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN", help="checkpoints or run folders")
-    add_output(parser, help="folder for report.md, its figures and each model's metrics.json, captions.json and "
-                            "captions.csv")
-    parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the first checkpoint's)")
+    add_split_evaluation(parser, out="report.md, its figures and each model's metrics.json, captions.json and "
+                         "captions.csv", data="the first checkpoint's", decoding="each checkpoint's")
     parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
     parser.add_argument("--images", type=int, default=3, help="images shown with each model's overlays (default: 3)")
     parser.add_argument("--dataset", default=None, choices=DATASETS,
                         help="dataset for the paper's numbers (default: guessed from the data settings)")
-    add_decoding(parser, default="each checkpoint's")
-    add_batch_size(parser, default=None)
-    add_device(parser)
-    add_scoring(parser)
     args = parser.parse_args(argv)
+    decoding = given_decoding(args)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
     from caption.comparison.figures import overlay_figures, write_curves
@@ -53,7 +41,7 @@ def main(argv: list[str]) -> None:
     from caption.evaluation.ptb_tokenizer import PTBCache
     from caption.inference import build_data, evaluate, write_evaluation
 
-    models = read_models(args.models, names=args.names, device=device(args), config=args.config)
+    models = read_models(args.models, names=args.names, device=device(args), config=args.config, decoding=decoding)
     if models[0].captioner.data is None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
                           "(--config)")
@@ -72,9 +60,9 @@ def main(argv: list[str]) -> None:
         data.eval_batch_size = args.batch_size
     evaluations, cache = [], PTBCache()  # the references' PTB tokens, for every model
     for model in models:
-        evaluation = evaluate(model.captioner, data, split=args.split, beam_size=args.beam_size,
-                              max_length=args.max_length, meteor_timeout=args.meteor_timeout, description=model.name,
-                              out=args.out / model.name, cache=cache)
+        evaluation = evaluate(model.captioner, data, split=args.split, beam_size=decoding.get("beam_size"),
+                              meteor_timeout=args.meteor_timeout, description=model.name, out=args.out / model.name,
+                              cache=cache)
         write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
         evaluations.append(evaluation)
     figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)

@@ -14,16 +14,7 @@ The data comes from the checkpoint (`caption fit` stores the data settings in it
 
 import warnings
 
-from caption.cli._options import (
-    CommandParser,
-    add_batch_size,
-    add_checkpoint,
-    add_decoding,
-    add_device,
-    add_output,
-    add_scoring,
-    device,
-)
+from caption.cli.options import CommandParser, add_checkpoint, add_split_evaluation, device, given_decoding
 from caption.errors import CaptionWarning
 from caption.io.outputs import writable_folder
 
@@ -34,23 +25,21 @@ def main(argv: list[str]) -> None:
         description="Score a checkpoint's captions on a split with coco-caption's metrics (pycocoevalcap).",
     )
     add_checkpoint(parser)
-    add_output(parser, help="folder for metrics.json, captions.json and captions.csv")
-    parser.add_argument("--config", default=None, help="YAML with a `data:` section (default: the checkpoint's data)")
-    add_decoding(parser)
-    add_batch_size(parser, default=None)
-    add_device(parser)
-    add_scoring(parser)
+    add_split_evaluation(parser, out="metrics.json, captions.json and captions.csv", data="the checkpoint's data",
+                         decoding="the checkpoint's")
     args = parser.parse_args(argv)
+    decoding = given_decoding(args)
     from caption.inference import Captioner, evaluate, training_data, write_evaluation
 
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
-    captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config)
+    captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config,
+                                          decoding=decoding)
     data = training_data(captioner)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
     writable_folder(args.out, what="--predictions.out")
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size
-    evaluation = evaluate(captioner, data, split=args.split, beam_size=args.beam_size, max_length=args.max_length,
+    evaluation = evaluate(captioner, data, split=args.split, beam_size=decoding.get("beam_size"),
                           meteor_timeout=args.meteor_timeout, out=args.out)
     write_evaluation(evaluation, args.out, checkpoint=captioner.checkpoint)
     print(evaluation.table())

@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from caption.cli._options import CommandParser
+from caption.cli.options import CommandParser
 from caption.errors import CaptionWarning, ConfigError
 from caption.io.outputs import writable_folder
 
@@ -61,9 +61,9 @@ def main(argv: list[str]) -> None:
     writable_folder(args.out, what="OUT")  # errors (CaptionError) are printed in one line by `caption`
     checkpoint = read_checkpoint(checkpoint_path)
     config = model_config(checkpoint, version=caption.__version__)  # before building the model changes any setting
-    from caption.inference.trained import build_module
+    from caption.training.module import trained_module
 
-    module = build_module(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
+    module = trained_module(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
     card = card_text(args, checkpoint_path, checkpoint, module)
     write_model_folder(args.out, weights=weights_bytes(module.state_dict()), config=config, card=card)
     print(f"wrote {args.out}: model.safetensors, config.json and README.md, from {checkpoint_path}")

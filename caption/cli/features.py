@@ -22,8 +22,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--config", action="append", required=True, metavar="CONFIG",
                         help="the training config (YAML); may be given more than once, as for `caption fit`")
     args, overrides = parser.parse_known_args(argv)
-    from caption.cli._lightning_parser import CaptionArgumentParser
-    from caption.cli.lightning import CaptionCLI
+    from caption.cli.lightning.commands import CaptionCLI
+    from caption.cli.lightning.parser import CaptionArgumentParser
     from caption.data.datamodule import CaptionDataModule
     from caption.data.features import FeatureCacheError, build_cache
     from caption.training.module import CaptionModule

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from caption.cli._options import CommandParser, add_device, positive_int
-from caption.cli._quiet_lightning import quiet_lightning
+from caption.cli.lightning.console import quiet_lightning
+from caption.cli.options import CommandParser, add_device, positive_int
 from caption.config.packaged import configs, merged, named_run
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder, write_atomically, write_json

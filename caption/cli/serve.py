@@ -15,7 +15,7 @@ listens on 127.0.0.1 (this machine only) unless --host says otherwise, and answe
 import math
 from pathlib import Path
 
-from caption.cli._options import CommandParser, add_device, add_num_captions, device
+from caption.cli.options import CommandParser, add_device, add_num_captions, device
 from caption.errors import ConfigError
 from caption.serving import MAX_CAPTIONS, MAX_CONNECTIONS, TIMEOUT_S
 

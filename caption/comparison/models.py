@@ -10,7 +10,7 @@ from caption.comparison.logs import find_logs
 from caption.errors import ConfigError
 from caption.inference import Captioner, build_data
 from caption.io.checkpoints import find_checkpoint
-from caption.training.module_settings import ModuleSettings
+from caption.model.caption_model import ModelSettings
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Model:
     logs: Path | None  # the run's metrics.csv or TensorBoard event folder, if found (`caption.comparison.logs`)
 
     @property
-    def settings(self) -> ModuleSettings:
+    def settings(self) -> ModelSettings:
         return self.captioner.module.settings
 
     def training_data(self) -> dict[str, Any] | None:
@@ -72,11 +72,13 @@ def model_names(captioners: list[Captioner], names: list[str] | None) -> list[st
     return [kind if kinds.count(kind) == 1 else f"{kind}-{kinds[:i].count(kind) + 1}" for i, kind in enumerate(kinds)]
 
 
-def read_models(given: list[Path], *, names: list[str] | None, device: str, config: Path | None) -> list[Model]:
+def read_models(given: list[Path], *, names: list[str] | None, device: str, config: Path | None,
+                decoding: dict[str, Any] | None = None) -> list[Model]:
     """A `Model` per checkpoint or run folder (a run folder stands for its newest model-selection checkpoint,
     `best-*.ckpt`, else `last.ckpt`, and its newest logs, `caption.comparison.logs.find_logs`); `config`: a YAML
-    whose `data:` section stands for the data settings of every checkpoint."""
+    whose `data:` section stands for the data settings of every checkpoint; `decoding`: decoding settings that
+    replace each checkpoint's."""
     paths = [find_checkpoint(path) for path in given]
-    captioners = [Captioner.from_checkpoint(path, device=device, config=config) for path in paths]
+    captioners = [Captioner.from_checkpoint(path, device=device, config=config, decoding=decoding) for path in paths]
     return [Model(name, path, captioner, find_logs(folder, path))
             for name, path, captioner, folder in zip(model_names(captioners, names), paths, captioners, given)]

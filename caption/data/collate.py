@@ -5,7 +5,6 @@ and the images that failed to load left out and listed.
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from caption.data.sources.image_files import BadImageError
 from caption.model.vocabulary import Vocabulary
@@ -42,11 +41,3 @@ def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[s
     if "file" in items[0]:
         batch["file"] = [item["file"] for item in items]
     return batch
-
-
-def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
-    """For ids (B,): the index of each distinct id's first row (U,) and, per row, which distinct id it holds (B,)."""
-    distinct, rows = torch.unique(ids, return_inverse=True)  # (U,), (B,)
-    positions = torch.arange(len(ids), device=ids.device)
-    first = torch.full_like(distinct, len(ids)).scatter_reduce(0, rows, positions, reduce="amin")
-    return first, rows

@@ -36,7 +36,8 @@ from caption.data.sources.records import BadImage, CaptionSource, ImageRecord
 from caption.errors import CaptionError
 from caption.io.checkpoints import sha256_of
 from caption.io.outputs import cannot_write, writable_folder, write_json
-from caption.model.encoder import TORCHVISION_ENCODERS, EncoderWeightsError, annotation_grid, imagenet_weights
+from caption.model.encoder import TORCHVISION_ENCODERS, annotation_grid, imagenet_weights
+from caption.model.encoder_weights import EncoderWeightsError
 
 VERSION = 1  # bump when the file layout changes
 MANIFEST, ARRAY, PROGRESS = "manifest.json", "annotations.npy", "progress.json"

@@ -15,7 +15,7 @@ from caption.evaluation.degeneration import habit_warnings, habits
 from caption.evaluation.grounding import Localisation
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA
-from caption.model.search import Caption
+from caption.model.captions import Caption
 from caption.model.vocabulary import tokenize
 
 METRIC_NAMES = {

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from caption.io.outputs import json_text, readable_name, writable_folder, write_text
-from caption.model.search import Caption
+from caption.model.captions import Caption
 
 JSON_NAME = "captions.json"
 CSV_NAME = "captions.csv"

@@ -24,7 +24,7 @@ from caption.evaluation.grounding import localisation, mean_entropy, step_entrop
 from caption.evaluation.metrics import METEOR_TIMEOUT, METRICS, coco_scores
 from caption.evaluation.ptb_tokenizer import PTBCache
 from caption.evaluation.report import Evaluation
-from caption.model.search import Caption
+from caption.model.captions import Caption
 
 Key = TypeVar("Key")
 Item = TypeVar("Item")

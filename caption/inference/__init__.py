@@ -1,18 +1,20 @@
 """The inference layer: what every command that captions images calls, and the Python API.
 
 - `Captioner`: a checkpoint (file or URL) and its input transform; images in, `Caption`s out.
+- `describe`: caption images of your own, a figure per caption of where the model looked.
 - `evaluate`: caption a split in batches and score it (coco-caption metrics, attention accuracy).
 """
 
 from caption.evaluation.report import Evaluation
 from caption.inference.captioner import Captioner, pick_device
+from caption.inference.describe_images import describe
 from caption.inference.inputs import Captions, Failure, ImageInputError
 from caption.inference.split import build_data, evaluate, training_data, write_captions, write_evaluation
 from caption.inference.trained import TrainedModel, load_trained
-from caption.model.search import Caption
+from caption.model.captions import Caption
 
 __all__ = [
     "Caption", "Captioner", "Captions", "Evaluation", "Failure", "ImageInputError", "TrainedModel", "build_data",
-    "evaluate", "load_trained", "pick_device",
+    "describe", "evaluate", "load_trained", "pick_device",
     "training_data", "write_captions", "write_evaluation",
 ]

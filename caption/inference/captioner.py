@@ -20,7 +20,7 @@ import io
 import math
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,8 @@ from caption.inference.inputs import (
 from caption.inference.trained import Normalization, load_trained, source_inputs
 from caption.io.checkpoints import download_checkpoint
 from caption.io.hub import pretrained_folder
-from caption.model.search import Caption
-from caption.training.module import CaptionModule
+from caption.model.caption_model import CaptionModel
+from caption.model.captions import Caption
 
 
 def pick_device(name: str | torch.device | None) -> torch.device:
@@ -71,7 +71,8 @@ class Captioner:
     """A trained model with its input transform: images in, `Caption`s out.
 
     Args:
-        module: the trained model (eval mode; its device is where captioning runs).
+        module: the trained model (`caption.model.caption_model.CaptionModel`: its encoder, decoder, vocabulary and
+            settings; eval mode; its device is where captioning runs), kept as `captioner.module`.
         transform: an RGB PIL image -> the encoder's input (3, H, W).
         normalization: the transform's per-channel (mean, std), to draw its inputs again.
         data: the data settings the model was trained with and where they come from (`data_settings`), if known.
@@ -79,7 +80,7 @@ class Captioner:
             URL), if any.
     """
 
-    def __init__(self, module: CaptionModule, *, transform: Callable[[Image.Image], Tensor],
+    def __init__(self, module: CaptionModel, *, transform: Callable[[Image.Image], Tensor],
                  normalization: Normalization, data: tuple[dict[str, Any], str] | None = None,
                  checkpoint: str | None = None):
         self.module = module.eval()
@@ -91,7 +92,7 @@ class Captioner:
     @classmethod
     def from_checkpoint(
         cls, path: str | os.PathLike, *, device: str | torch.device | None = None, sha256: str | None = None,
-        config: str | os.PathLike | None = None,
+        config: str | os.PathLike | None = None, decoding: Mapping[str, Any] | None = None,
     ) -> Captioner:
         """Load a checkpoint written by `caption fit` (weights_only=True; vocabulary and settings included).
 
@@ -102,9 +103,12 @@ class Captioner:
             device: "cpu", "cuda", "cuda:1", ...; None picks the GPU when there is one.
             sha256: the URL's expected SHA-256 (required for a URL; a file that differs is refused).
             config: a YAML with a `data:` section, for checkpoints that do not store their data settings.
+            decoding: decoding settings that replace the checkpoint's (`caption.model.decoding.DecodingSettings`'
+                fields, e.g. {"beam_size": 3, "length_penalty": 0.5}).
         """
         url = str(path) if str(path).startswith(("https://", "http://")) else None
-        trained = load_trained(download_checkpoint(url, sha256=sha256) if url else path, config=config)
+        trained = load_trained(download_checkpoint(url, sha256=sha256) if url else path, config=config,
+                               decoding=decoding)
         checkpoint = url or str(trained.path)
         module, encoder = trained.module.to(pick_device(device)), trained.module.settings.encoder.name
         if trained.data is None:
@@ -163,10 +167,10 @@ class Captioner:
         num_captions: int | None = None,
     ) -> list[Caption] | list[list[Caption]]:
         """Captions of a batch: {"image": (B, 3, H, W)} prepared images, or {"annotations": (B, L, D)} from a
-        feature cache. `beam_size` (1: greedy) and `max_length` default to the checkpoint's. `num_captions` = n:
-        per image a list of its n best beams, best first (the beam is then at least n wide); fewer when the search
-        holds fewer than n distinct hypotheses (a short `max_length`, a small vocabulary), never a repeated or
-        impossible one (log-probability -inf)."""
+        feature cache. `beam_size` (1: greedy) and `max_length` default to the checkpoint's, in the model's
+        `generate`, which checks them. `num_captions` = n: per image a list of its n best beams, best first (the beam
+        is then at least n wide); fewer when the search holds fewer than n distinct hypotheses (a short `max_length`,
+        a small vocabulary), never a repeated or impossible one (log-probability -inf)."""
         check_decoding_arguments(beam_size=beam_size, max_length=max_length, num_captions=num_captions)
         inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
         decoded = self.module.generate(self.module.annotations(inputs), beam_size=beam_size, max_length=max_length,

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from caption.data.sources.image_files import BadImageError
 from caption.errors import CaptionError
-from caption.model.search import Caption
+from caption.model.captions import Caption
 
 ImageInput = str | os.PathLike | Image.Image | Tensor | bytes | bytearray | memoryview
 ENCODED = (bytes, bytearray, memoryview)  # an image file's bytes
@@ -114,7 +114,7 @@ def check_num_captions(num_captions: Any) -> None:
 
 def check_decoding_arguments(*, beam_size: Any, max_length: Any, num_captions: Any) -> None:
     """ValueError naming the first of a call's `beam_size`, `max_length` and `num_captions` that is neither None nor
-    an integer >= 1 (their bounds, which depend on the model: `caption.model.search.check_decoding`)."""
+    an integer >= 1 (their bounds, which depend on the model: `caption.model.decoding.check_decoding`)."""
     check_count("beam_size", beam_size, unset="the checkpoint's decoding.beam_size; 1 is greedy")
     check_count("max_length", max_length, unset="the checkpoint's decoding.max_caption_length")
     check_num_captions(num_captions)

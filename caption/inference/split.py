@@ -27,7 +27,8 @@ from caption.evaluation.scoring import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
 from caption.io.class_paths import checked, source_base
 from caption.io.outputs import write_text
-from caption.model.search import Caption
+from caption.model.captions import Caption
+from caption.model.search import beam_width
 
 
 def build_data(settings: dict[str, Any], origin: str) -> CaptionDataModule:
@@ -63,7 +64,7 @@ def evaluate(
     With `out`, the captions are written to out/captions.json before scoring, so they survive a failure there.
     `cache`: PTB tokens kept from an earlier call on the same data (`caption compare` tokenises the references once).
     """
-    beam_size = captioner.module.settings.decoding.beam_size if beam_size is None else beam_size
+    beam_size = beam_width(captioner.module.settings.decoding, beam_size=beam_size)  # reported with the scores
     data.setup("test" if split == "test" else "validate")
     loader = data.test_dataloader() if split == "test" else data.val_dataloader()
     captioned: list[Captioned] = []

@@ -1,35 +1,36 @@
 """The one reader of a trained checkpoint: the model, its vocabulary and its data settings from one read.
 
     trained = load_trained("runs/shapes_soft/checkpoints/last.ckpt")
-    trained.module          # the CaptionModule in eval mode, its settings in trained.module.settings
+    trained.module          # the CaptionModel in eval mode: its encoder, decoder, vocabulary and settings
     trained.vocabulary      # the words it was trained on
     trained.data            # the data settings it was trained with ({source: {class_path, init_args}, ...}), or None
 
 The file is read once, with `caption.io.checkpoints.read_checkpoint` (weights_only=True; the settings of checkpoints
-older than the grouped settings are moved into their groups there). `Captioner.from_checkpoint`, `caption evaluate`,
-`describe` and `compare` build on it.
+older than the grouped settings are moved into their groups there). The model is built from the checkpoint's settings
+(`caption.model.caption_model.ModelSettings`) and takes its weights strictly, the encoder's and the decoder's; what
+else the checkpoint holds is the training's (`TRAINING_STATE`) and is left out by name. `Captioner.from_checkpoint`,
+`caption evaluate`, `describe` and `compare` build on it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.core.saving import _load_state
+import torch
 from PIL import Image
 from torch import Tensor
 
 from caption.config.keys import dotted
 from caption.config.packaged import data_section
-from caption.errors import CaptionError, CheckpointError, ConfigError
-from caption.io.checkpoints import DATA_LINKS, find_checkpoint, has_encoder, read_checkpoint
+from caption.errors import ConfigError
+from caption.io.checkpoints import DATA_LINKS, find_checkpoint, read_checkpoint
 from caption.io.class_paths import ForeignClassError, checked, instantiate, source_base
-from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
+from caption.model.caption_model import CaptionModel, ModelSettings, with_checkpoint_weights, without_encoder_download
 from caption.model.vocabulary import Vocabulary
-from caption.training.module import CaptionModule
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
 
@@ -39,7 +40,7 @@ class TrainedModel:
     """What one read of a checkpoint written by `caption fit` gives."""
 
     path: Path  # the checkpoint file (a run folder's chosen one)
-    module: CaptionModule  # in eval mode, on the CPU (or `map_location`)
+    module: CaptionModel  # in eval mode, on the CPU (or `map_location`)
     data: dict[str, Any] | None  # the data settings it was trained with; None when neither it nor a config has them
     data_origin: str  # where `data` comes from: the checkpoint, or the config given
     data_problem: str | None  # why `data` is None: the message to show if the data is needed
@@ -50,14 +51,16 @@ class TrainedModel:
 
 
 def load_trained(
-    path: str | os.PathLike, *, config: str | os.PathLike | None = None, map_location: Any = "cpu"
+    path: str | os.PathLike, *, config: str | os.PathLike | None = None, map_location: Any = "cpu",
+    decoding: Mapping[str, Any] | None = None,
 ) -> TrainedModel:
     """The model, vocabulary and data settings of checkpoint `path` (a file; a run folder: the checkpoint
     `caption compare` picks there; or a model folder of `caption export`), read once (`config`: a YAML whose `data:` section replaces the checkpoint's data
-    settings, for checkpoints that do not store them)."""
+    settings, for checkpoints that do not store them; `decoding`: decoding settings that replace the checkpoint's, as
+    `caption test --model.decoding.*` does, checked as a config's are)."""
     path = find_checkpoint(Path(path))
     checkpoint = read_checkpoint(path, map_location=map_location)
-    module = build_module(path, checkpoint)
+    module = build_model(path, checkpoint, decoding=decoding)
     try:
         data, origin, problem = data_settings(checkpoint, path, config), str(config or path), None
     except ConfigError as error:
@@ -67,37 +70,29 @@ def load_trained(
     return TrainedModel(path=Path(path), module=module, data=data, data_origin=origin, data_problem=problem)
 
 
-def build_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> CaptionModule:
-    """The trained CaptionModule in eval mode, from what `read_checkpoint(path)` read. The encoder's weights are in
-    the checkpoint, so ImageNet weights are not fetched only to be overwritten."""
-    hyperparameters = checkpoint["hyper_parameters"]
-    if has_encoder(checkpoint):
-        hyperparameters["encoder"] = {**hyperparameters.get("encoder", {}), "weights": "none"}
-    try:  # what CaptionModule.load_from_checkpoint does after its own torch.load
-        module = _load_state(CaptionModule, checkpoint, strict=True)
-    except CaptionError:
-        raise
-    except Exception as error:
-        mismatch = is_model_folder(path) and weights_mismatch_of(checkpoint)
-        if mismatch:  # a model folder's weights beside the config.json of another model
-            raise CheckpointError(f"{Path(path) / WEIGHTS} does not fit the model {Path(path) / CONFIG} describes: "
-                                  f"{mismatch}; export the model again") from None
-        raise CheckpointError(
-            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
-            "was it written by another version of this project?"
-        ) from error
-    return module.eval()
+# what a checkpoint of `caption fit` holds beside the model's weights, the training's alone: the objective's state (hard
+# attention's baseline), and that baseline under its name of before it moved into the objective
+TRAINING_STATE = ("objective.", "baseline.value")
 
 
-def weights_mismatch_of(checkpoint: dict[str, Any]) -> str | None:
-    """What differs between a checkpoint's weights and those of the model its settings describe (None: they fit, or
-    the settings build no model)."""
-    settings = {key: value for key, value in checkpoint["hyper_parameters"].items() if key != "_instantiator"}
-    try:
-        expected = CaptionModule(**settings).state_dict()
-    except (CaptionError, TypeError, ValueError, RuntimeError):  # the settings are at fault: the caller says so
-        return None
-    return weights_mismatch(expected, checkpoint["state_dict"])
+def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,
+                decoding: Mapping[str, Any] | None = None) -> CaptionModel:
+    """The trained CaptionModel in eval mode, from what `read_checkpoint(path)` read: built from the checkpoint's
+    settings, with the encoder's and the decoder's weights loaded strictly (`TRAINING_STATE` left out). The
+    encoder's weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten."""
+    hyperparameters = without_encoder_download(checkpoint)
+    groups = {field.name: hyperparameters[field.name] for field in fields(ModelSettings) if field.name in hyperparameters}
+    if decoding:
+        groups["decoding"] = {**(groups.get("decoding") or {}), **decoding}
+    weights = {name: value for name, value in checkpoint["state_dict"].items() if not name.startswith(TRAINING_STATE)}
+
+    def build() -> CaptionModel:
+        model = CaptionModel(vocabulary=Vocabulary(hyperparameters["vocabulary"]), settings=ModelSettings.of(**groups))
+        if (hyperparameters.get("optimization") or {}).get("compile"):  # trained compiled: it decodes compiled too
+            model.decoder.step = torch.compile(model.decoder.step)
+        return model
+
+    return with_checkpoint_weights(build, weights, path=path)
 
 
 def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: str | os.PathLike | None) -> dict[str, Any]:

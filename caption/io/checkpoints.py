@@ -8,7 +8,8 @@ folder of `caption export` (safetensors weights and a JSON config, `caption.io.m
 dict, without unpickling anything, so every reader takes one where it takes a checkpoint. torch does not check the
 CRC-32 checksums its zip format stores with every record, so a flipped bit would load as a changed weight without a
 word: `zip_damage` checks them first (zipfile's testzip, about half the time of the load itself). The class
-paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
+paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used (what an older version
+wrote upgraded first, in one call: `caption.legacy.checkpoints.upgraded`), and `SafeCheckpointIO`
 writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
 previous file whole. What you see for each failure: docs/reliability.md.
 """
@@ -21,7 +22,7 @@ import re
 import warnings
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.error import URLError
@@ -37,8 +38,7 @@ from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import check_checkpoint_classes
 from caption.io.model_folder import CONFIG, is_model_folder, read_model_folder
 from caption.io.outputs import write_atomically
-from caption.legacy.moved import with_new_class_paths
-from caption.legacy.settings import grouped
+from caption.legacy.checkpoints import upgraded
 
 
 def zip_damage(path: _PATH) -> str | None:
@@ -72,9 +72,21 @@ def zip_damage(path: _PATH) -> str | None:
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     """torch.load(path, weights_only=True) once its zip checksums are verified, with errors that name the file and
     say what to do; for a folder, the model folder of `caption export` it holds
-    (`caption.io.model_folder.read_model_folder`), as the same dict."""
+    (`caption.io.model_folder.read_model_folder`), as the same dict. What older versions wrote is upgraded first, in
+    one call (`caption.legacy.checkpoints.upgraded`: 0.2.0's class paths, 0.1's flat settings), then the classes it
+    names are checked before any of it is used."""
     if Path(path).is_dir():
-        return checked_checkpoint(read_model_folder(path, map_location=map_location), origin=Path(path) / CONFIG)
+        checkpoint, origin = read_model_folder(path, map_location=map_location), str(Path(path) / CONFIG)
+    else:
+        checkpoint, origin = loaded_checkpoint(path, map_location=map_location), f"checkpoint {path}"
+    checkpoint = upgraded(checkpoint, origin=origin)
+    check_checkpoint_classes(checkpoint, origin=origin)
+    return checkpoint
+
+
+def loaded_checkpoint(path: _PATH, *, map_location: Any) -> dict[str, Any]:
+    """Checkpoint file `path` as torch.load(weights_only=True) reads it once its zip checksums are verified, if it is
+    one of this project's (hyperparameters with a vocabulary); else a CheckpointError naming it and what to do."""
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
@@ -108,17 +120,6 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             f"{path}: not a checkpoint of this project (no mapping of hyperparameters with a vocabulary): it was not "
             "written by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
-    return checked_checkpoint(checkpoint, origin=f"checkpoint {path}")
-
-
-def checked_checkpoint(checkpoint: dict[str, Any], *, origin: str | Path) -> dict[str, Any]:
-    """A checkpoint's class paths read as their current names and checked before any of it is used, and its settings
-    of 0.1 moved into their groups."""
-    for key in ("hyper_parameters", "datamodule_hyper_parameters"):  # the class paths of caption 0.2.0's flat layout
-        if key in checkpoint:
-            checkpoint[key] = with_new_class_paths(checkpoint[key], origin=str(origin))
-    check_checkpoint_classes(checkpoint, origin=str(origin))
-    checkpoint["hyper_parameters"] = grouped(checkpoint["hyper_parameters"])
     return checkpoint
 
 
@@ -152,13 +153,26 @@ def find_checkpoint(path: Path) -> Path:
     `Captioner.from_checkpoint` take a run folder for a checkpoint through this one choice."""
     if path.is_file() or is_model_folder(path):
         return path
+    return run_folder_checkpoint(path)[0]
+
+
+def found_checkpoint(path: Path) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint `find_checkpoint` picks for `path`, with what `read_checkpoint` read of it: the file is read once
+    (`find_checkpoint`, then `read_checkpoint`, would read a run folder's twice)."""
+    if path.is_file() or is_model_folder(path):
+        return path, read_checkpoint(path)
+    return run_folder_checkpoint(path)
+
+
+def run_folder_checkpoint(path: Path) -> tuple[Path, dict[str, Any]]:
+    """`find_checkpoint`'s choice in run folder `path`, with what it read there."""
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such checkpoint file or run folder")
     checkpoints = list(path.rglob("*.ckpt"))
     kinds = [newest_first({p for p in checkpoints if p.match(kind)}) for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt")]
     found = first_readable(dict.fromkeys(p for kind in kinds for p in kind), where=str(path))  # each file once
     if found is not None:
-        return found[0]
+        return found
     raise CheckpointError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
 
 
@@ -177,10 +191,6 @@ def with_run_checkpoint(args: list[str]) -> list[str]:
     return result
 
 
-# model settings that make the trained model what it is: a checkpoint's weights only fit the values it was trained with
-MODEL_DEFINING = ("attention.kind", "attention.dim", "attention.layers", "attention.gate", "encoder.name",
-                  "encoder.grid", "encoder.channels", "encoder.kernel_sizes", "encoder.coordinates", "decoder.embed_dim",
-                  "decoder.hidden_dim", "decoder.init_layers", "decoder.prev_word_output", "decoder.context_output")
 # model settings the CLI links into the data module (`data.encoder` ...): a feature cache is checked against them
 DATA_LINKS = {"encoder.name": "encoder", "encoder.weights": "encoder_weights", "encoder.freeze": "freeze_encoder",
               "encoder.grid": "encoder_grid"}
@@ -191,15 +201,18 @@ def plain(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
-def check_model_settings(path: _PATH, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]]) -> None:
+def check_model_settings(
+    path: _PATH, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]], *, defining: Collection[str],
+) -> None:
     """A CheckpointError in one line naming every setting of `given` ({dotted key: (value, where it was given)}) that
-    would change the model checkpoint `path` was trained as (`MODEL_DEFINING`), with both values: such a setting can be
-    neither applied to the trained weights nor silently dropped."""
+    would change the model checkpoint `path` was trained as (one of `defining`, the dotted keys of the settings that
+    define its weights, which the caller passes in), with both values: such a setting can be neither applied to the
+    trained weights nor silently dropped."""
     trained = dotted(checkpoint["hyper_parameters"])
     conflicts = [
         f"model.{key} is {plain(value)!r} {where} but {path} was trained with {plain(trained[key])!r}"
         for key, (value, where) in given.items()
-        if key in MODEL_DEFINING and key in trained and plain(value) != plain(trained[key])
+        if key in defining and key in trained and plain(value) != plain(trained[key])
     ]
     if conflicts:
         raise CheckpointError(

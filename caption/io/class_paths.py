@@ -6,7 +6,7 @@ One rule holds for every command and the Python API: a class path read from a fi
 modules of the project, Lightning, torch and torchvision (`TRUSTED_PACKAGES`) or modules the user named (`--import
 MODULE` on the command line, `named_modules`; in Python, by importing it first); anything else is refused in one line
 naming the file, the key and the value, before anything is imported (`may_import`, `not_importable`). The Lightning
-commands apply it to jsonargparse's parsing (`caption.cli._class_paths`); here, a class a checkpoint or a config given
+commands apply it to jsonargparse's parsing (`caption.cli.lightning.class_paths`); here, a class a checkpoint or a config given
 to `describe/evaluate/compare` names is moreover looked up only among the imported subclasses of the expected base,
 so `os.system`, `builtins.eval` or a project class of another kind is refused before anything is called or built.
 

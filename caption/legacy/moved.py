@@ -1,5 +1,6 @@
-"""Where each module of the flat layout (caption 0.2.0, every module beside the others under caption/) lives now, so
-that the class paths configs and checkpoints of then name (`caption.data.shapes.ShapesSource`) keep working.
+"""Where each module of the flat layout (caption 0.2.0, every module beside the others under caption/), and each
+module moved since, lives now, so that the class paths configs and checkpoints of then name
+(`caption.data.shapes.ShapesSource`, `caption.cli._prediction_writer.CaptionWriter`) keep working.
 
 `new_class_path` names a class's new path; the checkpoint reader and the class-path lookup (`caption.io`) use it;
 `moved_modules()` lets the `caption` command import a module by its old name while a config of then is parsed.
@@ -19,7 +20,7 @@ from typing import Any
 
 from caption.errors import CaptionWarning
 
-# module of the flat layout -> the module it is now
+# module of the flat layout, or of a later release's tree -> the module it is now
 MOVED = {
     "caption.allocator": "caption.training.allocator",
     "caption.attention": "caption.model.attention",
@@ -30,22 +31,34 @@ MOVED = {
     "caption.checkpoints": "caption.io.checkpoints",
     "caption.class_paths": "caption.io.class_paths",
     "caption.commands": "caption.cli",
-    "caption.commands.argument_parser": "caption.cli._lightning_parser",
-    "caption.commands.checkpoint_path": "caption.cli._checkpoint_settings",
-    "caption.commands.common": "caption.cli._options",
+    "caption.commands.argument_parser": "caption.cli.lightning.parser",
+    "caption.commands.checkpoint_path": "caption.cli.lightning.checkpoint_settings",
+    "caption.commands.common": "caption.cli.options",
     "caption.commands.compare": "caption.cli.compare",
     "caption.commands.describe": "caption.cli.describe",
     "caption.commands.evaluate": "caption.cli.evaluate",
     "caption.commands.features": "caption.cli.features",
-    "caption.commands.given": "caption.cli._given",
-    "caption.commands.lightning": "caption.cli.lightning",
+    "caption.commands.given": "caption.cli.lightning.given",
+    "caption.commands.lightning": "caption.cli.lightning.commands",
     "caption.commands.migrate_config": "caption.cli.migrate_config",
-    "caption.commands.predict_arguments": "caption.cli._predict_arguments",
-    "caption.commands.prediction_writer": "caption.cli._prediction_writer",
-    "caption.commands.quiet_lightning": "caption.cli._quiet_lightning",
-    "caption.commands.run_folders": "caption.cli._run_folders",
-    "caption.commands.run_outputs": "caption.cli._run_outputs",
+    "caption.commands.predict_arguments": "caption.cli.lightning.predict_arguments",
+    "caption.commands.prediction_writer": "caption.cli.lightning.prediction_writer",
+    "caption.commands.quiet_lightning": "caption.cli.lightning.console",
+    "caption.commands.run_folders": "caption.cli.lightning.run_folders",
+    "caption.commands.run_outputs": "caption.cli.lightning.run_files",
     "caption.commands.serve": "caption.cli.serve",
+    "caption.cli._checkpoint_settings": "caption.cli.lightning.checkpoint_settings",
+    "caption.cli._class_paths": "caption.cli.lightning.class_paths",
+    "caption.cli._given": "caption.cli.lightning.given",
+    "caption.cli._lightning_parser": "caption.cli.lightning.parser",
+    "caption.cli._options": "caption.cli.options",
+    "caption.cli._predict_arguments": "caption.cli.lightning.predict_arguments",
+    "caption.cli._prediction_writer": "caption.cli.lightning.prediction_writer",
+    "caption.cli._quiet_lightning": "caption.cli.lightning.console",
+    "caption.cli._run_folders": "caption.cli.lightning.run_folders",
+    "caption.cli._run_outputs": "caption.cli.lightning.run_files",
+    "caption.cli._short_help": "caption.cli.lightning.short_help",
+    "caption.cli._commands": "caption.cli",
     "caption.compat": "caption.legacy.settings",
     "caption.console": "caption.config.console",
     "caption.data.annotation_files": "caption.data.sources.annotation_files",

@@ -3,9 +3,9 @@ now, and the options of describe, evaluate, compare and serve renamed to `captio
 
 `RENAMED` maps each flat key (`model.embed_dim`) to its group's (`model.decoder.embed_dim`), `RENAMED_OPTIONS` each
 option of 0.1 (`--beam_size`) to its new name. Only the readers of 0.1's files use it: the checkpoint reader
-(`caption.io.checkpoints.read_checkpoint`, through `grouped`), `caption migrate-config` (`is_old`, `moved`) and the
-parsers' error paths (`renamed_hint`, `renamed_option_hint`). No torch here, so those answer at once. The migration:
-docs/settings.md#migration-from-01.
+(`caption.io.checkpoints.read_checkpoint`, through `grouped` in `caption.legacy.checkpoints.upgraded`),
+`caption migrate-config` (`is_old`, `moved`) and the parsers' error paths (`renamed_hint`, `renamed_option_hint`). No
+torch here, so those answer at once. The migration: docs/settings.md#migration-from-01.
 """
 
 import re
@@ -37,7 +37,7 @@ RENAMED = {
 }
 GROUPS = {new.partition(".")[0] for new in RENAMED.values()}
 # The options of `caption describe`, `evaluate`, `compare` and `serve` in 0.1, and their names since 0.2: those of
-# `caption fit`, `test` and `predict` for the same knob (caption.cli._options).
+# `caption fit`, `test` and `predict` for the same knob (caption.cli.options).
 RENAMED_OPTIONS = {
     "--beam_size": "--model.decoding.beam_size",
     "--max_length": "--model.decoding.max_caption_length",

@@ -20,9 +20,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from caption.errors import check_range
+from caption.model.decoding import HardEvalContext
+from caption.model.weight_settings import defines_weights
 
 AttentionKind = Literal["soft", "hard"]
-HardEvalContext = Literal["expected", "argmax", "sample"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ class AttentionSettings:
         inverse_temperature: multiplies the attention logits before the softmax (0: uniform α).
     """
 
-    kind: AttentionKind = "soft"            # paper: both; soft is the one trained by backpropagation alone
-    dim: int = 512                          # original code: f_att's hidden layer is ctx_dim (512) wide
-    layers: int = 2                         # original code (COCO): n_layers_att=2
-    gate: bool = True                       # paper sec. 4.2.1; original code: selector=True
-    inverse_temperature: float = 1.0        # original code: temperature=1
+    kind: AttentionKind = defines_weights("soft")   # paper: both; soft is the one trained by backpropagation alone
+    dim: int = defines_weights(512)                 # original code: f_att's hidden layer is ctx_dim (512) wide
+    layers: int = defines_weights(2)                # original code (COCO): n_layers_att=2
+    gate: bool = defines_weights(True)              # paper sec. 4.2.1; original code: selector=True
+    inverse_temperature: float = 1.0                # original code: temperature=1
 
     def __post_init__(self) -> None:
         check_range("attention.dim", self.dim, low=1)

@@ -17,7 +17,9 @@ import torch
 from torch import Tensor, nn
 
 from caption.errors import ConfigError, check_range
-from caption.model.attention import ATTENTIONS, AdditiveScorer, AttentionSettings, HardAttention, HardEvalContext
+from caption.model.attention import ATTENTIONS, AdditiveScorer, AttentionSettings, HardAttention
+from caption.model.decoding import HardEvalContext
+from caption.model.weight_settings import defines_weights
 
 
 @dataclass
@@ -72,12 +74,12 @@ class DecoderSettings:
         dropout: dropout probability on h_t and on the deep output's hidden layer.
     """
 
-    embed_dim: int = 512            # original code (COCO): dim_word=512
-    hidden_dim: int = 1800          # original code (COCO): dim=1800
-    init_layers: int = 2            # original code (COCO): n_layers_init=2
-    prev_word_output: bool = True   # paper eq. 7; original code: prev2out=True
-    context_output: bool = True     # paper eq. 7; original code: ctx2out=True
-    dropout: float = 0.5            # paper: dropout; original code: use_dropout=True, p = 0.5
+    embed_dim: int = defines_weights(512)           # original code (COCO): dim_word=512
+    hidden_dim: int = defines_weights(1800)         # original code (COCO): dim=1800
+    init_layers: int = defines_weights(2)           # original code (COCO): n_layers_init=2
+    prev_word_output: bool = defines_weights(True)  # paper eq. 7; original code: prev2out=True
+    context_output: bool = defines_weights(True)    # paper eq. 7; original code: ctx2out=True
+    dropout: float = 0.5                            # paper: dropout; original code: use_dropout=True, p = 0.5
 
     def __post_init__(self) -> None:
         check_range("decoder.init_layers", self.init_layers, low=1)

@@ -6,21 +6,28 @@ ResNet-50/101/152: layer4, average-pooled adaptively to `grid` × grid (default 
 Every torchvision encoder is split into five `stages` for fine-tuning (`caption.training.finetuning`). `SmallVGG` keeps
 the VGG pattern at a few channels, so the built-in data trains end to end on a CPU; its pretrained weights come from
 `caption pretrain-encoder` (`model.encoder.weights: runs/shapes_encoder`, a classifier of the data's objects) or
-another run's checkpoint (`runs/shapes_soft`), then frozen as the paper's VGG is. Choosing one:
+another run's checkpoint (`runs/shapes_soft`), then frozen as the paper's VGG is. Where the weights come from and how
+they are read (ImageNet, a file, a run folder): `caption.model.encoder_weights`. Choosing one:
 docs/datasets.md#choosing-an-encoder.
 """
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
 from torchvision import models
 
-from caption.errors import CaptionError, CheckpointError, ConfigError, check_range
-from caption.io.checkpoints import find_checkpoint, read_checkpoint, zip_damage
+from caption.errors import ConfigError, check_range
+from caption.model.encoder_weights import (  # the names marked F401 are still importable from here, their first home
+    PRETRAINED_FILE,  # noqa: F401
+    EncoderWeightsError,  # noqa: F401
+    load_run_weights,
+    load_state,
+    pretrained_file,  # noqa: F401
+    torchvision_state_dict,
+)
+from caption.model.weight_settings import defines_weights
 
 EncoderName = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "small_vgg"]
 
@@ -39,7 +46,6 @@ TORCHVISION_RESNET = {
 }
 TORCHVISION_ENCODERS = (*TORCHVISION_VGG, *TORCHVISION_RESNET)
 RESNET_GRID = 14  # the ResNets' grid when model.encoder.grid is not set: the paper's L = 196
-PRETRAINED_FILE = "encoder.pt"  # what `caption pretrain-encoder` writes: the encoder's own state dict
 STAGES = 5  # ResNet: stem, layer1-4; VGG: conv blocks 1-5 (`.stages` of the torchvision encoders)
 
 
@@ -66,16 +72,16 @@ class EncoderSettings:
         coordinates: small_vgg only: add x and y as input channels, so annotations know their place.
     """
 
-    name: EncoderName = "vgg16"                     # paper: Oxford VGGnet, depth not stated (vgg19 works too)
+    name: EncoderName = defines_weights("vgg16")    # paper: Oxford VGGnet, depth not stated (vgg19 works too)
     weights: str = "imagenet"                       # paper: pretrained on ImageNet
     freeze: bool = True                             # paper: not fine-tuned (what lets the feature cache work)
     frozen_epochs: int = 0                          # ours: fine-tuning is beyond the paper
     finetune_stages: int | None = None              # ours: all stages
     learning_rate: float | None = None              # ours: the model's
-    grid: int | None = None                         # paper: VGG's conv5 map as it is, 14x14 (L = 196) at 224x224
-    channels: tuple[int, ...] = (16, 32, 64, 128)   # ours: small_vgg, the built-in data's CNN
-    kernel_sizes: tuple[int, ...] | None = None     # ours: 3x3 as VGG's
-    coordinates: bool = False                       # ours
+    grid: int | None = defines_weights(None)        # paper: VGG's conv5 map as it is, 14x14 (L = 196) at 224x224
+    channels: tuple[int, ...] = defines_weights((16, 32, 64, 128))  # ours: small_vgg, the built-in data's CNN
+    kernel_sizes: tuple[int, ...] | None = defines_weights(None)    # ours: 3x3 as VGG's
+    coordinates: bool = defines_weights(False)      # ours
 
     def __post_init__(self) -> None:
         check_range("encoder.frozen_epochs", self.frozen_epochs, low=0)
@@ -96,10 +102,6 @@ class EncoderSettings:
                               "with the decoder: leave them unset")
 
 
-class EncoderWeightsError(CaptionError):
-    """The requested encoder weights cannot be found or read."""
-
-
 def imagenet_weights(name: str) -> models.WeightsEnum:
     """The ImageNet weights of torchvision encoder `name`: their URL names the file, their preset is the transform."""
     return TORCHVISION_VGG[name][1] if name in TORCHVISION_VGG else TORCHVISION_RESNET[name][1]
@@ -109,59 +111,6 @@ def annotation_grid(name: str, grid: int | None) -> int | None:
     """The side of the grid an encoder pools its last conv map to: `grid`, or 14 for a ResNet when None;
     None for a VGG means no pooling (its conv5 map as it is: H/16 × W/16)."""
     return RESNET_GRID if grid is None and name in TORCHVISION_RESNET else grid
-
-
-def _imagenet_state_dict(name: str) -> dict[str, Tensor]:
-    weights = imagenet_weights(name)
-    filename = os.path.basename(weights.url)
-    folder = Path(torch.hub.get_dir()) / "checkpoints"
-    try:
-        return weights.get_state_dict(progress=True, check_hash=True, map_location="cpu", weights_only=True)
-    except Exception as error:  # no network, bad file: tell the user where the file goes
-        raise EncoderWeightsError(
-            f"could not load ImageNet weights for {name} ({error.__class__.__name__}: {error}). "
-            f"Download {weights.url} and put it at {folder / filename} "
-            f"(the folder is $TORCH_HOME/hub/checkpoints/), or set model.encoder.weights to a local file."
-        ) from error
-
-
-def _file_state_dict(path: str, *, family: str, example: str) -> dict[str, Tensor]:
-    """A torchvision-format state dict read with weights_only=True; refused unless it has keys like `example`."""
-    if not Path(path).is_file():
-        raise EncoderWeightsError(f"encoder weights file {path} does not exist")
-    try:
-        damage = zip_damage(path)  # torch itself does not check the checksums of its zip records
-        if damage is not None:
-            raise EncoderWeightsError(f"cannot read encoder weights {path}: {damage}")
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except EncoderWeightsError:
-        raise
-    except Exception as error:
-        raise EncoderWeightsError(f"cannot read encoder weights {path}: {error}") from error
-    prefix = example.split(".")[0] + "."
-    if not isinstance(state, dict) or not any(isinstance(key, str) and key.startswith(prefix) for key in state):
-        raise EncoderWeightsError(f"{path} is not a torchvision {family} state dict (expected keys like '{example}')")
-    return state
-
-
-def _load(module: nn.Module, state: dict[str, Tensor], *, name: str, weights: str, layers: str) -> None:
-    """Load `state` into `module` strictly, naming the weights and the encoder if they do not fit."""
-    try:
-        module.load_state_dict(state)
-    except RuntimeError as error:
-        origin = f"the ImageNet weights of {name}" if weights == "imagenet" else weights
-        summary = " ".join(str(error).split())[:300]
-        raise EncoderWeightsError(
-            f"{origin} do not fit {name}'s layers {layers}: is it a torchvision {name} state dict? ({summary})"
-        ) from None
-
-
-def pretrained_file(weights: str) -> str | None:
-    """The file `caption pretrain-encoder` wrote, when `weights` names it or its folder; else None."""
-    path = Path(weights)
-    if path.is_dir() and (path / PRETRAINED_FILE).is_file():
-        return str(path / PRETRAINED_FILE)
-    return weights if path.name == PRETRAINED_FILE else None
 
 
 def pooled_annotations(features: Tensor, pool: nn.Module) -> Tensor:
@@ -190,14 +139,14 @@ class TorchvisionVGG(nn.Module):
             self.features = builder(weights=None).features[:depth]
         else:  # just the layers used (the classifier's 120M parameters are slow to build), then loaded
             self.features = models.vgg.make_layers(models.vgg.cfgs[layers])[:depth]
-            state = (_imagenet_state_dict(name) if weights == "imagenet"
-                     else _file_state_dict(pretrained_file(weights) or weights, family="VGG", example="features.0.weight"))
+            state = torchvision_state_dict(weights, name=name, imagenet=imagenet_weights(name), family="VGG",
+                                           example="features.0.weight")
             kept = {  # the layers before `depth`, keyed relative to `features`; the classifier is not used
                 key.removeprefix("features."): value
                 for key, value in state.items()
                 if key.startswith("features.") and int(key.split(".")[1]) < depth
             }
-            _load(self.features, kept, name=name, weights=weights, layers=f"features[:{depth}]")
+            load_state(self.features, kept, name=name, weights=weights, layers=f"features[:{depth}]")
         self.pool = nn.AdaptiveAvgPool2d(grid) if grid is not None else nn.Identity()
         self.dim = 512
         self.grid = grid
@@ -247,11 +196,10 @@ class TorchvisionResNet(nn.Module):
         self.conv1, self.bn1, self.relu, self.maxpool = resnet.conv1, resnet.bn1, resnet.relu, resnet.maxpool
         self.layer1, self.layer2, self.layer3, self.layer4 = resnet.layer1, resnet.layer2, resnet.layer3, resnet.layer4
         if weights != "none":
-            state = (_imagenet_state_dict(name) if weights == "imagenet"
-                     else _file_state_dict(pretrained_file(weights) or weights, family="ResNet",
-                                       example="layer4.0.conv1.weight"))
+            state = torchvision_state_dict(weights, name=name, imagenet=imagenet_weights(name), family="ResNet",
+                                           example="layer4.0.conv1.weight")
             kept = {key: value for key, value in state.items() if not key.startswith("fc.")}
-            _load(self, kept, name=name, weights=weights, layers="conv1 ... layer4")
+            load_state(self, kept, name=name, weights=weights, layers="conv1 ... layer4")
         self.pool = nn.AdaptiveAvgPool2d(grid)
         self.dim = 2048
         self.grid = grid
@@ -319,32 +267,8 @@ class SmallVGG(nn.Module):
 
     def load_from_run(self, path: str) -> None:
         """The encoder weights of `caption pretrain-encoder` (its folder, or its encoder.pt), or of a `caption fit`
-        checkpoint or run folder (its newest best checkpoint's encoder)."""
-        pretrained = pretrained_file(path)
-        if pretrained is not None:
-            state = _file_state_dict(pretrained, family="small_vgg", example="features.0.weight")
-            checkpoint = Path(pretrained)
-        else:
-            try:
-                checkpoint = find_checkpoint(Path(path))
-                state = {key.removeprefix("encoder."): value
-                         for key, value in read_checkpoint(checkpoint)["state_dict"].items() if key.startswith("encoder.")}
-            except CheckpointError as error:
-                untrained = not Path(path).exists() or Path(path).is_dir() and not any(Path(path).rglob("*.ckpt"))
-                hint = (". Train it first (the shapes recipe's stage 0: caption pretrain-encoder --config "
-                        "shapes_encoder; or stage 1 from random weights: caption fit --config shapes_soft_scratch)"
-                        ) if untrained else ""
-                raise EncoderWeightsError(f"model.encoder.weights: {error}{hint}") from None
-        if not state:
-            raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
-        try:
-            self.load_state_dict(state)
-        except RuntimeError as error:
-            summary = " ".join(str(error).split())[:300]
-            raise EncoderWeightsError(
-                f"model.encoder.weights: the encoder of {checkpoint} does not fit this small_vgg: use its run's "
-                f"model.encoder.channels, model.encoder.kernel_sizes and model.encoder.coordinates ({summary})"
-            ) from None
+        checkpoint or run folder (its newest best checkpoint's encoder): `caption.model.encoder_weights`."""
+        load_run_weights(self, path)
 
     @property
     def receptive_field(self) -> int:

@@ -4,7 +4,8 @@ All three run every image of a batch at once (beam search keeps B×k rows, reord
 arithmetic on tensors; no Python loop over images or beams; the k rows of an image share its
 annotations and their projection, see `caption.model.attention`), stop at `max_length` words even when
 a hypothesis never emits <end>, and return the per-word attention α (T×L) and gate β of the
-chosen caption so that it can be drawn (sec. 5.4).
+chosen caption so that it can be drawn (sec. 5.4). `generate` decodes as a trained model does, with its decoding
+settings: a call's beam size, length and number of captions are defaulted and checked there, once.
 
 Notation: B images, k beams, T ≤ max_length generated words, L locations, V words.
 """
@@ -15,70 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from caption.errors import ConfigError, check_range
+from caption.errors import ConfigError
 from caption.io.outputs import size_text
-from caption.model.attention import HardEvalContext
+from caption.model.captions import Decoded
 from caption.model.decoder import Decoder, DecoderState
+from caption.model.decoding import DecodingSettings, check_decoding
 from caption.model.vocabulary import Vocabulary
-
-
-@dataclass(frozen=True)
-class DecodingSettings:
-    """How captions are generated at test time and in inference (`model.decoding:` in a config). These settings
-    change no weight: `caption test --model.decoding.beam_size 5 --ckpt_path ...` overrides a checkpoint's.
-
-    Args:
-        max_caption_length: words generated at most.
-        beam_size: beam width (1: greedy); validation always decodes greedily.
-        length_penalty: rank final beams by log p / length^length_penalty (0: raw log-probability).
-        hard_eval_context: hard attention: the context at evaluation, "expected" (original code), "argmax" or
-            "sample".
-    """
-
-    max_caption_length: int = 30                      # ours (original code: maxlen=200, never reached)
-    beam_size: int = 5                                # original code: generate_caps.py k=5
-    length_penalty: float = 0.0                       # original code: generate_caps.py normalize=False
-    hard_eval_context: HardEvalContext = "expected"   # original code: decodes with the expected context
-
-    def __post_init__(self) -> None:
-        check_decoding(beam_size=self.beam_size, max_caption_length=self.max_caption_length)
-        check_range("decoding.length_penalty", self.length_penalty, low=0)
-
-
-def check_decoding(*, beam_size: int, max_caption_length: int, num_captions: int = 1,
-                   vocabulary_size: int | None = None) -> None:
-    """ConfigError naming the decoding setting that cannot work: the one check of beam sizes and lengths, for
-    configs, `Captioner` calls and the commands' flags alike. With `vocabulary_size` (V, special tokens included),
-    also a beam wider than the captions the search can hold (`distinct_captions`)."""
-    check_range("decoding.beam_size", beam_size, low=1)
-    check_range("decoding.max_caption_length", max_caption_length, low=1)
-    if not 1 <= num_captions <= beam_size:
-        raise ConfigError(f"num_captions must be between 1 and the beam size ({beam_size}), got {num_captions}")
-    if vocabulary_size is not None and beam_size > (most := distinct_captions(vocabulary_size, max_caption_length)):
-        raise ConfigError(
-            f"decoding.beam_size is {beam_size}, but this model's search holds at most {most} distinct captions "
-            f"({vocabulary_size - 2} words to choose from, <end> among them, and at most {max_caption_length} words "
-            f"a caption): a wider beam only adds impossible ones; give at most {most}")
-
-
-def distinct_captions(vocabulary_size: int, max_length: int) -> int:
-    """How many captions of at most `max_length` words the search can tell apart, over a vocabulary of V tokens of
-    which W = V - 2 can be generated (<pad> and <start> never are; <end> ends a caption): t words then <end> for
-    t < max_length, or max_length words: the sum over t = 0..max_length of (W - 1)^t, counted up to COUNTED_UP_TO."""
-    others = max(vocabulary_size - 3, 0)  # W - 1: the words other than <end>
-    if others <= 1:
-        return min(max_length + 1 if others else 1, COUNTED_UP_TO)
-    total, power = 0, 1
-    for _ in range(max_length + 1):
-        total += power
-        if total >= COUNTED_UP_TO:
-            return COUNTED_UP_TO
-        power *= others
-    return total
-
-
-COUNTED_UP_TO = 10**18  # distinct captions are counted up to this (any beam that fits in memory is narrower)
-
 
 BYTES_PER_VALUE = 4  # the search's scores and weights are float32
 
@@ -127,42 +70,6 @@ def check_search_memory(*, images: int, beam_size: int, locations: int, attentio
         f"{images}x{beam_size} rows keeps {locations} locations x {attention_dim} attention units, {vocabulary_size} "
         f"word scores and {max_length} words x {locations} weights), more than the {size_text(free)} free on "
         f"{device}: use a beam of at most {fits} (decoding.beam_size, num_captions) or fewer images at once")
-
-
-@dataclass
-class Caption:
-    """One image's caption and where the model looked for each of its T words (<end> not included)."""
-
-    text: str  # the words joined by spaces
-    words: list[str]
-    alpha: Tensor  # attention weights over the L locations, one row per word   (T, L)
-    beta: Tensor  # gate β of each word                                          (T,)
-    locations: Tensor | None  # hard attention: the sampled location s_t        (T,)
-    log_prob: float  # log p(caption | image), <end> included
-
-
-@dataclass
-class Decoded:
-    """Generated captions, one per image (n per image, best first, from `beam_search(num_best=n)`): B·n rows.
-    Token rows hold words, then <end> if emitted, then <pad>."""
-
-    tokens: Tensor  # word ids after <start>                         (B·n, T)
-    log_prob: Tensor  # log p(caption | a), <end> included             (B·n,)
-    alpha: Tensor  # attention weights for every generated word       (B·n, T, L)
-    beta: Tensor  # gate β for every generated word                   (B·n, T)
-    location: Tensor | None  # hard attention: chosen location s_t    (B·n, T)
-    lengths: Tensor  # generated words, <end> included                (B·n,)
-
-    def captions(self, vocabulary: Vocabulary) -> list[Caption]:
-        """One `Caption` per image, on the CPU, α and β cut to the caption's words."""
-        captions = []
-        for row in range(self.tokens.shape[0]):
-            words = vocabulary.decode(self.tokens[row])
-            T = len(words)
-            alpha, beta = self.alpha[row, :T].float().cpu(), self.beta[row, :T].float().cpu()  # (T, L), (T,)
-            locations = None if self.location is None else self.location[row, :T].cpu()  # (T,)
-            captions.append(Caption(" ".join(words), words, alpha, beta, locations, float(self.log_prob[row])))
-        return captions
 
 
 def _next_log_probs(
@@ -280,6 +187,32 @@ def beam_search(
         location=None if location is None else location[best],
         lengths=lengths.view(-1)[best],
     )
+
+
+def beam_width(decoding: DecodingSettings, *, beam_size: int | None = None, num_captions: int = 1) -> int:
+    """The beam a search for `num_captions` captions per image runs with: `beam_size` when given, else the model's
+    decoding.beam_size, widened to num_captions (the n best need a beam at least n wide)."""
+    return max(decoding.beam_size, num_captions) if beam_size is None else beam_size
+
+
+def generate(
+    decoder: Decoder, annotations: Tensor, *, decoding: DecodingSettings, beam_size: int | None = None,
+    max_length: int | None = None, num_captions: int = 1,
+) -> Decoded:
+    """Captions for a batch of annotations (B, L, D): greedy when the beam is 1, else beam search. The one place a
+    call's decoding knobs are defaulted and checked: `beam_size` and `max_length` default to the model's
+    decoding.beam_size and decoding.max_caption_length (`beam_width`); `num_captions` = n > 1: the n best beams of
+    each image, best first (B·n rows). A beam asked for that is wider than the captions the search can hold is a
+    ConfigError (`check_decoding`), as are n more than the beam and a search larger than the memory free
+    (`beam_search`: `check_decoding`, `check_search_memory`)."""
+    max_length = decoding.max_caption_length if max_length is None else max_length
+    check_decoding(beam_size=beam_width(decoding, beam_size=beam_size), max_caption_length=max_length,
+                   vocabulary_size=decoder.output_words.out_features)
+    width = beam_width(decoding, beam_size=beam_size, num_captions=num_captions)
+    if width == 1 and num_captions == 1:
+        return greedy(decoder, annotations, max_length=max_length)
+    return beam_search(decoder, annotations, beam_size=width, max_length=max_length,
+                       length_penalty=decoding.length_penalty, num_best=num_captions)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from caption.errors import CaptionError, ConfigError
 from caption.evaluation.grid import attention_grid
 from caption.evaluation.overlays import COLORMAP, Overlay, overlay_pixels, shared_vmax, to_uint8
 from caption.inference import training_data
-from caption.model.search import Caption
+from caption.model.captions import Caption
 from caption.serving import MAX_CAPTIONS
 
 COLOUR_BAR_STOPS = 11  # colours of the colour bar's gradient

@@ -2,11 +2,13 @@
 
 Its settings come in typed groups (`caption.training.module_settings`), set from a config's `model:` section, one
 YAML mapping per group. They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
-inference (checkpoints of version 0.1's flat settings are read too):
-
-    module = caption.inference.load_trained(path).module      # weights_only=True
+inference (checkpoints of version 0.1's flat settings are read too): `caption.inference.load_trained(path)` builds
+the model (`caption.model.caption_model.CaptionModel`: this module's encoder and decoder, the same annotations and
+captions) from it, weights_only=True, without this module.
 """
 
+import inspect
+import os
 from typing import Any
 
 import lightning as L
@@ -16,7 +18,6 @@ from lightning.pytorch.utilities import AttributeDict, rank_zero_info, rank_zero
 from torch import Tensor
 
 from caption.config.keys import dotted
-from caption.data.collate import first_occurrences
 from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import Evaluation, not_looking
@@ -24,7 +25,16 @@ from caption.evaluation.results import Result, result
 from caption.evaluation.scoring import EpochCaptions
 from caption.io.class_paths import instantiate, scheduler_bases
 from caption.model.attention import AttentionSettings
-from caption.model.decoder import Decoder, DecoderSettings
+from caption.model.caption_model import (
+    batch_annotations,
+    build_decoder,
+    first_occurrences,
+    with_checkpoint_weights,
+    without_encoder_download,
+)
+from caption.model.captions import Decoded
+from caption.model.decoder import DecoderSettings
+from caption.model.decoding import DecodingSettings
 from caption.model.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
 from caption.model.objectives import (
     HardAttentionObjective,
@@ -33,7 +43,7 @@ from caption.model.objectives import (
     SoftAttentionObjective,
     SoftObjectiveSettings,
 )
-from caption.model.search import Decoded, DecodingSettings, beam_search, check_decoding, greedy
+from caption.model.search import generate
 from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms
 from caption.model.vocabulary import Vocabulary, check_vocabulary
 from caption.training.finetuning import EncoderFinetuning, load_weights
@@ -57,7 +67,7 @@ class CaptionModule(L.LightningModule):
             attention.kind soft (null: its defaults).
         hard: hard attention's objective, eq. 12, and its variance reduction (`caption.model.objectives.HardObjectiveSettings`);
             only with attention.kind hard (null: its defaults).
-        decoding: test-time decoding (`caption.model.search.DecodingSettings`).
+        decoding: test-time decoding (`caption.model.decoding.DecodingSettings`).
         optimization: the optimizer, its step size, what to do on a non-finite loss, the weights to start from.
         self_critical: self-critical training on CIDEr-D after cross-entropy (`caption.model.self_critical`); null:
             cross-entropy (eq. 14 or eq. 12).
@@ -91,11 +101,7 @@ class CaptionModule(L.LightningModule):
                                    "image_size": image_size})
         self.vocabulary = Vocabulary(vocabulary)
         self.encoder = build_encoder(settings.encoder)
-        hard_only = {"semi_sampling": settings.hard.semi_sampling} if settings.hard else {}
-        self.decoder = Decoder(
-            vocab_size=len(self.vocabulary), annotation_dim=self.encoder.dim, settings=settings.decoder,
-            attention=settings.attention, eval_context=settings.decoding.hard_eval_context, **hard_only,
-        )
+        self.decoder = build_decoder(settings.model, vocabulary_size=len(self.vocabulary), annotation_dim=self.encoder.dim)
         if settings.hard is not None:  # eq. 12, with its baseline
             self.objective = HardAttentionObjective(settings.hard, hidden_dim=settings.decoder.hidden_dim)
         else:  # eq. 14
@@ -123,37 +129,17 @@ class CaptionModule(L.LightningModule):
     # ----------------------------------------------------------------------------- model
     def annotations(self, batch: dict[str, Any]) -> Tensor:
         """(B, L, D) annotations: from the cache when the batch has them, else through the CNN, which sees each
-        distinct image of the batch once (a training batch holds one row per caption, often five per image:
-        `data.batch_by_image`)."""
-        if "annotations" in batch:
-            return batch["annotations"].float()
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.settings.encoder.freeze):
-            if "image_id" not in batch:  # images from outside the dataset
-                return self.encoder(batch["image"])  # (B, L, D)
-            first, rows = first_occurrences(batch["image_id"])  # (U,), (B,)
-            return self.encoder(batch["image"][first])[rows]  # (U, L, D) -> (B, L, D)
+        distinct image of the batch once (`caption.model.caption_model.batch_annotations`)."""
+        return batch_annotations(self.encoder, batch, freeze=self.settings.encoder.freeze)
 
     def generate(
         self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
         num_captions: int = 1,
     ) -> Decoded:
-        """Captions for a batch of annotations: greedy when the beam size is 1, else beam search.
-        `beam_size` and `max_length` default to the model's `beam_size` and `max_caption_length`;
-        `num_captions` = n > 1: the n best beams of each image, best first (B·n rows; the beam at least n wide).
-        A beam wider than the captions the search can hold, or than the memory free, is a ConfigError saying so
-        (`caption.model.search.check_decoding`, `check_search_memory`)."""
-        decoding = self.settings.decoding
-        requested = decoding.beam_size if beam_size is None else beam_size
-        beam_size = max(requested, num_captions) if beam_size is None else beam_size
-        max_length = decoding.max_caption_length if max_length is None else max_length
-        check_decoding(beam_size=requested, max_caption_length=max_length, vocabulary_size=len(self.vocabulary))
-        check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_captions)
-        if beam_size == 1:
-            return greedy(self.decoder, annotations, max_length=max_length)
-        return beam_search(
-            self.decoder, annotations, beam_size=beam_size, max_length=max_length,
-            length_penalty=decoding.length_penalty, num_best=num_captions,
-        )
+        """Captions for a batch of annotations, with the model's decoding settings unless `beam_size` or `max_length`
+        is given; `num_captions` = n: the n best of each image (`caption.model.search.generate`)."""
+        return generate(self.decoder, annotations, decoding=self.settings.decoding, beam_size=beam_size,
+                        max_length=max_length, num_captions=num_captions)
 
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
@@ -346,3 +332,21 @@ class CaptionModule(L.LightningModule):
             baseline = state.pop("baseline.value")
             if self.settings.attention.kind == "hard":
                 state["objective.baseline.value"] = baseline
+
+
+def trained_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> CaptionModule:
+    """The trained CaptionModule in eval mode, from what `read_checkpoint(path)` read, built as Lightning's
+    `load_from_checkpoint` builds it: from the hyperparameters its arguments name, `on_load_checkpoint`, then every
+    weight loaded strictly, the objective's too (`caption export` writes them all, for a new run to start from)."""
+    hyperparameters = without_encoder_download(checkpoint)
+    arguments = {key: value for key, value in hyperparameters.items() if key in MODULE_ARGUMENTS}
+
+    def build() -> CaptionModule:
+        module = CaptionModule(**arguments)
+        module.on_load_checkpoint(checkpoint)  # an old checkpoint's baseline moved into the objective, in place
+        return module
+
+    return with_checkpoint_weights(build, checkpoint["state_dict"], path=path)
+
+
+MODULE_ARGUMENTS = tuple(inspect.signature(CaptionModule.__init__).parameters)[1:]  # those a checkpoint may set

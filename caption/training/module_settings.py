@@ -2,19 +2,21 @@
 
 Each group is a dataclass beside the module it configures (`EncoderSettings` in `caption.model.encoder`,
 `DecoderSettings`, `AttentionSettings`, the objectives' `SoftObjectiveSettings` and `HardObjectiveSettings`,
-`DecodingSettings`, `SelfCriticalSettings`); the optimizer's is here. A checkpoint stores them as plain dicts, read
-back by `ModuleSettings.of`.
+`DecodingSettings`, `SelfCriticalSettings`); the optimizer's is here. The groups of the trained model, all but the
+optimizer's, are `caption.model.caption_model.ModelSettings`, which inference reads back without this layer. A
+checkpoint stores them as plain dicts, read back by `ModuleSettings.of`.
 """
 
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from caption.errors import ConfigError, check_range
+from caption.errors import check_range
 from caption.model.attention import AttentionSettings
+from caption.model.caption_model import ModelSettings, typed
 from caption.model.decoder import DecoderSettings
+from caption.model.decoding import DecodingSettings
 from caption.model.encoder import EncoderSettings
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
-from caption.model.search import DecodingSettings
 from caption.model.self_critical import SelfCriticalSettings
 
 
@@ -57,29 +59,17 @@ class ModuleSettings:
 
     @classmethod
     def of(cls, **groups: Any) -> "ModuleSettings":
-        """The groups as dataclasses (a checkpoint stores plain dicts), the objective of the attention kind given its
-        defaults when unset; a ConfigError for a group of the other kind, or a setting a group does not have."""
-        settings = {field.name: typed(field.type, groups.get(field.name), field.name) for field in fields(cls)}
-        kind = settings["attention"].kind
-        for objective in ("soft", "hard"):
-            if objective != kind and settings[objective] is not None:
-                raise ConfigError(f"model.{objective} only applies to model.attention.kind: {objective} (this run's is "
-                                  f"{kind}): leave model.{objective} unset (null)")
-        default = {"soft": SoftObjectiveSettings, "hard": HardObjectiveSettings}[kind]
-        settings[kind] = settings[kind] or default()
-        return cls(**settings)
+        """The groups as dataclasses (a checkpoint stores plain dicts): the model's as `ModelSettings.of` reads them (the
+        objective of the attention kind given its defaults when unset; a ConfigError for a group of the other kind, or
+        a setting a group does not have), and the optimizer's."""
+        model = ModelSettings.of(**{name: value for name, value in groups.items() if name != "optimization"})
+        return cls(**vars(model), optimization=typed(OptimizationSettings, groups.get("optimization"), "optimization"))
+
+    @property
+    def model(self) -> ModelSettings:
+        """The groups of the trained model: all but the optimizer's."""
+        return ModelSettings(**{field.name: getattr(self, field.name) for field in fields(ModelSettings)})
 
     def as_dicts(self) -> dict[str, dict[str, Any] | None]:
         """Each group as a plain dict (None for the objective of the other kind), for the checkpoint."""
         return {name: None if value is None else asdict(value) for name, value in vars(self).items()}
-
-
-def typed(kind: Any, value: Any, key: str) -> Any:
-    """`value` (a dataclass, a plain dict as checkpoints store it, or None) as the dataclass `kind` (`X | None`: X)."""
-    kind = next((arg for arg in getattr(kind, "__args__", ()) if arg is not type(None)), kind)
-    if value is None or isinstance(value, kind):
-        return value
-    unknown = set(value) - {field.name for field in fields(kind)}
-    if unknown:
-        raise ConfigError(f"model.{key} has no setting {', '.join(sorted(unknown))}: see `caption fit --help`")
-    return kind(**value)

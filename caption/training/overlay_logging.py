@@ -26,7 +26,7 @@ from PIL import Image
 from caption.errors import CaptionError, ConfigError
 from caption.evaluation.overlays import Overlay, overlay_figure, to_uint8
 from caption.io.outputs import save_figure, write_text
-from caption.model.search import Caption
+from caption.model.captions import Caption
 
 
 class AttentionImages(Callback):

@@ -93,8 +93,8 @@ def test_only_the_readers_of_old_files_import_the_compatibility_module():
     graph = module_graph()
     assert not graph["caption.legacy.settings"] - {"caption.errors", "caption.io.outputs"}
     importers = {module for module, imported in graph.items() if "caption.legacy.settings" in imported}
-    assert importers == {"caption.io.checkpoints", "caption.legacy.config_text", "caption.cli._lightning_parser",
-                         "caption.cli._options"}
+    assert importers == {"caption.legacy.checkpoints", "caption.legacy.config_text", "caption.cli.lightning.parser",
+                         "caption.cli.options"}
 
 
 
@@ -105,4 +105,4 @@ def test_the_legacy_folder_is_reached_only_through_its_hooks():
     importers = {module for module, imported in graph.items()
                  if not module.startswith("caption.legacy") and any(name.startswith("caption.legacy") for name in imported)}
     assert importers == {"caption.io.checkpoints", "caption.io.class_paths", "caption.cli", "caption.cli.migrate_config",
-                         "caption.cli._lightning_parser", "caption.cli._options"}
+                         "caption.cli.lightning.parser", "caption.cli.options"}

@@ -5,7 +5,7 @@ import inspect
 
 from jsonargparse import ArgumentParser
 
-from caption.cli.lightning import lightning_parsers
+from caption.cli.lightning.commands import lightning_parsers
 from caption.data.sources.karpathy import CocoSource, KarpathySource
 from caption.data.sources.records import CaptionSource
 from caption.data.synthetic.shapes import ShapesSource

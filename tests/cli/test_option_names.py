@@ -13,7 +13,7 @@ from kit.cli import failed
 from PIL import Image
 
 from caption.cli import COMMANDS, main
-from caption.cli._options import add_device, device
+from caption.cli.options import add_device, device
 from caption.errors import ConfigError
 from caption.inference import Captioner
 from caption.io.checkpoints import find_checkpoint
@@ -156,3 +156,26 @@ def test_a_run_folder_stands_for_the_checkpoint_compare_picks(tiny_runs, tmp_pat
     main(["predict", "--ckpt_path", str(run), "--data.predict", "test", "--predictions.out", str(tmp_path / "pred"),
           "--trainer.enable_progress_bar", "false", "--trainer.accelerator", "cpu"])
     assert len(json.loads((tmp_path / "pred" / "captions.json").read_text())) > 0
+
+
+@pytest.mark.parametrize("command", ["describe", "evaluate", "compare"])
+def test_every_command_that_decodes_takes_every_decoding_setting(command, capsys):
+    """A `--model.decoding.<setting>` per field of DecodingSettings, generated from them: a new one is an option too."""
+    from dataclasses import fields
+
+    from caption.model.decoding import DecodingSettings
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert all(f"--model.decoding.{field.name}" in shown for field in fields(DecodingSettings)), shown
+
+
+def test_the_decoding_settings_given_replace_the_checkpoints(tiny_runs):
+    captioner = Captioner.from_checkpoint(tiny_runs["hard"], decoding={"length_penalty": 0.7,
+                                                                        "hard_eval_context": "argmax"})
+    decoding = captioner.module.settings.decoding
+    assert (decoding.length_penalty, decoding.hard_eval_context) == (0.7, "argmax")
+    assert captioner.module.decoder.attention.eval_context == "argmax", "the decoder decodes with it"
+    with pytest.raises(ConfigError, match="length_penalty"):
+        Captioner.from_checkpoint(tiny_runs["hard"], decoding={"length_penalty": -1.0})

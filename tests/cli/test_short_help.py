@@ -1,17 +1,17 @@
 """`caption fit|validate|test|predict --help`: the project's options grouped by part, each with a line of help, answered
-from the kept short help (`caption.cli._short_help`); the kept one is what LightningCLI's parser gives now, and
+from the kept short help (`caption.cli.lightning.short_help`); the kept one is what LightningCLI's parser gives now, and
 `--help-all` is jsonargparse's help of every option."""
 
 import pytest
 
 from caption.cli import main
-from caption.cli._short_help import composed, kept, render
+from caption.cli.lightning.short_help import composed, kept, render
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
 
 def test_the_kept_short_help_is_what_the_parser_gives_now():
-    assert kept() == composed(), "the options changed: rewrite it with `python -m caption.cli._short_help`"
+    assert kept() == composed(), "the options changed: rewrite it with `python -m caption.cli.lightning.short_help`"
 
 
 @pytest.mark.parametrize("command", LIGHTNING_COMMANDS)

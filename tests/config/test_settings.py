@@ -10,6 +10,7 @@ from kit.models import tiny_module
 from caption.config.keys import dotted
 from caption.errors import ConfigError
 from caption.inference import load_trained
+from caption.io.checkpoints import read_checkpoint
 from caption.legacy.settings import RENAMED, grouped
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
 from caption.training.module import CaptionModule
@@ -61,7 +62,8 @@ def test_a_version_0_1_checkpoint_loads_into_groups_and_captions_as_it_did(kind,
     raw = torch.load(path, weights_only=True)["hyper_parameters"]
     assert set(raw) == VERSION_0_1_KEYS and raw["embed_dim"] == 12  # really the old, flat form
     loaded = load_trained(path).module
-    assert loaded.settings == module.settings, "every setting in its group, the unused kind's left out"
+    assert loaded.settings == module.settings.model, "every setting in its group, the unused kind's left out"
+    assert read_checkpoint(path)["hyper_parameters"]["optimization"] == asdict(module.settings.optimization)
     annotations = torch.randn(3, 16, module.encoder.dim)
     for beam_size in (1, 3):
         old, new = (model.generate(annotations, beam_size=beam_size) for model in (module, loaded))

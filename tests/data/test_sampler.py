@@ -13,11 +13,11 @@ from lightning.pytorch.trainer.states import RunningStage
 from lightning.pytorch.utilities.data import _update_dataloader
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from caption.data.collate import first_occurrences
 from caption.data.datamodule import CaptionDataModule
 from caption.data.sampler import ImageBatchSampler, LengthBatchSampler, RandomBatchSampler, ResumableLoader
 from caption.data.sources.records import CaptionSource, ImageRecord
 from caption.errors import ConfigError
+from caption.model.caption_model import first_occurrences
 from caption.model.vocabulary import Vocabulary
 
 

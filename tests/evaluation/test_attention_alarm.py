@@ -14,7 +14,7 @@ from caption.data.synthetic.shapes import ShapesSource
 from caption.evaluation.grid import cell_centres, inside
 from caption.evaluation.grounding import Localisation
 from caption.evaluation.report import Evaluation, not_looking
-from caption.model.search import Caption
+from caption.model.captions import Caption
 from caption.training.module import CaptionModule
 
 LOCATIONS = 1024  # the tiny two-block encoder: a 32x32 grid on 64x64 shapes

@@ -26,7 +26,7 @@ from caption.evaluation.grid import attention_grid, location_center
 from caption.evaluation.grounding import Localisation, localisation, mean_entropy, step_entropy
 from caption.evaluation.metrics import coco_scores
 from caption.inference import Evaluation, load_trained, write_evaluation
-from caption.model.search import Caption
+from caption.model.captions import Caption
 
 CANDIDATES = {
     7: "A large red circle, left of a small blue square.",

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kit.cli import failed
 from kit.data import write_image
+from kit.planted import planted_modules
 from kit.tiny import config, run_args
 
 MODULE = "planted_config_module"
@@ -19,13 +20,8 @@ THING = f"{MODULE}.Thing"
 @pytest.fixture(autouse=True)
 def marker(tmp_path, monkeypatch) -> Path:
     """The file the planted module (on the import path) writes when it is imported."""
-    marker = tmp_path / "IMPORTED"
-    (tmp_path / "modules").mkdir()
-    (tmp_path / "modules" / f"{MODULE}.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Thing: pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
-    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
-    yield marker
-    sys.modules.pop(MODULE, None)  # imported on purpose by some tests
+    with planted_modules(tmp_path, monkeypatch, [MODULE]) as marker:
+        yield marker
 
 
 def refused(marker: Path) -> None:
@@ -88,7 +84,7 @@ def test_a_nested_config_file_named_by_a_value_is_walked_too(tmp_path, marker):
 
 def test_jsonargparse_itself_refuses_what_the_walk_would_miss(tmp_path, marker, monkeypatch):
     """Behind the walk of the configs, jsonargparse's own import of a class path obeys the same rule."""
-    monkeypatch.setattr("caption.cli.lightning.check_configs", lambda args, parser: None)
+    monkeypatch.setattr("caption.cli.lightning.commands.check_configs", lambda args, parser: None)
     file = tmp_path / "borrowed.yaml"
     file.write_text(yaml.safe_dump(KEYS["trainer.callbacks"][0]))
     line = failed(command("fit", tmp_path, str(file)))

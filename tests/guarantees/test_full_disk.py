@@ -16,7 +16,7 @@ from kit.tiny import fit_args, tiny_run_args
 from lightning.pytorch.loggers import CSVLogger
 
 from caption.cli import main
-from caption.cli._run_outputs import guard_logger_writes
+from caption.cli.lightning.run_files import guard_logger_writes
 from caption.io.checkpoints import read_checkpoint
 from caption.io.outputs import OutputError
 

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from kit.planted import planted_modules
 
-from caption.cli._class_paths import resolving_safely
-from caption.cli._lightning_parser import CaptionArgumentParser
-from caption.cli.lightning import CaptionCLI
+from caption.cli.lightning.class_paths import resolving_safely
+from caption.cli.lightning.commands import CaptionCLI
+from caption.cli.lightning.parser import CaptionArgumentParser
 from caption.config.packaged import NAMED_RUNS, packaged_configs
 from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError
@@ -163,15 +164,8 @@ def mutated_text(text: str, rng: random.Random) -> str:
 @pytest.fixture
 def planted(tmp_path, monkeypatch) -> Path:
     """The marker file the planted modules (on the import path) create when imported; none may be."""
-    marker = tmp_path / "IMPORTED"
-    (tmp_path / "modules").mkdir()
-    for name in PLANTED:
-        (tmp_path / "modules" / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').close()\nclass Thing: pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
-    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
-    yield marker
-    for name in PLANTED:
-        sys.modules.pop(name, None)
+    with planted_modules(tmp_path, monkeypatch, PLANTED) as marker:
+        yield marker
 
 
 def test_a_mutated_config_is_one_line_or_valid_and_never_imports_or_writes(tmp_path, planted, monkeypatch):

@@ -16,13 +16,13 @@ from kit.data import write_image
 from kit.search import all_hypotheses
 from kit.serving import VOCABULARY, tiny_captioner
 
-import caption.cli.describe as describe_command
-from caption.cli.describe import describe
+import caption.inference.describe_images as describe_module
 from caption.data.sources.image_files import BadImageError, image_files
 from caption.errors import ConfigError
 from caption.evaluation.results import result, write_results
-from caption.model import search
-from caption.model.search import Caption
+from caption.inference import describe
+from caption.model import decoding, search
+from caption.model.captions import Caption
 
 LATIN = b"latin\xe9"  # é in Latin-1: not UTF-8
 SHOWN = "latin\\xe9"  # how figure titles, captions.csv and the console write it
@@ -62,7 +62,7 @@ def test_describe_carries_a_file_name_that_is_not_utf8_to_its_results_figures_an
         latin_folder, tmp_path, capsys):
     captioner = tiny_captioner("soft", None, seed=1)
     out = tmp_path / "described"
-    described = describe(captioner, image_files([latin_folder]), out=out)
+    described = describe(captioner, image_files([latin_folder]), out=out, say=print)
     assert len(described) == 2
     entries = {os.fsencode(entry["file_name"]): entry for entry in json.loads((out / "captions.json").read_text())}
     latin = entries[os.fsencode(latin_folder) + b"/" + LATIN + b".png"]
@@ -90,23 +90,23 @@ def test_describe_writes_the_captions_before_it_draws_a_figure(latin_folder, tmp
     def save(figure, path):
         seen.append([len(entry["n_best"]) for entry in json.loads((out / "captions.json").read_text())])
 
-    monkeypatch.setattr(describe_command, "save_figure", save)
+    monkeypatch.setattr(describe_module, "save_figure", save)
     describe(tiny_captioner("soft", None, seed=1), image_files([latin_folder]), out=out, num_captions=3)
     assert seen == [[3, 3]] * 6, "both images' three captions are written before the first of their six figures"
 
 
 def test_the_search_holds_as_many_captions_as_exhaustive_enumeration_counts():
     for max_length in range(1, 5):  # kit.search: 6 tokens, 4 of which can be generated
-        assert search.distinct_captions(6, max_length) == len(list(all_hypotheses(max_length)))
-    assert search.distinct_captions(3, 30) == 1, "only <end>"
-    assert search.distinct_captions(4, 30) == 31, "<end> and one word: 0 to 30 of it"
-    assert search.distinct_captions(10_000, 30) == search.COUNTED_UP_TO
+        assert decoding.distinct_captions(6, max_length) == len(list(all_hypotheses(max_length)))
+    assert decoding.distinct_captions(3, 30) == 1, "only <end>"
+    assert decoding.distinct_captions(4, 30) == 31, "<end> and one word: 0 to 30 of it"
+    assert decoding.distinct_captions(10_000, 30) == decoding.COUNTED_UP_TO
 
 
 def test_a_beam_wider_than_the_captions_the_search_holds_is_refused_naming_the_bound(tmp_path):
     captioner = tiny_captioner("soft", None, seed=1)
     image = write_image(tmp_path / "photo.png")
-    most = search.distinct_captions(len(VOCABULARY), 6)  # 9 words to choose from, at most 6 a caption: 299,593
+    most = decoding.distinct_captions(len(VOCABULARY), 6)  # 9 words to choose from, at most 6 a caption: 299,593
     for call in (lambda: captioner(image, beam_size=10**6), lambda: captioner.plot(image, beam_size=most + 1),
                  lambda: captioner(image, beam_size=most + 1, num_captions=2)):
         with pytest.raises(ConfigError, match=f"^decoding.beam_size is [0-9]+, but this model's search holds at most "

@@ -13,6 +13,7 @@ import yaml
 from kit.cli import failed
 from kit.data import write_image
 from kit.models import tiny_module
+from kit.planted import planted_modules
 from kit.tiny import tiny_run_args
 
 from caption.inference import Captioner
@@ -52,16 +53,12 @@ STORED = {
 
 @pytest.fixture(autouse=True)
 def planted_module(tmp_path, monkeypatch) -> Path:
-    """A module on the import path that creates tmp_path/MARKER when imported; the marker path, which no test may
+    """A module on the import path that creates a marker file when imported; the marker path, which no test may
     leave behind."""
-    marker = tmp_path / "MARKER"
-    (tmp_path / "modules").mkdir()
-    (tmp_path / "modules" / f"{MODULE}.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Source: pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "modules"))
-    monkeypatch.setattr(sys, "argv", ["caption"])  # not pytest's arguments
-    yield marker
-    assert not marker.exists(), "a class named by an untrusted file was imported or run"
-    assert MODULE not in sys.modules
+    with planted_modules(tmp_path, monkeypatch, [MODULE], classes=("Source",)) as marker:
+        yield marker
+        assert not marker.exists(), "a class named by an untrusted file was imported or run"
+        assert MODULE not in sys.modules
 
 
 def planted(tiny_runs, folder: Path, stored: str, value: Any) -> Path:

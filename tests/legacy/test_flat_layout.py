@@ -14,8 +14,8 @@ from caption import Captioner
 from caption.cli import main
 from caption.data.sources.records import CaptionSource
 from caption.errors import CaptionWarning
-from caption.io.class_paths import checked
 from caption.io.checkpoints import read_checkpoint
+from caption.io.class_paths import checked
 from caption.legacy.moved import MOVED, moved_modules, new_class_path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "flat_layout"
@@ -94,7 +94,6 @@ def test_old_names_are_importable_only_inside_and_leave_nothing_behind():
     finders, modules = list(sys.meta_path), set(sys.modules)
     with moved_modules(), pytest.warns(CaptionWarning):
         from caption.callbacks import TokensPerSecond  # noqa: F401  an old module name
-
         from caption.commands import lightning  # noqa: F401  a module of an old package
     assert sys.meta_path == finders and not {"caption.callbacks", "caption.commands"} & set(sys.modules) - modules
     assert not hasattr(caption, "callbacks") and not hasattr(caption, "commands")

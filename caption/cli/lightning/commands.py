@@ -12,8 +12,8 @@
 The best checkpoint is chosen on validation BLEU-4 and tested after `fit`; `last.ckpt` is kept fresh
 (`periodic_checkpoint:`), so a killed run continues with `--ckpt_path last`. Checkpoints load with weights_only=True
 (`caption.io.checkpoints`); decoding settings on the command line win over a checkpoint's; `predict` writes through
-`caption.cli._prediction_writer`, quietly; Lightning's lines go to stdout, on lines of their own
-(`caption.cli._quiet_lightning`). What the console shows: docs/console.md; more: docs/distributed.md.
+`caption.cli.lightning.prediction_writer`, quietly; Lightning's lines go to stdout, on lines of their own
+(`caption.cli.lightning.console`). What the console shows: docs/console.md; more: docs/distributed.md.
 """
 
 import contextlib
@@ -28,19 +28,19 @@ from lightning.pytorch.callbacks import ProgressBar as LightningProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
 from lightning.pytorch.plugins.io import CheckpointIO
 
-from caption.cli._checkpoint_settings import (
+from caption.cli.lightning.checkpoint_settings import (
     apply_decoding_overrides,
     checkpoint_model_settings,
     decoding_overrides,
     given_checkpoint,
     resolve_last,
 )
-from caption.cli._class_paths import check_configs, named_on_command_line, resolving_safely
-from caption.cli._lightning_parser import CaptionArgumentParser
-from caption.cli._predict_arguments import predict_arguments, scoring_arguments
-from caption.cli._quiet_lightning import lightning_console, quiet_lightning
-from caption.cli._run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
-from caption.cli._run_outputs import SaveConfig, atomic_logger_files, guard_logger_writes
+from caption.cli.lightning.class_paths import check_configs, named_on_command_line, resolving_safely
+from caption.cli.lightning.console import lightning_console, quiet_lightning
+from caption.cli.lightning.parser import CaptionArgumentParser
+from caption.cli.lightning.predict_arguments import predict_arguments, scoring_arguments
+from caption.cli.lightning.run_files import SaveConfig, atomic_logger_files, guard_logger_writes
+from caption.cli.lightning.run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
 from caption.config.console import verbose
 from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import CaptionDataModule
@@ -61,7 +61,7 @@ def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
 
 class CaptionCLI(LightningCLI):
     """LightningCLI with the project's links between model and data, checkpoints and `caption predict`; the class
-    paths of its configs resolved under the project's one rule (`caption.cli._class_paths`)."""
+    paths of its configs resolved under the project's one rule (`caption.cli.lightning.class_paths`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         with resolving_safely(), atomic_logger_files(), contextlib.ExitStack() as self.command_scope:  # run included
@@ -131,8 +131,8 @@ class CaptionCLI(LightningCLI):
         self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
 
     def before_instantiate_classes(self) -> None:
-        """Where the run writes (`caption.cli._run_folders`), then what --ckpt_path changes in its settings
-        (`caption.cli._checkpoint_settings`)."""
+        """Where the run writes (`caption.cli.lightning.run_folders`), then what --ckpt_path changes in its settings
+        (`caption.cli.lightning.checkpoint_settings`)."""
         config = self.own_settings(self.config)
         logs_follow_root(config, command_line=self.command_line)
         checkpoints_under_root(config)
@@ -233,7 +233,7 @@ CLI_SETTINGS: dict[str, Any] = {"parser_class": CaptionArgumentParser, "save_con
 
 def main(argv: list[str]) -> None:
     """`caption fit|validate|test|predict ...` (argv starts with the subcommand; its `--help` is answered before
-    Lightning is imported, and `--help-all` reaches here as jsonargparse's `--help`: `caption.cli._short_help`)."""
+    Lightning is imported, and `--help-all` reaches here as jsonargparse's `--help`: `caption.cli.lightning.short_help`)."""
     with lightning_console(verbose=verbose()), quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
         CaptionCLI(CaptionModule, CaptionDataModule, args=argv, **CLI_SETTINGS)
     leave_process_group()
@@ -254,13 +254,14 @@ def lightning_parsers() -> dict[str, LightningArgumentParser]:
         ParserOnly(CaptionModule, CaptionDataModule, args=[], **CLI_SETTINGS)
     except ParserBuilt as built:
         return dict(built.args[0]._subcommands_action._name_parser_map)
-    raise AssertionError("LightningCLI parsed without calling parse_arguments")  # after a command that finished: a failed rank's peers must not wait for it here
+    raise AssertionError("LightningCLI parsed without calling parse_arguments")
 
 
 def leave_process_group() -> None:
     """Close the DDP process group once the command is done. Lightning leaves it open; a rank that exits while
     its peer's gloo threads still hold the connection can make that peer abort at exit ("terminate called
-    without an active exception", 1 run in 8 of a 2-process `caption predict` here)."""
+    without an active exception", 1 run in 8 of a 2-process `caption predict` here). Only after a command that
+    finished: a failed rank's peers must not wait for it here."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()  # every rank is done with its collectives before any rank closes the group
         torch.distributed.destroy_process_group()

@@ -10,10 +10,12 @@ line learnt in one command works in the others and every `--help` shows one name
 import argparse
 import re
 import sys
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from caption.errors import ConfigError
+from caption.model.decoding import DecodingSettings
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 
@@ -52,11 +54,34 @@ def add_checkpoint(parser: argparse.ArgumentParser) -> None:
 
 
 def add_decoding(parser: argparse.ArgumentParser, *, default: str = "the checkpoint's") -> None:
-    """--model.decoding.beam_size and --model.decoding.max_caption_length, both defaulting to the checkpoint's."""
-    parser.add_argument("--model.decoding.beam_size", dest="beam_size", type=positive_int, default=None,
-                        metavar="BEAM_SIZE", help=f"beam width, 1 = greedy (default: {default})")
-    parser.add_argument("--model.decoding.max_caption_length", dest="max_length", type=positive_int, default=None,
-                        metavar="MAX_CAPTION_LENGTH", help=f"most words per caption (default: {default})")
+    """A `--model.decoding.<setting>` per field of `DecodingSettings`, as `caption test` takes them, each defaulting to
+    the checkpoint's; `given_decoding` collects those given (a new decoding setting is an option here too)."""
+    helps = settings_help(DecodingSettings)
+    for field in fields(DecodingSettings):
+        choices = get_args(field.type) if get_origin(field.type) is Literal else None
+        kind = str if choices else positive_int if field.type is int else field.type
+        parser.add_argument(f"--model.decoding.{field.name}", dest=f"decoding.{field.name}", type=kind,
+                            choices=choices, default=None, metavar=field.name.upper(),
+                            help=f"{helps[field.name].rstrip('.')} (default: {default})")
+
+
+def given_decoding(args: argparse.Namespace) -> dict[str, Any]:
+    """The decoding settings given on the command line (`add_decoding`), by field name."""
+    return {field.name: value for field in fields(DecodingSettings)
+            if (value := getattr(args, f"decoding.{field.name}")) is not None}
+
+
+def settings_help(settings: type) -> dict[str, str]:
+    """Each field's line of a settings dataclass's `Args:` docstring, on one line."""
+    lines = (settings.__doc__ or "").partition("Args:")[2].splitlines()
+    helps: dict[str, str] = {}
+    for line in lines:
+        found = re.match(r"\s*(\w+): (.*)", line)
+        if found and found.group(1) in settings.__dataclass_fields__:
+            name, helps[found.group(1)] = found.group(1), found.group(2).strip()
+        elif line.strip() and helps:
+            helps[name] += " " + line.strip()
+    return helps
 
 
 def one_device(text: str) -> int | None:
@@ -119,3 +144,16 @@ def add_scoring(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
     parser.add_argument("--meteor_timeout", type=float, default=None,
                         help="seconds before METEOR counts as missing (default: caption.evaluation.metrics.METEOR_TIMEOUT)")
+
+
+def add_split_evaluation(parser: argparse.ArgumentParser, *, out: str, data: str, decoding: str) -> None:
+    """The options of the commands that caption and score a split (`evaluate`, `compare`): --predictions.out (`out`:
+    what the folder holds), --config (`data`: whose data settings stand when it is not given), the decoding
+    settings (their `decoding` default), --data.eval_batch_size, the device, --split and --meteor_timeout."""
+    add_output(parser, help=f"folder for {out}")
+    parser.add_argument("--config", default=None, help=f"YAML with a `data:` section (default: {data})")
+    add_decoding(parser, default=decoding)
+    add_batch_size(parser, default=None)
+    add_device(parser)
+    add_scoring(parser)
+

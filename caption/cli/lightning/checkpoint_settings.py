@@ -12,13 +12,17 @@ from typing import Any
 from jsonargparse import Namespace
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
-from caption.cli._given import given_model_settings, given_on_command_line
+from caption.cli.lightning.given import given_model_settings, given_on_command_line
 from caption.config.keys import dotted
 from caption.errors import CheckpointError
-from caption.io.checkpoints import MODEL_DEFINING, check_model_settings, first_readable, newest_first, read_checkpoint
+from caption.io.checkpoints import check_model_settings, first_readable, newest_first, read_checkpoint
 from caption.io.model_folder import is_model_folder
-from caption.model.search import DecodingSettings
+from caption.model.decoding import DecodingSettings
+from caption.model.weight_settings import weight_defining_keys
 from caption.training.callbacks import LAST
+from caption.training.module_settings import ModuleSettings
+
+MODEL_DEFINING = weight_defining_keys(ModuleSettings)  # the model settings a checkpoint's weights fit only as trained
 
 
 def given_checkpoint(args: list[str], *, config: Namespace, subcommand: str | None) -> dict[str, Any] | None:
@@ -33,7 +37,7 @@ def given_checkpoint(args: list[str], *, config: Namespace, subcommand: str | No
     checkpoint = read_checkpoint(ckpt_path) if readable else None
     if checkpoint is not None:  # the checkpoint's model settings are taken next: refuse others given
         given = given_model_settings(args, dotted(config[subcommand].model.as_dict()))
-        check_model_settings(ckpt_path, checkpoint, given)
+        check_model_settings(ckpt_path, checkpoint, given, defining=MODEL_DEFINING)
     return checkpoint
 
 
@@ -79,5 +83,6 @@ def resolve_last(config: Any, *, subcommand: str) -> dict[str, Any] | None:
     config.ckpt_path = str(found[0])
     model = dotted(config.model.as_dict())
     settings = {key: (model[key], "in this run's settings") for key in MODEL_DEFINING if key in model}
-    check_model_settings(found[0], found[1], settings)  # the model is built from them, then loads the checkpoint
+    # the model is built from them, then loads the checkpoint
+    check_model_settings(found[0], found[1], settings, defining=MODEL_DEFINING)
     return found[1]

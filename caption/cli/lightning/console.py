@@ -20,7 +20,7 @@ from pathlib import Path
 
 from caption.config.console import ConsoleHandler
 
-PACKAGE = Path(__file__).resolve().parents[1]  # caption/
+PACKAGE = Path(__file__).resolve().parents[2]  # caption/
 # where Lightning logs its info lines (rank_zero_info; seed_everything)
 LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
                           "lightning.fabric.utilities.seed")

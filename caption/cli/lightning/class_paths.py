@@ -5,8 +5,8 @@ torch, torchvision, or a module the user named on the command line.
 jsonargparse imports a `class_path` as soon as it parses it, running the module's top-level code before it checks
 what it found, so the rule is applied before the parser sees anything:
 
-- `caption` itself takes `--import MODULE` out of any command's arguments (`without_imports`) and imports it
-  (`import_named`): the user named it; `named_on_command_line` collects the modules of the class paths the command
+- `caption` itself takes `--import MODULE` out of any command's arguments and imports it (`caption.cli.imports`):
+  the user named it; `named_on_command_line` collects the modules of the class paths the command
   line gives itself (`--trainer.callbacks+=mylab.Probe`): the user named those too;
 - `check_configs` walks every `--config` file (and every small file a value names, which jsonargparse would read as a
   nested config: `--trainer trainer.yaml`) and refuses a class path whose module may not be imported, in one line
@@ -17,21 +17,21 @@ what it found, so the rule is applied before the parser sees anything:
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import re
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from caption.errors import ConfigError
+from caption.errors import CaptionWarning, ConfigError
 from caption.io.class_paths import ForeignClassError, may_import, module_of, not_importable
 
-IMPORT = "--import"
 DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")  # a class path: identifiers joined by dots
 NESTED_CONFIG_LIMIT = 1 << 20  # a file a value names is read as a nested config when no larger than this
 # the keys where a class is expected when the parser cannot be asked (see `class_keys`)
@@ -45,36 +45,6 @@ class RefusedImport(ForeignClassError, ImportError):
 
 
 REFUSED: list[str] = []  # the class paths `resolving_safely` refused during the current parse
-
-
-def without_imports(args: list[str]) -> tuple[list[str], list[str]]:
-    """`args` without `--import MODULE` / `--import=A,B`, and the modules they name."""
-    rest, modules = [], []
-    values = iter(args)
-    for arg in values:
-        if arg == IMPORT:
-            value = next(values, None)
-            if value is None:
-                raise ConfigError("--import needs a module name, e.g. --import mylab.callbacks")
-        elif arg.startswith(f"{IMPORT}="):
-            value = arg.partition("=")[2]
-        else:
-            rest.append(arg)
-            continue
-        modules += [module.strip() for module in value.split(",") if module.strip()]
-    for module in modules:
-        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
-            raise ConfigError(f"--import {module!r}: not a module name (e.g. --import mylab.callbacks)")
-    return rest, modules
-
-
-def import_named(modules: list[str]) -> None:
-    """Import the modules given with --import (the user named them), or say in one line why one cannot be."""
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise ConfigError(f"--import {module}: cannot import it ({error})") from None
 
 
 def command_parser(parser: Any, args: list[str]) -> Any:
@@ -237,6 +207,9 @@ def resolving_safely() -> Iterator[None]:
     originals = {id(function): function for module in modules
                  if callable(function := vars(module).get("import_object"))}
     if len(originals) != 1:  # not the jsonargparse this was written for: the walk of `check_configs` still holds
+        warnings.warn(f"jsonargparse {version('jsonargparse')} does not have the one `import_object` this project "
+                      f"guards (found {len(originals)}): class paths are checked in the configs' walk only, not again "
+                      "where jsonargparse imports them", CaptionWarning, stacklevel=3)
         yield
         return
     (original,) = originals.values()

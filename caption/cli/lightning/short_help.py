@@ -6,10 +6,10 @@
 The help of these commands is LightningCLI's parser, and building it imports lightning, torch and torchvision and reads
 the signature of every class it configures: seconds before the first line. So the short help is composed from that
 parser once (`compose`: the options of `SHORT`, grouped by part, each with the first sentence of its help and its
-default) and kept as data beside this module (`lightning_help.json`); `caption <command> --help` renders it
+default) and kept as data beside this module (`short_help.json`); `caption <command> --help` renders it
 (`render`, at the terminal's width) without importing Lightning. The defaults are the code's: a config's values are
 what `--print_config` prints. `tests/cli/test_short_help.py` checks that the file is what the parser gives now;
-`python -m caption.cli._short_help` rewrites it. `--help-all` is jsonargparse's own help, in full. Why:
+`python -m caption.cli.lightning.short_help` rewrites it. `--help-all` is jsonargparse's own help, in full. Why:
 docs/console.md#help.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 HELP = ("-h", "--help")
 FULL_HELP = "--help-all"
-KEPT = Path(__file__).with_name("lightning_help.json")  # {command: its short help, as `compose` gives it}
+KEPT = Path(__file__).with_name("short_help.json")  # {command: its short help, as `compose` gives it}
 # the options of the short help: every option of the project's own groups, and these of Lightning's
 PROJECT_GROUPS = ("--model.", "--data.", "--predictions.")
 GENERAL = ("--config", "--print_config", "--seed_everything", "--ckpt_path", "--keep_freed_memory")
@@ -35,10 +35,10 @@ TRAINER_BASICS = ("accelerator", "devices", "num_nodes", "precision", "default_r
 TRAINING = ("--trainer.max_epochs", "--trainer.max_time", "--trainer.check_val_every_n_epoch", "--checkpoint.monitor",
             "--checkpoint.mode", "--periodic_checkpoint.every_n_train_steps", "--early_stopping.patience")  # fit's
 RUN = TRAINING[3:]  # the short help's group of checkpoints and stopping
-LEFT_OUT = ("--data.source.init_args",)
+LEFT_OUT = ("--data.source.init_args",)  # a data source's settings: `--data.source.help <source>`
 # jsonargparse's help of --config, as `caption` reads it (caption.config.packaged)
 OWN_HELP = {"--config": "a YAML config: a file, or a packaged config or named run by name (shapes_soft, coco_hard, "
-                        "...); repeat it to compose them, a later one overriding an earlier one"}  # a data source's settings: `--data.source.help <source>`
+                        "...); repeat it to compose them, a later one overriding an earlier one"}
 HELP_COLUMN = 40  # where an option's help starts, when its name leaves room (else on the next line)
 # the end of a sentence (not of "e.g." or "i.e."), before the next one starts
 SENTENCE_END = re.compile(r"(?<![ei]\.[ge]\.)(?<=[.!?])\s+(?=[A-Z`\"(])")
@@ -169,14 +169,14 @@ def lightning_arguments(command: str, argv: list[str]) -> list[str]:
 
 def composed() -> dict[str, Any]:
     """The short help of every Lightning command, from the parser LightningCLI builds now."""
-    from caption.cli._commands import COMMANDS
-    from caption.cli.lightning import lightning_parsers
+    from caption.cli import COMMANDS
+    from caption.cli.lightning.commands import lightning_parsers
 
     parsers = lightning_parsers()
     return {name: compose(parser, name, description=COMMANDS[name][1]) for name, parser in parsers.items()}
 
 
-if __name__ == "__main__":  # rewrite lightning_help.json from the parser
+if __name__ == "__main__":  # rewrite short_help.json from the parser
     from caption.io.outputs import write_json
 
     write_json(KEPT, composed())

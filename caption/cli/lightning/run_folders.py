@@ -7,7 +7,7 @@ and checked writable (`caption.io.outputs.writable_folder`).
 import os
 from typing import Any
 
-from caption.cli._given import given_on_command_line
+from caption.cli.lightning.given import given_on_command_line
 from caption.io.outputs import writable_folder
 
 

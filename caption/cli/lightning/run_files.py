@@ -5,7 +5,7 @@ A run also writes its config (`config.yaml`, LightningCLI's SaveConfigCallback) 
 is planted at their names, and a full disk leaves them empty or cut short. Inside `atomic_logger_files` (the whole
 command) `hparams.yaml` and `metrics.csv` are written whole with `caption.io.outputs.write_atomically` (a new file
 beside the target, renamed over it: a link there is replaced, not written through; a full disk leaves the previous
-file or none); `config.yaml` is written so by the parser (`caption.cli._lightning_parser`). TensorBoard's event files
+file or none); `config.yaml` is written so by the parser (`caption.cli.lightning.parser`). TensorBoard's event files
 are streams its writer appends to under a name of the time, host and process: left to it.
 
 On a full disk those writes fail from deep inside Lightning, and after the run has already failed, the loggers'

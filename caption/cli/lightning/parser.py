@@ -2,7 +2,7 @@
 
 jsonargparse prints a 100-line usage before an error; here an error is one line that names the config file it is
 in, with the new name of a refused setting of caption 0.1 (`caption.legacy.settings.renamed_hint`). `predict`'s parser also
-gets `predictions:`, the writer of its captions (`caption.cli._predict_arguments`).
+gets `predictions:`, the writer of its captions (`caption.cli.lightning.predict_arguments`).
 """
 
 import sys
@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
-from caption.cli._class_paths import refusal
-from caption.cli._predict_arguments import add_prediction_arguments
+from caption.cli.lightning.class_paths import refusal
+from caption.cli.lightning.predict_arguments import add_prediction_arguments
 from caption.io.outputs import write_atomically
 
 

@@ -6,7 +6,7 @@ data source is given, and its vocabulary unless another is named. `caption valid
 `--ckpt_path` and no config or data source take the checkpoint's data settings and vocabulary the same way, and then
 log nothing unless a logger is given (they print their scores). A checkpoint is a file, or a model folder of
 `caption export`. Predict's parser also has `predictions:`, the writer of its captions
-(`caption.cli._prediction_writer`), and neither logs nor keeps the captions in memory.
+(`caption.cli.lightning.prediction_writer`), and neither logs nor keeps the captions in memory.
 """
 
 import itertools
@@ -14,8 +14,8 @@ import json
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from caption.cli._given import given_on_command_line
-from caption.cli._prediction_writer import CaptionWriter
+from caption.cli.lightning.given import given_on_command_line
+from caption.cli.lightning.prediction_writer import CaptionWriter
 from caption.errors import ConfigError
 from caption.io.checkpoints import DATA_LINKS, read_checkpoint
 

@@ -1,0 +1,181 @@
+"""The captioning model of sec. 3 as inference runs it: the encoder's annotation vectors of an image (sec. 3.1.1),
+the decoder's captions of them (sec. 3.1.2, decoded by `caption.model.search`), its vocabulary and its settings.
+
+    model = CaptionModel(vocabulary=Vocabulary(words), settings=ModelSettings.of(**groups))   # eval() before use
+    decoded = model.generate(model.annotations({"image": images}))   # (B, 3, H, W) -> `Decoded`
+    captions = decoded.captions(model.vocabulary)                     # a `Caption` per image
+
+A checkpoint of `caption fit` stores the settings as plain dicts, one per group, read back by `ModelSettings.of`;
+`caption.inference.load_trained` builds the model from them and loads its weights (`encoder.*`, `decoder.*`) with
+`with_checkpoint_weights`. The LightningModule that trains it (`caption.training.module.CaptionModule`) holds the same
+encoder and decoder (`build_encoder`, `build_decoder`) and computes annotations and captions with the same functions
+(`batch_annotations`, `caption.model.search.generate`).
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.io.checkpoints import has_encoder
+from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
+from caption.model.attention import AttentionSettings
+from caption.model.captions import Decoded
+from caption.model.decoder import Decoder, DecoderSettings
+from caption.model.decoding import DecodingSettings
+from caption.model.encoder import EncoderSettings, build_encoder
+from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
+from caption.model.search import generate
+from caption.model.self_critical import SelfCriticalSettings
+from caption.model.vocabulary import Vocabulary
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The settings of a trained model, typed, group by group as in a config's `model:` section: what builds its
+    encoder and decoder and decodes with them, and the objective it was trained on (the optimizer's settings are the
+    training's alone: `caption.training.module_settings`)."""
+
+    encoder: EncoderSettings
+    decoder: DecoderSettings
+    attention: AttentionSettings
+    soft: SoftObjectiveSettings | None  # soft attention only
+    hard: HardObjectiveSettings | None  # hard attention only
+    decoding: DecodingSettings
+    self_critical: SelfCriticalSettings | None = None  # null: cross-entropy training
+
+    @classmethod
+    def of(cls, **groups: Any) -> "ModelSettings":
+        """The groups as dataclasses (a checkpoint stores plain dicts; a group not given: its defaults, or None for an
+        optional one), the objective of the attention kind given its defaults when unset; a ConfigError for a group
+        of the other kind, or a setting a group does not have."""
+        settings = {field.name: typed(field.type, groups[field.name], field.name) if field.name in groups
+                    else unset(field.type) for field in fields(cls)}
+        kind = settings["attention"].kind
+        for objective in ("soft", "hard"):
+            if objective != kind and settings[objective] is not None:
+                raise ConfigError(f"model.{objective} only applies to model.attention.kind: {objective} (this run's is "
+                                  f"{kind}): leave model.{objective} unset (null)")
+        default = {"soft": SoftObjectiveSettings, "hard": HardObjectiveSettings}[kind]
+        settings[kind] = settings[kind] or default()
+        return cls(**settings)
+
+    def as_dicts(self) -> dict[str, dict[str, Any] | None]:
+        """Each group as a plain dict (None for the objective of the other kind), for the checkpoint."""
+        return {name: None if value is None else asdict(value) for name, value in vars(self).items()}
+
+
+def typed(kind: Any, value: Any, key: str) -> Any:
+    """`value` (a dataclass, a plain dict as checkpoints store it, or None) as the dataclass `kind` (`X | None`: X)."""
+    kind = next((arg for arg in getattr(kind, "__args__", ()) if arg is not type(None)), kind)
+    if value is None or isinstance(value, kind):
+        return value
+    unknown = set(value) - {field.name for field in fields(kind)}
+    if unknown:
+        raise ConfigError(f"model.{key} has no setting {', '.join(sorted(unknown))}: see `caption fit --help`")
+    return kind(**value)
+
+
+def unset(kind: Any) -> Any:
+    """A group not given: None when it is optional (`X | None`), else its defaults."""
+    return None if type(None) in getattr(kind, "__args__", ()) else kind()
+
+
+def first_occurrences(ids: Tensor) -> tuple[Tensor, Tensor]:
+    """For ids (B,): the index of each distinct id's first row (U,) and, per row, which distinct id it holds (B,)."""
+    distinct, rows = torch.unique(ids, return_inverse=True)  # (U,), (B,)
+    positions = torch.arange(len(ids), device=ids.device)
+    first = torch.full_like(distinct, len(ids)).scatter_reduce(0, rows, positions, reduce="amin")
+    return first, rows
+
+
+def batch_annotations(encoder: nn.Module, batch: Mapping[str, Any], *, freeze: bool) -> Tensor:
+    """(B, L, D) annotations of a batch: from the cache when the batch has them, else through the CNN (without its
+    gradient when `freeze`), which sees each distinct image of the batch once (a training batch holds one row per
+    caption, often five per image: `data.batch_by_image`)."""
+    if "annotations" in batch:
+        return batch["annotations"].float()
+    with torch.set_grad_enabled(torch.is_grad_enabled() and not freeze):
+        if "image_id" not in batch:  # images from outside the dataset
+            return encoder(batch["image"])  # (B, L, D)
+        first, rows = first_occurrences(batch["image_id"])  # (U,), (B,)
+        return encoder(batch["image"][first])[rows]  # (U, L, D) -> (B, L, D)
+
+
+def build_decoder(settings: ModelSettings, *, vocabulary_size: int, annotation_dim: int) -> Decoder:
+    """The decoder of `settings` (the LSTM, f_att and the deep output) over `vocabulary_size` words (V, specials
+    included) and annotations of `annotation_dim` (D); hard attention semi-samples as its objective says."""
+    hard_only = {"semi_sampling": settings.hard.semi_sampling} if settings.hard else {}
+    return Decoder(vocab_size=vocabulary_size, annotation_dim=annotation_dim, settings=settings.decoder,
+                   attention=settings.attention, eval_context=settings.decoding.hard_eval_context, **hard_only)
+
+
+class CaptionModel(nn.Module):
+    """The encoder and decoder of `settings` over `vocabulary`: images in, captions out.
+
+    Args:
+        vocabulary: the words, specials first.
+        settings: every group of the model's settings (`ModelSettings`).
+    """
+
+    def __init__(self, *, vocabulary: Vocabulary, settings: ModelSettings):
+        super().__init__()
+        self.vocabulary = vocabulary
+        self.settings = settings
+        self.encoder = build_encoder(settings.encoder)
+        self.decoder = build_decoder(settings, vocabulary_size=len(vocabulary), annotation_dim=self.encoder.dim)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are, hence where captioning runs."""
+        return next(self.parameters()).device
+
+    def annotations(self, batch: Mapping[str, Any]) -> Tensor:
+        """(B, L, D) annotations of {"image": (B, 3, H, W)} or {"annotations": (B, L, D)} (`batch_annotations`)."""
+        return batch_annotations(self.encoder, batch, freeze=self.settings.encoder.freeze)
+
+    def generate(self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
+                 num_captions: int = 1) -> Decoded:
+        """Captions of annotations (B, L, D): the model's decoding settings, unless `beam_size` or `max_length` is
+        given; `num_captions` = n: the n best of each image (`caption.model.search.generate`)."""
+        return generate(self.decoder, annotations, decoding=self.settings.decoding, beam_size=beam_size,
+                        max_length=max_length, num_captions=num_captions)
+
+
+def without_encoder_download(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's hyperparameters, its encoder's weights set to "none" when the checkpoint holds them: ImageNet's
+    are then not fetched only to be overwritten (the checkpoint's own hyperparameters are changed, as the model built
+    from them will show)."""
+    hyperparameters = checkpoint["hyper_parameters"]
+    if has_encoder(checkpoint):
+        hyperparameters["encoder"] = {**hyperparameters.get("encoder", {}), "weights": "none"}
+    return hyperparameters
+
+
+def with_checkpoint_weights(build: Callable[[], ModuleT], weights: Mapping[str, Tensor], *,
+                            path: str | Path) -> ModuleT:
+    """`build()`, a model from the settings of the checkpoint `path`, with `weights` loaded strictly, in eval mode. A
+    setting refused by name (a CaptionError) is raised as it is; any other failure is a CheckpointError naming
+    `path`: for a model folder of `caption export` whose weights do not fit its config.json, what differs."""
+    model: ModuleT | None = None
+    try:
+        model = build()
+        model.load_state_dict(weights, strict=True)
+    except CaptionError:
+        raise
+    except Exception as error:
+        mismatch = is_model_folder(path) and model is not None and weights_mismatch(model.state_dict(), weights)
+        if mismatch:  # a model folder's weights beside the config.json of another model
+            raise CheckpointError(f"{Path(path) / WEIGHTS} does not fit the model {Path(path) / CONFIG} describes: "
+                                  f"{mismatch}; export the model again") from None
+        raise CheckpointError(
+            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
+            "was it written by another version of this project?"
+        ) from error
+    return model.eval()
