@@ -21,17 +21,22 @@ from caption.data.datasets import CaptionPairs, ImageFiles, Images, LongCaptions
 from caption.data.features import FeatureCache, cache_config
 from caption.data.sampler import ResumableLoader, batch_grouping
 from caption.data.skipped_images import SkippedImages
+from caption.data.sources.base import CaptionSource, absolute_paths
 from caption.data.sources.category_words import LABELS_KEY, references_name_a_label
 from caption.data.sources.image_files import image_files, report_bad_images
-from caption.data.sources.records import CaptionSource, ImageRecord, absolute_paths
+from caption.data.sources.records import ImageRecord
 from caption.data.usable_captions import with_usable_captions
 from caption.errors import CaptionWarning, ConfigError
-from caption.io.checkpoints import DATA_LINKS, read_checkpoint
+from caption.io.checkpoints import read_checkpoint
 from caption.model.encoder import EncoderSettings
 from caption.model.vocabulary import Vocabulary, tokenize
 
 SPLITS = ("train", "val", "test")
 TOUCHED = {"truncate": "truncated", "drop": "left out"}  # what `long_captions` did, for the log
+
+# model settings the CLI links into the data module (`data.encoder` ...): a feature cache is checked against them
+DATA_LINKS = {"encoder.name": "encoder", "encoder.weights": "encoder_weights", "encoder.freeze": "freeze_encoder",
+              "encoder.grid": "encoder_grid"}
 
 
 class CaptionDataModule(L.LightningDataModule):

@@ -16,8 +16,9 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from caption.data.features import FeatureCache
+from caption.data.sources.base import CaptionSource
 from caption.data.sources.image_files import BadImageError, read_rgb
-from caption.data.sources.records import BadImage, CaptionSource, ImageRecord
+from caption.data.sources.records import BadImage, ImageRecord
 from caption.model.vocabulary import Vocabulary, tokenize
 
 LongCaptions = Literal["truncate", "drop"]

@@ -30,9 +30,10 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
+from caption.data.sources.base import CaptionSource
 from caption.data.sources.image_files import BadImageError, read_rgb, report_bad_images
 from caption.data.sources.image_source import ImageFileSource
-from caption.data.sources.records import BadImage, CaptionSource, ImageRecord
+from caption.data.sources.records import BadImage, ImageRecord
 from caption.errors import CaptionError
 from caption.io.checkpoints import sha256_of
 from caption.io.outputs import cannot_write, writable_folder, write_json

@@ -18,6 +18,7 @@ from lightning.pytorch.cli import instantiate_module
 from tqdm import tqdm
 
 from caption.data.datamodule import CaptionDataModule
+from caption.data.sources.base import CaptionSource
 from caption.errors import ConfigError
 from caption.evaluation.metrics import METEOR_TIMEOUT
 from caption.evaluation.ptb_tokenizer import PTBCache
@@ -25,7 +26,7 @@ from caption.evaluation.report import Evaluation
 from caption.evaluation.results import result, write_results
 from caption.evaluation.scoring import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
-from caption.io.class_paths import checked, source_base
+from caption.io.class_paths import checked
 from caption.io.outputs import write_text
 from caption.model.captions import Caption
 from caption.model.search import beam_width
@@ -33,7 +34,7 @@ from caption.model.search import beam_width
 
 def build_data(settings: dict[str, Any], origin: str) -> CaptionDataModule:
     """The data module described by `settings` (as in a config's `data:` section)."""
-    source = checked(settings.get("source"), base=source_base(), key="data.source", origin=origin)
+    source = checked(settings.get("source"), base=CaptionSource, key="data.source", origin=origin)
     try:  # jsonargparse finds the class `checked` found, already imported
         return instantiate_module(CaptionDataModule, {**settings, "source": source})
     except Exception as error:

@@ -26,9 +26,11 @@ from torch import Tensor
 
 from caption.config.keys import dotted
 from caption.config.packaged import data_section
+from caption.data.datamodule import DATA_LINKS
+from caption.data.sources.base import CaptionSource
 from caption.errors import ConfigError
-from caption.io.checkpoints import DATA_LINKS, find_checkpoint, read_checkpoint
-from caption.io.class_paths import ForeignClassError, checked, instantiate, source_base
+from caption.io.checkpoints import find_checkpoint, read_checkpoint
+from caption.io.class_paths import ForeignClassError, checked, instantiate
 from caption.model.caption_model import CaptionModel, ModelSettings, with_checkpoint_weights, without_encoder_download
 from caption.model.vocabulary import Vocabulary
 
@@ -124,7 +126,7 @@ def checked_data_source(data: dict[str, Any], *, key: str, origin: str) -> dict[
     (the data module then says what is missing)."""
     if data.get("source") is None:
         return {}
-    return {"source": checked(data["source"], base=source_base(), key=key, origin=origin)}
+    return {"source": checked(data["source"], base=CaptionSource, key=key, origin=origin)}
 
 
 def source_inputs(
@@ -133,7 +135,7 @@ def source_inputs(
     """The input transform and normalization of the data source in `settings` for `encoder` (the source is built,
     not read: sources load their records lazily, so the dataset's files need not be on this machine)."""
     try:
-        source = instantiate(settings.get("source"), base=source_base(), key="data.source", origin=origin)
+        source = instantiate(settings.get("source"), base=CaptionSource, key="data.source", origin=origin)
     except ForeignClassError:
         raise
     except Exception as error:

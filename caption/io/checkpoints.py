@@ -2,8 +2,8 @@
 
 A Lightning checkpoint is a pickle; `torch.load(weights_only=True)` rebuilds only tensors and plain containers, so a
 file whose pickle would import or call anything else is refused instead of executed. Every reader goes through
-`read_checkpoint`: the CLI's Trainers through `SafeCheckpointIO`, inference through
-`caption.inference.load_trained(path)` (after `download_checkpoint(url, sha256=...)` for a published one). A model
+`read_checkpoint`: the CLI's Trainers through `SafeCheckpointIO`, inference through its loader of a trained
+model (after `download_checkpoint(url, sha256=...)` for a published one). A model
 folder of `caption export` (safetensors weights and a JSON config, `caption.io.model_folder`) is read into the same
 dict, without unpickling anything, so every reader takes one where it takes a checkpoint. torch does not check the
 CRC-32 checksums its zip format stores with every record, so a flipped bit would load as a changed weight without a
@@ -174,26 +174,6 @@ def run_folder_checkpoint(path: Path) -> tuple[Path, dict[str, Any]]:
     if found is not None:
         return found
     raise CheckpointError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
-
-
-def with_run_checkpoint(args: list[str]) -> list[str]:
-    """Command-line arguments with a run folder given as `--ckpt_path DIR` (or `--ckpt_path=DIR`) replaced by the
-    checkpoint `find_checkpoint` picks there; everything else as it is."""
-    def resolved(value: str) -> str:
-        return str(find_checkpoint(Path(value))) if Path(value).is_dir() else value
-
-    result = list(args)
-    for index, arg in enumerate(result):
-        if arg == "--ckpt_path" and index + 1 < len(result):
-            result[index + 1] = resolved(result[index + 1])
-        elif arg.startswith("--ckpt_path="):
-            result[index] = "--ckpt_path=" + resolved(arg.partition("=")[2])
-    return result
-
-
-# model settings the CLI links into the data module (`data.encoder` ...): a feature cache is checked against them
-DATA_LINKS = {"encoder.name": "encoder", "encoder.weights": "encoder_weights", "encoder.freeze": "freeze_encoder",
-              "encoder.grid": "encoder_grid"}
 
 
 def plain(value: Any) -> Any:

@@ -6,11 +6,11 @@ One rule holds for every command and the Python API: a class path read from a fi
 modules of the project, Lightning, torch and torchvision (`TRUSTED_PACKAGES`) or modules the user named (`--import
 MODULE` on the command line, `named_modules`; in Python, by importing it first); anything else is refused in one line
 naming the file, the key and the value, before anything is imported (`may_import`, `not_importable`). The Lightning
-commands apply it to jsonargparse's parsing (`caption.cli.lightning.class_paths`); here, a class a checkpoint or a config given
+commands apply it to jsonargparse's parsing too; here, a class a checkpoint or a config given
 to `describe/evaluate/compare` names is moreover looked up only among the imported subclasses of the expected base,
 so `os.system`, `builtins.eval` or a project class of another kind is refused before anything is called or built.
 
-    source = instantiate(settings["source"], base=source_base(), key="data.source", origin="config my.yaml")
+    source = instantiate(settings["source"], base=expected_base("data.source"), key="data.source", origin="my.yaml")
     scheduler = instantiate(settings, optimizer, base=scheduler_bases(), key="model.lr_scheduler", origin=...)
 """
 
@@ -30,8 +30,8 @@ ALLOWED_KEYS = ("class_path", "init_args")  # what LightningCLI stores for a cla
 LIGHTNING_INSTANTIATOR = "lightning.pytorch.cli.instantiate_module"
 # the packages whose modules a class path read from a file may import: the project's own code and what it runs on
 TRUSTED_PACKAGES = ("caption", "lightning", "lightning_fabric", "pytorch_lightning", "torch", "torchvision")
-MODEL_CLASS = "caption.training.module.CaptionModule"  # the one model a checkpoint of this project holds
 NAMED: list[str] = []  # modules the user named on the command line (`--import`), while its command runs
+EXPECTED_BASES: dict[str, type] = {}  # settings key -> the base its class must subclass, registered from above
 
 
 class ForeignClassError(CaptionError):
@@ -147,10 +147,29 @@ def import_allowed_module(class_path: str) -> None:
         pass
 
 
-def source_base() -> type:
-    """What `data.source` may name: `caption.data.sources.records.CaptionSource` (looked up by name: the checkpoint reader,
-    which checks a checkpoint's data source, sits below the data layer)."""
-    return importlib.import_module("caption.data.sources.records").CaptionSource
+def expect_base(key: str, base: type) -> None:
+    """Register `base` as what a class at settings `key` must be a subclass of: called by the layer above that defines
+    it (the data sources' base for "data.source"), so that this layer names none of them."""
+    EXPECTED_BASES[key] = base
+
+
+def expected_base(key: str) -> type:
+    """The base registered for settings `key` (`expect_base`); a CaptionError if none is (the layer defining it is
+    not imported: import it first)."""
+    if key not in EXPECTED_BASES:
+        raise CaptionError(f"no class is registered for {key}: import the module that defines its base first")
+    return EXPECTED_BASES[key]
+
+
+def checked_if_expected(settings: Any, *, key: str, stored_at: str, origin: str) -> Any:
+    """`settings` `checked` against the base registered for `key` when one is; when none is (the layer that defines
+    it is not loaded, so nothing in this process can build it), its class path is held to `may_import` alone."""
+    if key in EXPECTED_BASES:
+        return checked(settings, base=EXPECTED_BASES[key], key=stored_at, origin=origin)
+    class_path = settings.get("class_path") if isinstance(settings, dict) else settings
+    if isinstance(class_path, str) and not may_import(class_path):
+        raise not_importable(class_path, key=stored_at, origin=origin)
+    return settings
 
 
 def scheduler_bases() -> tuple[type, ...]:
@@ -175,14 +194,15 @@ def check_checkpoint_classes(checkpoint: dict[str, Any], *, origin: str) -> None
     check_instantiator(model.get("_instantiator"), key="hyper_parameters._instantiator", origin=origin)
     if "_class_path" in model:  # Lightning's model class of a subclass-mode CLI: `caption fit` records none
         raise ForeignClassError(f"{origin}: hyper_parameters._class_path is {short(model['_class_path'])}, but "
-                                "`caption fit` records no model class (its model is always "
-                                f"{MODEL_CLASS}): not a checkpoint it wrote, refused, nothing was imported or run")
+                                "`caption fit` records no model class (its model is always the project's "
+                                "CaptionModule): not a checkpoint it wrote, refused, nothing was imported or run")
     if model.get("lr_scheduler") is not None:
         checked(model["lr_scheduler"], base=scheduler_bases(), key="hyper_parameters.lr_scheduler", origin=origin)
     if isinstance(data, dict):
         check_instantiator(data.get("_instantiator"), key="datamodule_hyper_parameters._instantiator", origin=origin)
         if data.get("source") is not None:
-            checked(data["source"], base=source_base(), key="datamodule_hyper_parameters.source", origin=origin)
+            checked_if_expected(data["source"], key="data.source", stored_at="datamodule_hyper_parameters.source",
+                                origin=origin)
     elif data is not None:
         raise ForeignClassError(f"{origin}: datamodule_hyper_parameters is {short(data)}, not a mapping of settings")
 

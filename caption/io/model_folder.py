@@ -3,7 +3,7 @@
     model.safetensors   the model's state dict (safetensors: raw tensors behind a JSON header, nothing to unpickle)
     config.json         every setting group of the model as its checkpoint stores them, the vocabulary, the data
                         settings inference needs (the source, hence the image transform), the versions
-    README.md           the model card (`caption.comparison.model_card`), with the Hub's YAML metadata on top
+    README.md           the model card `caption export` writes, with the Hub's YAML metadata on top
 
 `caption export` writes one (`model_files`, then `write_model_folder`); `read_model_folder` reads one back into the
 dict `caption.io.checkpoints.read_checkpoint` returns for a checkpoint file, so every reader of a checkpoint (the
@@ -29,7 +29,7 @@ from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
 
 from caption.errors import CheckpointError
-from caption.io.class_paths import checked, scheduler_bases, source_base
+from caption.io.class_paths import checked, checked_if_expected, scheduler_bases
 from caption.io.outputs import write_atomically, write_text
 
 WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "README.md"
@@ -156,7 +156,7 @@ def read_config(folder: Path) -> dict[str, Any]:
         model["lr_scheduler"] = checked(model["lr_scheduler"], base=scheduler_bases(), key="model.lr_scheduler",
                                         origin=str(path))
     if data is not None and data.get("source") is not None:
-        data["source"] = checked(data["source"], base=source_base(), key="data.source", origin=str(path))
+        data["source"] = checked_if_expected(data["source"], key="data.source", stored_at="data.source", origin=str(path))
     config["model"] = {key: as_tuples(value) if key != "lr_scheduler" else value for key, value in model.items()}
     return config
 

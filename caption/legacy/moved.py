@@ -98,10 +98,16 @@ MOVED = {
 OLD_PACKAGES = {"caption.commands"}  # old names of packages, whose modules are looked up here too
 
 
+# class of a module that stays -> where the class is now
+MOVED_CLASSES = {"caption.data.sources.records.CaptionSource": "caption.data.sources.base.CaptionSource"}
+
+
 def new_class_path(class_path: Any) -> str | None:
-    """The path that `class_path` (`module.Class`) has now when its module is one of the flat layout's, else None."""
+    """The path that `class_path` (`module.Class`) has now when it or its module moved, else None."""
     if not isinstance(class_path, str):
         return None
+    if class_path in MOVED_CLASSES:
+        return MOVED_CLASSES[class_path]
     module, _, name = class_path.rpartition(".")
     return f"{MOVED[module]}.{name}" if module in MOVED and name else None
 

@@ -20,8 +20,9 @@ from matplotlib.colors import to_hex
 from PIL import Image
 
 from caption.comparison.models import Model
+from caption.data.sources.base import CaptionSource
 from caption.data.sources.image_files import read_rgb
-from caption.data.sources.records import CaptionSource, ImageRecord
+from caption.data.sources.records import ImageRecord
 from caption.errors import CaptionError, ConfigError
 from caption.evaluation.grid import attention_grid
 from caption.evaluation.overlays import COLORMAP, Overlay, overlay_pixels, shared_vmax, to_uint8

@@ -6,8 +6,8 @@ import inspect
 from jsonargparse import ArgumentParser
 
 from caption.cli.lightning.commands import lightning_parsers
+from caption.data.sources.base import CaptionSource
 from caption.data.sources.karpathy import CocoSource, KarpathySource
-from caption.data.sources.records import CaptionSource
 from caption.data.synthetic.shapes import ShapesSource
 
 

@@ -15,7 +15,8 @@ from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
 from caption.data.datamodule import CaptionDataModule
 from caption.data.sampler import ImageBatchSampler, LengthBatchSampler, RandomBatchSampler, ResumableLoader
-from caption.data.sources.records import CaptionSource, ImageRecord
+from caption.data.sources.base import CaptionSource
+from caption.data.sources.records import ImageRecord
 from caption.errors import ConfigError
 from caption.model.caption_model import first_occurrences
 from caption.model.vocabulary import Vocabulary

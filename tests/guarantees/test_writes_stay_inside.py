@@ -16,8 +16,8 @@ from kit.data import write_image
 from kit.disk import disk  # noqa: F401  the fixture
 from kit.tiny import fit_args
 
+import caption.inference.describe_images as describe_images
 from caption.cli import main
-from caption.evaluation import results
 from caption.io.outputs import OutputError, save_figure, write_text
 
 matplotlib.use("Agg")
@@ -93,14 +93,14 @@ def test_describe_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_figure(
     (disk.folder / "filler").unlink(missing_ok=True)
     monkeypatch.undo()  # the simulated disk's budget, where no tmpfs could be mounted
     monkeypatch.setattr(sys, "argv", ["caption"])
-    written = results.write_results
+    written = describe_images.write_results
 
     def then_full(*args, **kwargs):  # the disk fills up once the captions are written
         paths = written(*args, **kwargs)
         disk.fill(free=1000)
         return paths
 
-    monkeypatch.setattr(results, "write_results", then_full)
+    monkeypatch.setattr(describe_images, "write_results", then_full)
     line = failed(arguments)
     assert f"cannot write figure {out / 'good.png'}" in line and "is full" in line, line
     assert sorted(path.name for path in out.iterdir()) == ["captions.csv", "captions.json"], "the captions are kept"

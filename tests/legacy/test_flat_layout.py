@@ -12,7 +12,7 @@ import pytest
 
 from caption import Captioner
 from caption.cli import main
-from caption.data.sources.records import CaptionSource
+from caption.data.sources.base import CaptionSource
 from caption.errors import CaptionWarning
 from caption.io.checkpoints import read_checkpoint
 from caption.io.class_paths import checked

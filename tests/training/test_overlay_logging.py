@@ -16,7 +16,7 @@ from PIL import Image
 
 import caption.training.overlay_logging
 from caption.cli import main
-from caption.io.checkpoints import DATA_LINKS
+from caption.data.datamodule import DATA_LINKS
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402

@@ -16,9 +16,8 @@ from lightning.pytorch.trainer.states import RunningStage
 from torch.utils.data import DataLoader
 
 from caption.config.keys import dotted
-from caption.data.datamodule import CaptionDataModule
+from caption.data.datamodule import DATA_LINKS, CaptionDataModule
 from caption.data.synthetic.shapes import ShapesSource
-from caption.io.checkpoints import DATA_LINKS
 from caption.model.flops import DecoderFlops
 from caption.model.vocabulary import Vocabulary
 from caption.training import callbacks

@@ -15,7 +15,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from caption.cli.lightning.given import given_model_settings, given_on_command_line
 from caption.config.keys import dotted
 from caption.errors import CheckpointError
-from caption.io.checkpoints import check_model_settings, first_readable, newest_first, read_checkpoint
+from caption.io.checkpoints import check_model_settings, find_checkpoint, first_readable, newest_first, read_checkpoint
 from caption.io.model_folder import is_model_folder
 from caption.model.decoding import DecodingSettings
 from caption.model.weight_settings import weight_defining_keys
@@ -86,3 +86,18 @@ def resolve_last(config: Any, *, subcommand: str) -> dict[str, Any] | None:
     # the model is built from them, then loads the checkpoint
     check_model_settings(found[0], found[1], settings, defining=MODEL_DEFINING)
     return found[1]
+
+
+def with_run_checkpoint(args: list[str]) -> list[str]:
+    """Command-line arguments with a run folder given as `--ckpt_path DIR` (or `--ckpt_path=DIR`) replaced by the
+    checkpoint `find_checkpoint` picks there; everything else as it is."""
+    def resolved(value: str) -> str:
+        return str(find_checkpoint(Path(value))) if Path(value).is_dir() else value
+
+    result = list(args)
+    for index, arg in enumerate(result):
+        if arg == "--ckpt_path" and index + 1 < len(result):
+            result[index + 1] = resolved(result[index + 1])
+        elif arg.startswith("--ckpt_path="):
+            result[index] = "--ckpt_path=" + resolved(arg.partition("=")[2])
+    return result

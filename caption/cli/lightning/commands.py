@@ -34,6 +34,7 @@ from caption.cli.lightning.checkpoint_settings import (
     decoding_overrides,
     given_checkpoint,
     resolve_last,
+    with_run_checkpoint,
 )
 from caption.cli.lightning.class_paths import check_configs, named_on_command_line, resolving_safely
 from caption.cli.lightning.console import lightning_console, quiet_lightning
@@ -43,9 +44,9 @@ from caption.cli.lightning.run_files import SaveConfig, atomic_logger_files, gua
 from caption.cli.lightning.run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
 from caption.config.console import verbose
 from caption.config.packaged import encoder_run, with_packaged_configs
-from caption.data.datamodule import CaptionDataModule
+from caption.data.datamodule import DATA_LINKS, CaptionDataModule
 from caption.errors import CaptionError, CheckpointError, ConfigError
-from caption.io.checkpoints import DATA_LINKS, SafeCheckpointIO, has_encoder, with_run_checkpoint
+from caption.io.checkpoints import SafeCheckpointIO, has_encoder
 from caption.io.class_paths import named_modules
 from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
 from caption.training.allocator import configure_allocator

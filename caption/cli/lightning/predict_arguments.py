@@ -16,8 +16,9 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from caption.cli.lightning.given import given_on_command_line
 from caption.cli.lightning.prediction_writer import CaptionWriter
+from caption.data.datamodule import DATA_LINKS
 from caption.errors import ConfigError
-from caption.io.checkpoints import DATA_LINKS, read_checkpoint
+from caption.io.checkpoints import read_checkpoint
 
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
 PREDICT_OWN = ("_instantiator", *DATA_LINKS.values(), "predict", "vocabulary_from")

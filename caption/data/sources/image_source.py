@@ -21,8 +21,9 @@ from torch import Tensor
 from torchvision import models
 from torchvision.transforms._presets import ImageClassification
 
+from caption.data.sources.base import CaptionSource
 from caption.data.sources.image_files import BadImageError, inspect_image, read_rgb
-from caption.data.sources.records import BadImage, CaptionSource, ImageRecord, ObjectBox
+from caption.data.sources.records import BadImage, ImageRecord, ObjectBox
 from caption.model.encoder import TORCHVISION_ENCODERS, imagenet_weights
 
 # The preset of the ImageNet VGG weights (VGG19_Weights.IMAGENET1K_V1 has the same one), also used for

@@ -1,15 +1,15 @@
-"""The generic per-image record shared by every dataset of the package, its object boxes, and the source interface."""
+"""The generic per-image record shared by every dataset of the package, its object boxes, and an unreadable image
+(the interface of a source of them: `caption.data.sources.base.CaptionSource`)."""
 
 from __future__ import annotations
 
-import os
-from abc import ABC, abstractmethod
+import importlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from PIL import Image
-from torch import Tensor
+from caption.errors import CaptionWarning
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels, x0/y0 inclusive, x1/y1 exclusive
 
@@ -101,78 +101,11 @@ class BadImage:
         return cls(int(data["image_id"]), str(data["split"]), data["file"], str(data["reason"]))
 
 
-class CaptionSource(ABC):
-    """Where a dataset's records and images come from; the data module needs nothing else.
-
-    Subclasses are chosen in a config by class path (`data.source.class_path`), each with its own
-    typed arguments: `caption.data.synthetic.shapes.ShapesSource` for the built-in data,
-    `caption.data.sources.karpathy.KarpathySource` and `caption.data.sources.karpathy.CocoSource` for image files.
-    """
-
-    # the arguments that name files or folders (a path or a list of paths): the data module records them
-    # absolute in the checkpoint, so that a model used from another folder finds its data
-    path_arguments: tuple[str, ...] = ()
-
-    @abstractmethod
-    def records(self) -> list[ImageRecord]:
-        """Every image of every split, with its references."""
-
-    @abstractmethod
-    def image(self, record: ImageRecord) -> Tensor:
-        """The image of `record` as a normalised float tensor (3, H, W), ready for the encoder."""
-
-    @property
-    @abstractmethod
-    def image_size(self) -> tuple[int, int]:
-        """(H, W) of every tensor `image` returns."""
-
-    @property
-    def word_labels(self) -> dict[str, str]:
-        """Caption word (or two-word phrase) -> the label of the boxes it names (`ImageRecord.objects`), for
-        attention accuracy; empty for data without boxes."""
-        return {}
-
-    def input_boxes(self, record: ImageRecord) -> tuple[ObjectBox, ...]:
-        """The boxes of `record` in the frame of the encoder input that `image` gives (H, W = `image_size`).
-
-        Here: boxes given in that frame already (`record.frame` None). Sources of image files map boxes given in
-        the file's pixels through their resize and crop."""
-        if record.frame is not None:
-            raise NotImplementedError(f"{type(self).__name__} cannot map boxes from the pixels of an image file")
-        return tuple(obj.plain() for obj in record.objects)
-
-    def use_encoder(self, encoder: str) -> None:
-        """Prepare images for the encoder named `encoder` (model.encoder.name; the data module passes it). Sources of
-        image files take the transform of its weights; sources with their own normalisation do nothing."""
-
-    def inference_transform(self) -> Callable[[Image.Image], Tensor]:
-        """An RGB image from outside the dataset (any size) -> the encoder's input (3, H, W), prepared as
-        `image` prepares the dataset's own: what a model trained on this source needs for new images."""
-        raise NotImplementedError(f"{type(self).__name__} does not say how to prepare images from outside the "
-                                  "dataset (CaptionSource.inference_transform), so its models cannot caption them")
-
-    @property
-    def normalization(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """Per-channel (mean, std) in 0..1 pixel units that `image` normalises with (to draw images again)."""
-        raise NotImplementedError(f"{type(self).__name__} does not give its pixel normalization")
-
-    def check(self, records: list[ImageRecord], *, decode: bool) -> list[BadImage]:
-        """The images of `records` that cannot be read: none for in-memory data.
-
-        Sources of image files override this: `decode=False` reads each file's header only,
-        `decode=True` decodes every image (slower, and catches truncated or corrupt data too).
-        """
-        return []
-
-
-def absolute_paths(settings: dict[str, Any], path_arguments: tuple[str, ...]) -> dict[str, Any]:
-    """A source's settings ({class_path, init_args}) with the paths among its `path_arguments` made absolute
-    against the current folder (where the source itself reads them)."""
-    def absolute(value: Any) -> Any:
-        if isinstance(value, (list, tuple)):
-            return [absolute(item) for item in value]
-        return os.path.abspath(value) if isinstance(value, (str, os.PathLike)) else value
-
-    init_args = dict(settings.get("init_args") or {})
-    init_args.update({key: absolute(init_args[key]) for key in path_arguments if key in init_args})
-    return {**settings, "init_args": init_args}
+def __getattr__(name: str) -> Any:
+    """`CaptionSource` by its name of caption 0.2 (it lives in `caption.data.sources.base` now), saying so once; read
+    until caption 0.4. Looked up by name: `base` imports this module."""
+    if name == "CaptionSource":
+        warnings.warn(f"{__name__}.{name} is now caption.data.sources.base.{name} (the old name is read until caption "
+                      "0.4)", CaptionWarning, stacklevel=2)
+        return importlib.import_module("caption.data.sources.base").CaptionSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from caption.data.sources.records import CaptionSource, ImageRecord, ObjectBox
+from caption.data.sources.base import CaptionSource
+from caption.data.sources.records import ImageRecord, ObjectBox
 from caption.errors import ConfigError
 from caption.io.outputs import write_atomically
 
