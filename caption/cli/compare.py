@@ -6,7 +6,7 @@ Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`
 first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR (`--predictions.out`) gets
 report.md (a table laid out like the paper's Table 1 with the paper's numbers beside it, overlays side by side,
 training curves) and each model's results in DIR/<name>/. A run folder stands for its newest model-selection
-checkpoint and its newest logs. The parts are in `caption.comparison`, imported once the options are read. The report,
+checkpoint and its newest logs. The parts are in `caption.reports`, imported once the options are read. The report,
 file by file: docs/attention.md#from-the-command-line.
 """
 
@@ -14,9 +14,9 @@ import warnings
 from pathlib import Path
 
 from caption.cli.options import CommandParser, add_split_evaluation, device, given_decoding
-from caption.comparison import DATASETS
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder
+from caption.reports import DATASETS
 
 
 def main(argv: list[str]) -> None:
@@ -35,11 +35,11 @@ def main(argv: list[str]) -> None:
     decoding = given_decoding(args)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
-    from caption.comparison.figures import overlay_figures, write_curves
-    from caption.comparison.models import data_differences, read_models
-    from caption.comparison.table import dataset_name, results_table, write_report
     from caption.evaluation.ptb_tokenizer import PTBCache
     from caption.inference import build_data, evaluate, write_evaluation
+    from caption.reports.figures import overlay_figures, write_curves
+    from caption.reports.runs import data_differences, read_models
+    from caption.reports.table import dataset_name, results_table, write_report
 
     models = read_models(args.models, names=args.names, device=device(args), config=args.config, decoding=decoding)
     if models[0].captioner.data is None:

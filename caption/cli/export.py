@@ -6,7 +6,7 @@
 RUN_OR_CKPT is a checkpoint file or a run folder (its newest best-*.ckpt, as every command picks it:
 `caption.io.checkpoints.find_checkpoint`). OUT gets model.safetensors (the weights only), config.json (the model's
 settings, vocabulary and data settings) and README.md (the model card, with the Hub's metadata:
-`caption.comparison.model_card`), each written atomically (`caption.io.model_folder`). Every command's `--ckpt_path`
+`caption.reports.model_card`), each written atomically (`caption.io.model_folder`). Every command's `--ckpt_path`
 and `Captioner.from_pretrained` load such a folder; `--push owner/name` uploads it to the Hugging Face Hub
 (`caption.io.hub`, the extra `show-attend-tell[hub]`). The format: docs/sharing.md.
 """
@@ -74,8 +74,8 @@ def main(argv: list[str]) -> None:
 def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any], module: CaptionModule) -> str:
     """The model card of the checkpoint, with what its run recorded: its saved config and its test figures."""
     import caption
-    from caption.comparison.logs import find_logs
-    from caption.comparison.model_card import CardFacts, evaluated, last_test_row, model_card
+    from caption.reports.logs import find_logs
+    from caption.reports.model_card import CardFacts, evaluated, last_test_row, model_card
 
     run = run_folder(args.model, checkpoint_path)
     logs = find_logs(run, checkpoint_path) if run is not None else None

@@ -109,7 +109,7 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
 
     from caption.data.labelled_objects import ClassFolders, LabelledObjects, collate_objects, object_categories
     from caption.evaluation.grid import attention_grid
-    from caption.inference.split import build_data
+    from caption.inference.evaluate import build_data
     from caption.model.encoder import EncoderSettings, build_encoder
     from caption.training.encoder_pretraining import EncoderClassifier, confusion_table
     from caption.training.progress import ProgressBar

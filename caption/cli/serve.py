@@ -60,7 +60,7 @@ def main(argv: list[str]) -> None:
     if not (math.isfinite(args.timeout_s) and args.timeout_s > 0) or args.max_connections < 1:
         parser.error(f"--timeout_s must be a number > 0 and --max_connections >= 1, got {args.timeout_s:g} and "
                      f"{args.max_connections}")
-    from caption.comparison.models import read_models  # torch and Lightning: imported after --help has answered
+    from caption.reports.runs import read_models  # torch and Lightning: imported after --help has answered
     from caption.serving.server import AttentionServer
     from caption.serving.viewer import AttentionViewer
 

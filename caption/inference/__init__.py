@@ -8,8 +8,8 @@
 from caption.evaluation.report import Evaluation
 from caption.inference.captioner import Captioner, pick_device
 from caption.inference.describe_images import describe
+from caption.inference.evaluate import build_data, evaluate, training_data, write_captions, write_evaluation
 from caption.inference.inputs import Captions, Failure, ImageInputError
-from caption.inference.split import build_data, evaluate, training_data, write_captions, write_evaluation
 from caption.inference.trained import TrainedModel, load_trained
 from caption.model.captions import Caption
 

@@ -59,6 +59,13 @@ MOVED = {
     "caption.cli._run_outputs": "caption.cli.lightning.run_files",
     "caption.cli._short_help": "caption.cli.lightning.short_help",
     "caption.cli._commands": "caption.cli",
+    "caption.comparison": "caption.reports",
+    "caption.comparison.figures": "caption.reports.figures",
+    "caption.comparison.logs": "caption.reports.logs",
+    "caption.comparison.model_card": "caption.reports.model_card",
+    "caption.comparison.models": "caption.reports.runs",
+    "caption.comparison.table": "caption.reports.table",
+    "caption.inference.split": "caption.inference.evaluate",
     "caption.compat": "caption.legacy.settings",
     "caption.console": "caption.config.console",
     "caption.data.annotation_files": "caption.data.sources.annotation_files",
@@ -95,7 +102,7 @@ MOVED = {
     "caption.visualize": "caption.evaluation.overlays",
 }
 # caption.evaluation is a package now: its module's classes of then (no config names them) are found by path only
-OLD_PACKAGES = {"caption.commands"}  # old names of packages, whose modules are looked up here too
+OLD_PACKAGES = {"caption.commands", "caption.comparison"}  # old names of packages, whose modules are looked up here too
 
 
 # class of a module that stays -> where the class is now

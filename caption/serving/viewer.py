@@ -19,7 +19,6 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 from PIL import Image
 
-from caption.comparison.models import Model
 from caption.data.sources.base import CaptionSource
 from caption.data.sources.image_files import read_rgb
 from caption.data.sources.records import ImageRecord
@@ -28,6 +27,7 @@ from caption.evaluation.grid import attention_grid
 from caption.evaluation.overlays import COLORMAP, Overlay, overlay_pixels, shared_vmax, to_uint8
 from caption.inference import training_data
 from caption.model.captions import Caption
+from caption.reports.runs import Model
 from caption.serving import MAX_CAPTIONS
 
 COLOUR_BAR_STOPS = 11  # colours of the colour bar's gradient
@@ -82,7 +82,7 @@ class AttentionViewer:
     """The models the page compares, and the answers it gets (plain JSON-ready dicts).
 
     Args:
-        models: the models, named (`caption.comparison.models.read_models`), shown in this order side by side.
+        models: the models, named (`caption.reports.runs.read_models`), shown in this order side by side.
         num_captions: the captions per image the page starts with.
         test_images: how many test images of the first model's data the page offers.
     """

@@ -18,11 +18,11 @@ from kit.models import tiny_module
 
 from caption import Captioner
 from caption.cli import main
-from caption.comparison.model_card import CardFacts, TestFigures, model_card
 from caption.evaluation import meteor
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import format_score
 from caption.inference import training_data
+from caption.reports.model_card import CardFacts, TestFigures, model_card
 
 pytestmark = pytest.mark.slow  # trains the tiny runs (conftest.py) once
 
@@ -79,7 +79,7 @@ def test_every_command_takes_the_folder_for_its_checkpoint(tiny_runs, exported, 
           "--trainer.accelerator", "cpu", "--images", "1"])
     assert "| soft (ours) |" in (tmp_path / "compare" / "report.md").read_text()
 
-    from caption.comparison.models import read_models  # what `caption serve` loads its models with
+    from caption.reports.runs import read_models  # what `caption serve` loads its models with
 
     assert [model.captioner(image).text for model in read_models([folder], names=None, device="cpu", config=None)] \
         == [entry["caption"] for entry in predicted]

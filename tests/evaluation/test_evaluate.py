@@ -18,7 +18,6 @@ from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 from pycocotools.coco import COCO
 
 from caption.cli import main
-from caption.comparison.table import dataset_name, results_table
 from caption.data.sources.records import ObjectBox
 from caption.data.synthetic.shapes import KINDS, ShapesSource
 from caption.evaluation import meteor, metrics, ptb_tokenizer
@@ -27,6 +26,7 @@ from caption.evaluation.grounding import Localisation, localisation, mean_entrop
 from caption.evaluation.metrics import coco_scores
 from caption.inference import Evaluation, load_trained, write_evaluation
 from caption.model.captions import Caption
+from caption.reports.table import dataset_name, results_table
 
 CANDIDATES = {
     7: "A large red circle, left of a small blue square.",

@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import torch
 
-from caption.comparison.models import Model
 from caption.data.synthetic.shapes import ShapesSource
 from caption.inference import Captioner
+from caption.reports.runs import Model
 from caption.serving.server import AttentionServer
 from caption.serving.viewer import AttentionViewer
 from kit.cli import PATIENCE_S

@@ -17,9 +17,9 @@ from kit.serving import MAX_UPLOAD_BYTES, request, serve, stop, tiny_captioner
 from matplotlib import colormaps
 from PIL import Image
 
-from caption.comparison.models import Model
 from caption.data.synthetic.shapes import ShapesSource
 from caption.evaluation.overlays import COLORMAP, HEAT_OPACITY, grey
+from caption.reports.runs import Model
 from caption.serving.viewer import AttentionViewer
 
 

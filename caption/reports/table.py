@@ -9,8 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from caption.comparison import DATASETS
-from caption.comparison.models import Model
+from caption.reports import DATASETS
+from caption.reports.runs import Model
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, Evaluation, format_score
 from caption.io.outputs import write_text

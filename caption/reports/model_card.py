@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from caption.comparison.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
+from caption.reports.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
 from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, format_score

@@ -1,5 +1,5 @@
 """`caption compare`'s figures: the same images captioned by each model, overlays side by side, and the training
-curves of each run from its CSV or TensorBoard logs (`caption.comparison.logs`)."""
+curves of each run from its CSV or TensorBoard logs (`caption.reports.logs`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from caption.comparison.logs import Curves, UnreadableLogs, in_order, read_curves
-from caption.comparison.models import Model
+from caption.reports.logs import Curves, UnreadableLogs, in_order, read_curves
+from caption.reports.runs import Model
 from caption.data.datamodule import CaptionDataModule
 from caption.data.sources.category_words import named_labels
 from caption.evaluation.overlays import Overlay, comparison_figure, to_uint8
@@ -37,7 +37,7 @@ PANELS_PER_ROW = 4
 
 
 def curves_figure(curves: dict[str, Curves]) -> Figure | None:
-    """One panel per logged quantity (the training loss, then each validation figure: `caption.comparison.logs`), one
+    """One panel per logged quantity (the training loss, then each validation figure: `caption.reports.logs`), one
     line per model, over the optimizer steps of every run on one integer axis from 0; None when no model has curves."""
     names = in_order({name for logged in curves.values() for name in logged})
     if not names:

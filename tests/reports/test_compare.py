@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from caption.cli import main
-from caption.comparison.figures import MARKED, curves_figure, logged_curves
-from caption.comparison.models import data_differences, model_names, read_models
+from caption.reports.figures import MARKED, curves_figure, logged_curves
+from caption.reports.runs import data_differences, model_names, read_models
 from caption.errors import ConfigError
 
 pytest.importorskip("tensorboard")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caption.comparison.logs import find_logs
+from caption.reports.logs import find_logs
 from caption.errors import ConfigError
 from caption.inference import Captioner, build_data
 from caption.io.checkpoints import find_checkpoint
@@ -20,7 +20,7 @@ class Model:
     name: str  # label in the report
     checkpoint: Path
     captioner: Captioner
-    logs: Path | None  # the run's metrics.csv or TensorBoard event folder, if found (`caption.comparison.logs`)
+    logs: Path | None  # the run's metrics.csv or TensorBoard event folder, if found (`caption.reports.logs`)
 
     @property
     def settings(self) -> ModelSettings:
@@ -75,7 +75,7 @@ def model_names(captioners: list[Captioner], names: list[str] | None) -> list[st
 def read_models(given: list[Path], *, names: list[str] | None, device: str, config: Path | None,
                 decoding: dict[str, Any] | None = None) -> list[Model]:
     """A `Model` per checkpoint or run folder (a run folder stands for its newest model-selection checkpoint,
-    `best-*.ckpt`, else `last.ckpt`, and its newest logs, `caption.comparison.logs.find_logs`); `config`: a YAML
+    `best-*.ckpt`, else `last.ckpt`, and its newest logs, `caption.reports.logs.find_logs`); `config`: a YAML
     whose `data:` section stands for the data settings of every checkpoint; `decoding`: decoding settings that
     replace each checkpoint's."""
     paths = [find_checkpoint(path) for path in given]
