@@ -24,8 +24,8 @@ psutil (peak RSS of the main process, and of its children together: DataLoader w
     fit_hard     `caption fit --config coco_hard` (for compare), no validation
     compare      `caption compare` of the soft and hard runs on the test split
 
-Results go to <out>/results.json; `--table` prints one Markdown table of every scale rehearsed. This machine's timings are only as good as its
-load: say whether others ran beside it.
+Results go to <out>/results.json; `--table` prints one Markdown table of every scale rehearsed. This machine's timings
+are only as good as its load: say whether others ran beside it.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ class Watched:
         code = self.process.wait()
         self._sampler.join()
         if code != 0:
-            raise SystemExit(f"{self.log.name}: exit status {code}; the end of {self.log}:\n{self.log.read_text()[-3000:]}")
+            raise SystemExit(f"{self.log.name}: exit status {code}; the end of {self.log}:\n"
+                             f"{self.log.read_text()[-3000:]}")
         return time.time() - self.started
 
     def kill(self) -> None:
@@ -177,7 +178,8 @@ class Rehearsal:
         if manifest.exists() and json.loads(manifest.read_text())["complete"]:
             print("cache: complete already (delete it to time it again)", flush=True)
             return
-        command = [sys.executable, str(BENCHMARKS / "coco_shaped.py"), "--scale", str(self.scale), "--out", str(self.out)]
+        command = [sys.executable, str(BENCHMARKS / "coco_shaped.py"), "--scale", str(self.scale),
+                   "--out", str(self.out)]
         total = len(json.loads((self.out / "dataset_coco.json").read_text())["images"])
         killed = Watched(command, log=self.logs / "cache_killed.log")
         kill_after_half(killed, folder / "progress.json", total)
@@ -229,7 +231,8 @@ class Rehearsal:
         figures = {"seconds": round(seconds, 1), "to_first_step_s": round(step_ends[0] - started, 1),
                    "steps": len(step_ends)}
         if any(event["event"] == "sanity_end" for event in events):
-            figures["sanity_check_s"] = round(first(events, "sanity_end")["time"] - first(events, "sanity_start")["time"], 1)
+            figures["sanity_check_s"] = round(
+                first(events, "sanity_end")["time"] - first(events, "sanity_start")["time"], 1)
         if len(step_ends) > 2:  # the first step's end includes its start-up: rate over the ones after it
             train_time = (step_ends[-1] - step_ends[0]) - sum(
                 end["time"] - start["time"] for start, end in zip(
@@ -322,7 +325,9 @@ def table(root: Path) -> str:
         values = [results.get(stage, {}).get(figure, "") for _, results in scales]
         lines.append(f"| {stage} | {figure} | " + " | ".join(str(value) for value in values) + " |")
     dates = sorted({entry["date"][:10] for _, results in scales for entry in results.values()})
-    return "\n".join(lines) + f"\n\n{', '.join(dates)}; {', '.join(sorted({entry['device'] for _, results in scales for entry in results.values()}))}"
+    return "\n".join(lines) + (
+        f"\n\n{', '.join(dates)}; "
+        f"{', '.join(sorted({entry['device'] for _, results in scales for entry in results.values()}))}")
 
 
 STAGES = ["cache", "vocabulary", "features", "fit_soft", "resume", "validate_all", "evaluate", "fit_hard", "compare"]

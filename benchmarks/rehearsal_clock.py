@@ -21,7 +21,8 @@ class StageClock(Callback):
     def _write(self, trainer: L.Trainer, event: str, **extra: Any) -> None:
         if trainer.global_rank == 0:
             with open(os.environ["REHEARSAL_CLOCK"], "a") as file:
-                file.write(json.dumps({"event": event, "time": time.time(), "step": trainer.global_step, **extra}) + "\n")
+                file.write(json.dumps({"event": event, "time": time.time(), "step": trainer.global_step,
+                                       **extra}) + "\n")
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._write(trainer, "process_start", at=psutil.Process().create_time())

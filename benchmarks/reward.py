@@ -83,7 +83,8 @@ def main() -> None:
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (load {load}), "
           f"torch {torch.__version__} on {device} ({torch.get_num_threads()} CPU thread(s))\n")
     print("| CIDEr-D of every caption | seconds |\n|---|---:|")
-    print(f"| CiderD init (once: df, tf-idf and norms of {args.images * args.references:,} references) | {init_s:.3f} |")
+    print(f"| CiderD init (once: df, tf-idf and norms of {args.images * args.references:,} references) | "
+          f"{init_s:.3f} |")
     print(f"| CiderD call, first | {first_s:.3f} |")
     print(f"| CiderD call, median of {args.repeats} more | {call_s:.3f} |")
     print(f"| pycocoevalcap Cider().compute_score, {args.samples} calls of {args.images:,} images | {theirs_s:.3f} |")

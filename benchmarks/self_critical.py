@@ -34,7 +34,8 @@ def caption(command: list[str], log: Path) -> float:
     """One `caption` command in its own process (its output in `log`); returns its wall seconds."""
     started = time.perf_counter()
     with log.open("w") as file:
-        if subprocess.run([sys.executable, "-m", "caption.cli", *command], stdout=file, stderr=subprocess.STDOUT).returncode:
+        if subprocess.run([sys.executable, "-m", "caption.cli", *command], stdout=file,
+                          stderr=subprocess.STDOUT).returncode:
             raise SystemExit(f"caption {' '.join(command)} failed; see {log}")
     return time.perf_counter() - started
 
@@ -93,8 +94,10 @@ def goals(start: dict, after: dict) -> str:
     drop = start.get("attention_accuracy", float("nan")) - after.get("attention_accuracy", float("nan"))
     checks = [f"CIDEr-D {gain:+.1%} ({'met' if gain >= GOALS['cider_gain'] else 'NOT met'}: ≥ +5%)",
               f"accuracy {-drop:+.3f} ({'met' if drop <= GOALS['accuracy_drop'] else 'NOT met'}: ≥ −0.02)",
-              f"distinct {after['distinct'] - start['distinct']:+d} ({'met' if after['distinct'] >= start['distinct'] else 'NOT met'})",
-              f"{after['wall_seconds']} s ({'met' if after['wall_seconds'] < GOALS['wall_seconds'] else 'NOT met'}: < 600 s)"]
+              f"distinct {after['distinct'] - start['distinct']:+d} "
+              f"({'met' if after['distinct'] >= start['distinct'] else 'NOT met'})",
+              f"{after['wall_seconds']} s "
+              f"({'met' if after['wall_seconds'] < GOALS['wall_seconds'] else 'NOT met'}: < 600 s)"]
     return "; ".join(checks)
 
 

@@ -9,8 +9,8 @@ Each run is the real `caption fit --config ...` (with the overrides of its row) 
 first, `caption pretrain-encoder --config shapes_encoder` into <out>/encoder, then the soft run from its encoder
 (`model.encoder.weights: <out>/encoder`, as `shapes_soft` does with `runs/shapes_encoder`): it is stage 1 of the
 hard recipe, and every hard row but `hard_from_scratch` trains its decoder on soft's encoder, frozen
-(`model.encoder.weights: <out>/soft`, as `shapes_hard` does with `runs/shapes_soft`). Then each run's best checkpoint (validation BLEU-4) decodes the test split with beam 3 and
-is scored here:
+(`model.encoder.weights: <out>/soft`, as `shapes_hard` does with `runs/shapes_soft`). Then each run's best checkpoint
+(validation BLEU-4) decodes the test split with beam 3 and is scored here:
 - BLEU-1..4, METEOR, ROUGE-L, CIDEr (coco-caption, PTB tokenizer; all in DIR/shapes.json);
 - where each object noun's α peak lies (`caption.evaluation.grounding.localisation`): on the named object (the attention
   accuracy), on another object, on the background, or the noun names an object the image lacks; beside the
@@ -61,8 +61,10 @@ HARD_ABLATIONS: dict[str, tuple[str, list[str], str]] = {
                            "N = 4, leave-one-out baseline (Kool et al., 2019)"),
     "hard_learned_baseline": (HARD, ["--model.hard.baseline", "learned"],
                               "learned baseline b(h_{t-1}) (Mnih et al., 2014)"),
-    "hard_step_credit": (HARD, ["--model.hard.credit", "step"], "per-step reward: each location gets the words it can affect"),
-    "hard_semi_sampling_schedule": (HARD, ["--model.hard.semi_sampling", "1.0", "--model.hard.semi_sampling_final", "0.0"],
+    "hard_step_credit": (HARD, ["--model.hard.credit", "step"],
+                         "per-step reward: each location gets the words it can affect"),
+    "hard_semi_sampling_schedule": (HARD, ["--model.hard.semi_sampling", "1.0",
+                                           "--model.hard.semi_sampling_final", "0.0"],
                                     "semi-sampling from 1 (all expected context) to 0 (all sampled), linearly"),
     "hard_no_semi_sampling": (HARD, ["--model.hard.semi_sampling", "0.0"], "no semi-sampling: every caption sampled"),
 }
@@ -74,8 +76,9 @@ def stage_zero(out: Path, *, smoke: bool) -> str:
     encoder); one line saying its held-out accuracy and wall seconds."""
     tiny = {"model": {"encoder": {"channels": [4, 8, 8]}}, "data": {"source": {"init_args": {
         "root": str(out / "data"), **{f"num_{split}": count for split, count in SMOKE_SPLITS.items()}}}}}
-    command = [sys.executable, "-m", "caption.cli", "pretrain-encoder", "--config", "shapes_encoder", "--trainer.default_root_dir",
-               str(out / "encoder"), *(["--config", json.dumps(tiny), "--pretraining.epochs", "1"] if smoke else [])]
+    command = [sys.executable, "-m", "caption.cli", "pretrain-encoder", "--config", "shapes_encoder",
+               "--trainer.default_root_dir", str(out / "encoder"),
+               *(["--config", json.dumps(tiny), "--pretraining.epochs", "1"] if smoke else [])]
     started = time.perf_counter()
     with (out / "encoder.log").open("w") as stream:
         if subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT).returncode != 0:
@@ -202,7 +205,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", default=None, help="run just these rows (names above); the hard rows "
                         "need <out>/soft, trained first when missing (and reused, not retrained, when there)")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="override trainer.max_epochs of every hard row, the shipped one too (soft runs as shipped)")
+                        help="override trainer.max_epochs of every hard row, the shipped one too "
+                             "(soft runs as shipped)")
     parser.add_argument("--out", type=Path, help="default: runs/shapes (--smoke: runs/shapes_smoke)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="runs at once, one thread each when > 1 (wall times are then not comparable)")

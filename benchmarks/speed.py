@@ -68,8 +68,10 @@ from caption.training.module import CaptionModule
 LOCATIONS, ANNOTATION_DIM, VOCABULARY = 196, 512, 10_000
 COCO_CAPTIONS = 566_435  # Karpathy train + restval: 113,287 images × ~5 captions
 CONFIGS = {
-    "a": dict(batch_size=32, decoder=dict(embed_dim=512, hidden_dim=512, init_layers=1), attention=dict(dim=512, layers=1)),
-    "b": dict(batch_size=64, decoder=dict(embed_dim=512, hidden_dim=1800, init_layers=2), attention=dict(dim=512, layers=2)),
+    "a": dict(batch_size=32, decoder=dict(embed_dim=512, hidden_dim=512, init_layers=1),
+              attention=dict(dim=512, layers=1)),
+    "b": dict(batch_size=64, decoder=dict(embed_dim=512, hidden_dim=1800, init_layers=2),
+              attention=dict(dim=512, layers=2)),
 }
 DECODE_IMAGES, MAX_WORDS = 64, 20
 MATRIX_PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv", "aten::mv"}
@@ -162,8 +164,8 @@ def build_module(config: str, attention: str, device: torch.device, compile: boo
     words = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(VOCABULARY - len(Vocabulary.SPECIALS))]
     sizes = CONFIGS[config]
     module = CaptionModule(vocabulary=words, encoder={"name": "vgg16", "weights": "none"}, decoder=sizes["decoder"],
-                           attention={"kind": attention, **sizes["attention"]}, decoding={"max_caption_length": MAX_WORDS},
-                           optimization={"compile": compile})
+                           attention={"kind": attention, **sizes["attention"]},
+                           decoding={"max_caption_length": MAX_WORDS}, optimization={"compile": compile})
     return module.to(device)
 
 
@@ -243,7 +245,8 @@ def bench_train(args, clock: Clock, config: str, attention: str, precision: str)
                     {"tokens": tokens, "captions": batch_size * len(seconds)}, memory.gib(),
                     f"COCO epoch {epoch / 3600:,.2f} h; first step {first:.1f} s")
     if args.profile:
-        print_profile(lambda: train_step(module, optimizer, warm, precision), device, CONFIGS[config]["attention"]["dim"])
+        print_profile(lambda: train_step(module, optimizer, warm, precision), device,
+                      CONFIGS[config]["attention"]["dim"])
     return result
 
 
@@ -422,11 +425,13 @@ def main() -> None:
     parser.add_argument("--decode-images", type=int, default=DECODE_IMAGES,
                         help=f"images each decoding run captions (default {DECODE_IMAGES})")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's, one per core)")
-    parser.add_argument("--compile", action="store_true", help="model.optimization.compile: torch.compile the decoder step")
+    parser.add_argument("--compile", action="store_true",
+                        help="model.optimization.compile: torch.compile the decoder step")
     parser.add_argument("--profile", action="store_true", help="profile one step of every train and beam-3 case")
     parser.add_argument("--input-out", default="runs/benchmarks/input_pipeline", help="where `input` builds its data")
     parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc's malloc as it is (else its thresholds are raised, as --keep_freed_memory does)")
+                        help="leave glibc's malloc as it is (else its thresholds are raised, as --keep_freed_memory "
+                             "does)")
     args = parser.parse_args()
     device = torch.device(args.device)
     malloc = "glibc default" if args.default_malloc else allocator_setting(device)

@@ -75,8 +75,8 @@ def two_stage(files: SceneFiles, *, image_size: int, caption_length: int, out: P
     if from_scratch:
         start = ["--model.encoder.weights", "none"]
     else:
-        wall = run("encoder", ["pretrain-encoder", f"--config={STAGES['encoder']}", f"--config={data}", "--trainer.default_root_dir",
-                               str(out / "encoder"), *encoder_overrides], out)
+        wall = run("encoder", ["pretrain-encoder", f"--config={STAGES['encoder']}", f"--config={data}",
+                               "--trainer.default_root_dir", str(out / "encoder"), *encoder_overrides], out)
         about = json.loads((out / "encoder" / "encoder.json").read_text())
         results["encoder"] = {"accuracy": about["accuracy"], "chance": 1 / len(about["categories"]),
                               "best_epoch": about["best_epoch"] + 1, "wall_seconds": round(wall)}
@@ -95,8 +95,9 @@ def table(name: str, results: dict[str, dict[str, float]]) -> str:
     lines = [f"# {name} benchmark, {date.today()}"]
     if "encoder" in results:
         encoder = results["encoder"]
-        lines.append(f"encoder stage: held-out object accuracy {encoder['accuracy']:.3f} (chance {encoder['chance']:.3f}), "
-                     f"best epoch {encoder['best_epoch']}, {encoder['wall_seconds']} s")
+        lines.append(f"encoder stage: held-out object accuracy {encoder['accuracy']:.3f} "
+                     f"(chance {encoder['chance']:.3f}), best epoch {encoder['best_epoch']}, "
+                     f"{encoder['wall_seconds']} s")
     lines += ["| config | BLEU-1 | BLEU-4 | CIDEr | attention accuracy | random object | α entropy | wall s |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {stage} | {cell(row['bleu1'])} | {cell(row['bleu4'])} | {cell(row['cider'])} "

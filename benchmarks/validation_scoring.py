@@ -1,4 +1,5 @@
-"""What scoring one validation epoch costs on the one evaluation path (`caption.evaluation.scoring`): PTB tokenisation runs Java.
+"""What scoring one validation epoch costs on the one evaluation path (`caption.evaluation.scoring`): PTB tokenisation
+runs Java.
 
     python benchmarks/validation_scoring.py                  # 50 images x 5 references, 5 repeats, median
     python benchmarks/validation_scoring.py --images 200 --repeats 3
@@ -40,7 +41,7 @@ def timed(run) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()

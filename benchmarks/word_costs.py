@@ -5,7 +5,8 @@ edge row or column). The figures of docs/measurements.md, "Stage 1 on data it wa
     python benchmarks/word_costs.py runs/positions/soft/checkpoints/last.ckpt data/positions \\
         --classes kind=cross,ring,bar,diamond colour=purple,orange,black,cyan place=top,bottom,left,right,center,middle
 
-The dataset folder is one `caption.data.synthetic.scene_files` writes (dataset_<name>.json, instances_<name>.json, images/).
+The dataset folder is one `caption.data.synthetic.scene_files` writes (dataset_<name>.json, instances_<name>.json,
+images/).
 """
 
 import argparse

@@ -10,9 +10,10 @@
 Each command is a module of `caption.cli` with its own `--help` and `main(argv)` (`COMMANDS`); fit, validate, test and
 predict are LightningCLI's, in the wing `caption.cli.lightning`; the others are small argparse programs on the
 inference layer, a knob several of them have spelled the same in each (`caption.cli.options`). Commands never import
-each other, except that `features` parses its config with the Lightning one. Foreseen errors print as one `caption: error:` line; torch and Lightning are imported only
-by the commands that need them; warnings print as one line each (`caption: warning: ...`), and `caption -v <command>`
-also shows the dependencies' notes (`caption.config.console`, docs/console.md).
+each other, except that `features` parses its config with the Lightning one. Foreseen errors print as one
+`caption: error:` line; torch and Lightning are imported only by the commands that need them; warnings print as one
+line each (`caption: warning: ...`), and `caption -v <command>` also shows the dependencies' notes
+(`caption.config.console`, docs/console.md).
 """
 
 import importlib
@@ -30,7 +31,8 @@ from caption.legacy.moved import moved_modules
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
 INTERRUPTED = 128 + 2  # exit status of a command stopped by Ctrl-C (SIGINT)
-LIGHTNING = "lightning.commands"  # fit, validate, test and predict: LightningCLI's, with their plumbing in cli/lightning/
+# fit, validate, test and predict: LightningCLI's, with their plumbing in cli/lightning/
+LIGHTNING = "lightning.commands"
 
 # name -> (module under caption.cli with a `main(argv)`, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -44,7 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "describe": ("describe", "caption images and draw where the model looked for each word"),
     "evaluate": ("evaluate", "score a checkpoint on a split with the coco-caption metrics (pycocoevalcap)"),
     "compare": ("compare", "evaluate several models (soft vs hard) on one split: table, overlays, curves"),
-    "export": ("export", "a model folder to share: safetensors weights, config.json, a model card (--push: to the Hub)"),
+    "export": ("export", "a model folder to share: safetensors weights, config.json, a model card "
+               "(--push: to the Hub)"),
     "serve": ("serve", "a local page: drop an image, hover a word, see where the model looked (soft and hard)"),
     "migrate-config": ("migrate_config", "rewrite a config of caption < 0.2 with its model settings in their groups"),
 }

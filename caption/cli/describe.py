@@ -6,8 +6,8 @@ Prints each image's caption and writes DIR/captions.json, captions.csv (`caption
 before its figures) and DIR/<name>.png (the image as the encoder sees it, then one panel per word with its overlay:
 `caption.evaluation.overlays`); with `--predictions.num_captions k`, each image's k best beams and DIR/<name>_1.png
 ... _k.png. Images get the transform of the model's training data (`caption.inference.Captioner`); folders are
-captioned in batches (`caption.inference.describe_images`). The model, torch and the image libraries are imported once the
-options are read. More:
+captioned in batches (`caption.inference.describe_images`). The model, torch and the image libraries are imported once
+the options are read. More:
 docs/attention.md#from-the-command-line.
 """
 

@@ -2,11 +2,11 @@
 
     caption evaluate --ckpt_path runs/shapes_soft --split test --predictions.out eval/soft
 
-Writes DIR/captions.json (the COCO results format of `caption.evaluation.results`: image_id, caption, file_name, log_prob)
-and DIR/captions.csv as soon as the split is decoded, then DIR/metrics.json, which also names the checkpoint and the
-tokenizer: coco-caption's PTB tokenizer (Java), or its pure-Python stand-in without Java. DIR (`--predictions.out`,
-as for `caption predict`) is created and checked writable before any work. `--ckpt_path` is a checkpoint file, or a
-run folder standing for the checkpoint `caption compare` picks there.
+Writes DIR/captions.json (the COCO results format of `caption.evaluation.results`: image_id, caption, file_name,
+log_prob) and DIR/captions.csv as soon as the split is decoded, then DIR/metrics.json, which also names the checkpoint
+and the tokenizer: coco-caption's PTB tokenizer (Java), or its pure-Python stand-in without Java. DIR
+(`--predictions.out`, as for `caption predict`) is created and checked writable before any work. `--ckpt_path` is a
+checkpoint file, or a run folder standing for the checkpoint `caption compare` picks there.
 The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
 `--config`, a YAML file with a `data:` section such as the training config. The work is
 `caption.inference.evaluate`, imported once the options are read: `caption evaluate --help` answers at once.

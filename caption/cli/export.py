@@ -39,8 +39,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--metrics", type=Path, default=None,
                         help="a metrics.json of `caption evaluate` for the card's test figures (default: the run's "
                              "last test, from its metrics.csv)")
-    parser.add_argument("--model_name", default=None, help="the model's name in its card (default: --push's id, else OUT's "
-                                                     "folder name)")
+    parser.add_argument("--model_name", default=None,
+                        help="the model's name in its card (default: --push's id, else OUT's folder name)")
     parser.add_argument("--license", default="mit", help="the weights' license in the card's metadata, as the Hub "
                                                          "spells it (default: mit, the code's)")
     parser.add_argument("--push", default=None, metavar="OWNER/NAME",
@@ -71,7 +71,8 @@ def main(argv: list[str]) -> None:
         print(f"uploaded to {upload_model_folder(args.out, args.push, api=api, private=args.private)}")
 
 
-def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any], module: CaptionModule) -> str:
+def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any],
+              module: CaptionModule) -> str:
     """The model card of the checkpoint, with what its run recorded: its saved config and its test figures."""
     import caption
     from caption.reports.logs import find_logs

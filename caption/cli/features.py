@@ -5,8 +5,8 @@
 
 The config is parsed exactly as `caption fit` parses it (any of its options overrides the config);
 the encoder is the model's, run on the trainer's device over every split, `data.eval_batch_size`
-images at a time; an interrupted build resumes. The cache itself is `caption.data.features`. Lightning and the model are imported once the options are read:
-`caption features --help` answers at once.
+images at a time; an interrupted build resumes. The cache itself is `caption.data.features`. Lightning and the model are
+imported once the options are read: `caption features --help` answers at once.
 """
 
 import argparse

@@ -143,7 +143,8 @@ def add_scoring(parser: argparse.ArgumentParser) -> None:
     """--split and --meteor_timeout, for the commands that score a split."""
     parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
     parser.add_argument("--meteor_timeout", type=float, default=None,
-                        help="seconds before METEOR counts as missing (default: caption.evaluation.metrics.METEOR_TIMEOUT)")
+                        help="seconds before METEOR counts as missing "
+                             "(default: caption.evaluation.metrics.METEOR_TIMEOUT)")
 
 
 def add_split_evaluation(parser: argparse.ArgumentParser, *, out: str, data: str, decoding: str) -> None:

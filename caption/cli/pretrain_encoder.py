@@ -51,8 +51,8 @@ def read_configs(values: list[str]) -> dict[str, Any]:
 
 
 def output_folder(args: argparse.Namespace) -> Path:
-    """--trainer.default_root_dir, else the folder of a named run given alone (runs/<name>): composed with other configs, it is other
-    data, which must not overwrite that run's encoder."""
+    """--trainer.default_root_dir, else the folder of a named run given alone (runs/<name>): composed with other
+    configs, it is other data, which must not overwrite that run's encoder."""
     if args.out is not None:
         return args.out
     run = named_run(args.config[0]) if len(args.config) == 1 else None

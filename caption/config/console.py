@@ -82,7 +82,8 @@ class ConsoleHandler(logging.Handler):
 
 def source(filename: str) -> str:
     """Who raised a warning, by the file it names: `caption` for this project's files, the top folder under
-    site-packages for a dependency's (`lightning`, `torch`), `python` for the interpreter's own, else the file's name."""
+    site-packages for a dependency's (`lightning`, `torch`), `python` for the interpreter's own, else the file's
+    name."""
     if filename.startswith("<"):  # <frozen ...>, <string>
         return "python"
     path = Path(filename)

@@ -112,8 +112,9 @@ class CaptionDataModule(L.LightningDataModule):
             self.hparams["source"] = absolute_paths(self.hparams["source"], type(source).path_arguments)
         if features is not None:
             self.hparams["features"] = os.path.abspath(features)
-        at_least = {"batch_size": (batch_size, 1), "eval_batch_size": (eval_batch_size, 1), "max_length": (max_length, 1),
-                    "min_count": (min_count, 1), "max_vocab_size": (max_vocab_size or 1, 1), "num_workers": (num_workers, 0)}
+        at_least = {"batch_size": (batch_size, 1), "eval_batch_size": (eval_batch_size, 1),
+                    "max_length": (max_length, 1), "min_count": (min_count, 1),
+                    "max_vocab_size": (max_vocab_size or 1, 1), "num_workers": (num_workers, 0)}
         for key, (value, least) in at_least.items():
             if value < least:
                 raise ConfigError(f"data.{key} must be >= {least}, got {value}")
@@ -176,7 +177,8 @@ class CaptionDataModule(L.LightningDataModule):
             raise ConfigError(f"data.source: every image of the {name!r} split was left out, none has a caption with a "
                               "letter or digit (each is empty, whitespace or punctuation): check its captions")
         if not records:
-            raise ConfigError(f"data.source has no images in the {name!r} split: check the dataset files and split names")
+            raise ConfigError(f"data.source has no images in the {name!r} split: "
+                              "check the dataset files and split names")
         return records
 
     @property

@@ -260,7 +260,8 @@ def build_cache(
     skipped = [BadImage.from_dict(entry) for entry in progress["skipped"]]
     left_out = {image.image_id for image in skipped}
     rows = [row for row in range(progress["done"], len(records)) if records[row].image_id not in left_out]
-    loader = DataLoader(DecodedImages(source, records, rows), batch_size=batch_size, num_workers=num_workers, collate_fn=list)
+    loader = DataLoader(DecodedImages(source, records, rows), batch_size=batch_size, num_workers=num_workers,
+                        collate_fn=list)
     array = np.load(path / ARRAY, mmap_mode="r+")
     started, encoded = time.perf_counter(), 0
     # images/s and the time left; in a log file (not a terminal) a line every LOG_EVERY_S seconds
@@ -286,7 +287,8 @@ def build_cache(
                 encoded += len(good)
             write_json(path / PROGRESS, {"done": items[-1][0] + 1, "skipped": [image.to_dict() for image in skipped]})
             bar.update(len(items))
-    manifest = {**read_json_or_none(path / MANIFEST), "complete": True, "skipped": [image.to_dict() for image in skipped]}
+    manifest = {**read_json_or_none(path / MANIFEST), "complete": True,
+                "skipped": [image.to_dict() for image in skipped]}
     write_json(path / MANIFEST, manifest)
     (path / PROGRESS).unlink()
     elapsed = time.perf_counter() - started

@@ -129,7 +129,8 @@ class LabelledObjects(Dataset):
 
 
 def collate_objects(items: list[dict[str, Any]]) -> dict[str, Tensor]:
-    """Images (B, 3, H, W), cell classes (B, L), and every object of the batch: its image (M,), cells (M, L), class (M,)."""
+    """Images (B, 3, H, W), cell classes (B, L), and every object of the batch: its image (M,), cells (M, L),
+    class (M,)."""
     return {
         "image": torch.stack([item["image"] for item in items]),
         "cells": torch.stack([item["cells"] for item in items]),
@@ -160,9 +161,11 @@ class ClassFolders:
         height, width = image_size
         whole: Box = (0.0, 0.0, float(width), float(height))
         if not self.root.is_dir():
-            raise ConfigError(f"--images {root}: no such folder (expected a folder of class folders: {root}/<class>/*.jpg)")
+            raise ConfigError(f"--images {root}: no such folder "
+                              f"(expected a folder of class folders: {root}/<class>/*.jpg)")
         if (self.root / "train").is_dir() and (self.root / "val").is_dir():
-            files = [(split, label, path) for split in ("train", "val") for label, path in class_files(self.root / split)]
+            files = [(split, label, path) for split in ("train", "val")
+                     for label, path in class_files(self.root / split)]
         else:
             files = [("val" if index % holdout == 0 else "train", label, path)
                      for label, paths in grouped_by_label(class_files(self.root)).items()

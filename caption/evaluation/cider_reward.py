@@ -14,7 +14,7 @@ The formula, with pycocoevalcap's names (cider_scorer.py). N images with referen
                              len(g) − 1); delta only counts where both captions have words (else val is 0), and there
                              it is the difference in words
     delta                  = length_hyp − length_ref
-    val[n]                 = Σ_g min(vec_hyp[n][g], vec_ref[n][g]) · vec_ref[n][g]      (clipped; g over the candidate's)
+    val[n]                 = Σ_g min(vec_hyp[n][g], vec_ref[n][g]) · vec_ref[n][g]   (clipped; g over the candidate's)
                              / (norm_hyp[n] · norm_ref[n])            (only where both norms are non-zero)
                              · exp(−delta² / (2σ²))                   (σ = 6)
     score                  = 10 · mean over n of (Σ over the image's references of val[n]) / len(refs)
@@ -139,7 +139,8 @@ class CiderD:
             entry_keys, entry_counts = torch.unique_consecutive(image_gram[order], return_counts=True)  # (P_n,)
             tables |= {f"table{n}": table, f"idf{n}": idf, f"entry_keys{n}": entry_keys,
                        f"entry_start{n}": torch.cumsum(torch.cat([torch.zeros(1, dtype=torch.long), entry_counts]), 0),
-                       f"entry_tf{n}": tf[order].int(), f"entry_slot{n}": (ref - image_start[ref_image[ref]])[order].int()}
+                       f"entry_tf{n}": tf[order].int(),
+                       f"entry_slot{n}": (ref - image_start[ref_image[ref]])[order].int()}
         tables["ref_norm"] = tables["ref_norm"].sqrt()
         self.slots = max(counts)  # R: the most references an image has
         self._tables: dict[torch.device, dict[str, Tensor]] = {torch.device("cpu"): tables}

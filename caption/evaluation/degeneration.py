@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-DANGLING = frozenset(["a", "an", "the", "and", "or", "of", "with", "on", "in", "at", "to", "by", "for", "from", "near", "its", "their", "his", "her"])
+DANGLING = frozenset(["a", "an", "the", "and", "or", "of", "with", "on", "in", "at", "to", "by", "for", "from", "near",
+                      "its", "their", "his", "her"])
 MARGIN = 0.02  # a habit's share this much above the references' is said
 COLLAPSE = 0.5  # distinct captions under this share of the references' distinct share is said
 

@@ -7,7 +7,8 @@ joined by spaces); `coco_scores` tokenises raw captions with coco-caption's PTB 
 (`caption.evaluation.ptb_tokenizer`), for official numbers.
 
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
-METEOR is reported as missing (NaN) with a warning and every other metric is still produced (`caption.evaluation.meteor`).
+METEOR is reported as missing (NaN) with a warning and every other metric is still produced
+(`caption.evaluation.meteor`).
 """
 
 from collections.abc import Iterable

@@ -9,9 +9,10 @@ moves the peak of a cell next to the border into the neighbouring cell on small 
 one cell keeps every peak inside its own cell (tests/evaluation/test_overlays.py checks every cell).
 
 Under each panel: the word and the gate β_t (sec. 4.2.1); for hard attention, the chosen location
-s_t is outlined; on data with object boxes, the box of the object a word names is dashed. Panels wrap into rows for long captions and share one colour scale (α, with a
-colour bar), so panels and models can be compared by eye. Figures are matplotlib `Figure`s built
-without pyplot, so they work headless and in notebooks alike (a notebook shows one returned by a cell).
+s_t is outlined; on data with object boxes, the box of the object a word names is dashed. Panels wrap into rows for long
+captions and share one colour scale (α, with a colour bar), so panels and models can be compared by eye. Figures are
+matplotlib `Figure`s built without pyplot, so they work headless and in notebooks alike (a notebook shows one returned
+by a cell).
 """
 
 import io

@@ -1,4 +1,5 @@
-"""coco-caption's PTB tokenisation of captions, which the scores of `caption.evaluation.metrics` need first, and its cache.
+"""coco-caption's PTB tokenisation of captions, which the scores of `caption.evaluation.metrics` need first, and its
+cache.
 
 `ptb_tokenize` applies coco-caption's PTB tokenizer (Java) for official numbers. Without Java it falls back, with a
 warning, to `python_ptb_tokenize`, a pure-Python stand-in that splits words and punctuation as the Stanford

@@ -39,7 +39,8 @@ class Evaluation:
     captions: dict[int, Caption] = field(repr=False)  # image id -> caption, in the loader's order
     localisation: Localisation | None = None  # None when the data has no object boxes
     alpha_entropy: float = float("nan")  # mean H(α_t) over generated steps
-    tokenizer: str = PTB_JAVA  # caption.evaluation.ptb_tokenizer.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
+    # caption.evaluation.ptb_tokenizer.PTB_JAVA (official) or PTB_PYTHON (the stand-in, without Java)
+    tokenizer: str = PTB_JAVA
     references: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # image id -> raw references
     locations: int = 0  # L, the attention locations (log L: the entropy of uniform α); 0 when unknown
     file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any
@@ -99,7 +100,8 @@ class Evaluation:
                 rows.append(("attention accuracy per label", ""))
             for label, found in self.localisation.by_label.items():
                 chance = format_score(found.chance_location)
-                rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
+                rows.append((f"  {label}",
+                             f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
         rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
         rows.append((METRIC_NAMES["distinct_captions"], f"{self.distinct()} / {len(self.captions)}"))
         rows += [(METRIC_NAMES[name], format_score(value)) for name, value in self.habits().items()

@@ -4,10 +4,11 @@ COCO results format, and DIR/captions.csv beside it.
 captions.json holds one entry per image, {"image_id", "caption", "file_name", "log_prob"}, as `COCO.loadRes` and
 pycocoevalcap read it; with `num_captions` n > 1 also "n_best", the n best beams, inside the image's one entry (the
 scorers take one caption per image id); `caption describe` adds each caption's "figure". captions.csv holds the same,
-one row per caption: image_id, file_name, rank, caption, log_prob (and figure). Each field: docs/attention.md#one-result-format.
-Both are UTF-8. A file name that is not UTF-8 (b"latin\\xe9.png" on Linux) is carried as it is: in captions.json with
-its surrogate escape ("latin\\udce9.png", which `json.load` reads back and `os.fsencode` turns into the file's bytes),
-in captions.csv with its bytes written as \\xNN ("latin\\xe9.png"; `caption.io.outputs.readable_name`).
+one row per caption: image_id, file_name, rank, caption, log_prob (and figure). Each field:
+docs/attention.md#one-result-format. Both are UTF-8. A file name that is not UTF-8 (b"latin\\xe9.png" on Linux) is
+carried as it is: in captions.json with its surrogate escape ("latin\\udce9.png", which `json.load` reads back and
+`os.fsencode` turns into the file's bytes), in captions.csv with its bytes written as \\xNN ("latin\\xe9.png";
+`caption.io.outputs.readable_name`).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Validation and `caption test` (inside Lightning, `EpochCaptions`), `caption eval
 by image id (`gather_by_image`, which `caption predict`'s writer uses too) and score them with `score_split`: raw
 candidates and raw references through coco-caption's PTB tokenizer, pycocoevalcap's scorers, the mean entropy of
 α per step and, where the data has object boxes, where each object noun looked
-(`caption.evaluation.grounding.localisation`). The references' tokens are kept in a `PTBCache`, so each epoch's validation runs the tokenizer (Java) on the new
-candidates only. The result is an `Evaluation`; its table and metrics.json are in `caption.evaluation.report`.
+(`caption.evaluation.grounding.localisation`). The references' tokens are kept in a `PTBCache`, so each epoch's
+validation runs the tokenizer (Java) on the new candidates only. The result is an `Evaluation`; its table and
+metrics.json are in `caption.evaluation.report`.
 """
 
 from __future__ import annotations

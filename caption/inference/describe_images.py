@@ -4,8 +4,8 @@ describe` runs (`describe`), for any `Captioner`.
     described = describe(captioner, image_files(["photos/"], required="describe"), out=Path("figures"))
 
 Writes out/captions.json and captions.csv (`caption.evaluation.results`, after each batch, before its figures) and
-out/<name>.png (the image as the encoder sees it, then one panel per word with its overlay: `caption.evaluation.overlays`);
-with `num_captions` k, each image's k best beams and out/<name>_1.png ... _k.png.
+out/<name>.png (the image as the encoder sees it, then one panel per word with its overlay:
+`caption.evaluation.overlays`); with `num_captions` k, each image's k best beams and out/<name>_1.png ... _k.png.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def describe(
     figure_format: str = "png",
     say: Callable[[str], None] = lambda line: None,
 ) -> list[Result]:
-    """Caption `files` (from `caption.data.sources.image_files.image_files`); write one overlay figure per caption under `out`
-    (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each readable image's
+    """Caption `files` (from `caption.data.sources.image_files.image_files`); write one overlay figure per caption under
+    `out` (with `num_captions` = k, each image's k best beams: <name>_1 ... <name>_k). Returns each readable image's
     `Result` (image_id: its position in `files`) with its captions and figures, best first. After each batch is
     captioned, out/captions.json and captions.csv hold every caption so far (with the figures they name), before
     that batch's figures are drawn: figures take longest, and an interrupted run keeps its captions. Each image's
@@ -92,8 +92,9 @@ def describe(
             if num_captions is None:
                 say(f"{readable_name(path)}: {ranked[0].text}")
             else:
-                say("\n".join([f"{readable_name(path)}:", *(f"  {rank}. {caption.text}  (log p = {caption.log_prob:.2f})"
-                                                              for rank, caption in enumerate(ranked, start=1))]))
+                say("\n".join([f"{readable_name(path)}:",
+                               *(f"  {rank}. {caption.text}  (log p = {caption.log_prob:.2f})"
+                                 for rank, caption in enumerate(ranked, start=1))]))
         write_results(described, out)
         for figure, overlay in drawn:
             save_figure(overlay_figure(overlay, columns=columns), figure)

@@ -87,8 +87,8 @@ def evaluate(
 
 def write_captions(captions: Mapping[int, Caption], out: Path, *,
                    file_names: Mapping[int, str | None] | None = None) -> None:
-    """DIR/captions.json (the COCO results format, `caption.evaluation.results`) and DIR/captions.csv; `file_names`: image id
-    -> its image file."""
+    """DIR/captions.json (the COCO results format, `caption.evaluation.results`) and DIR/captions.csv; `file_names`:
+    image id -> its image file."""
     file_names = file_names or {}
     write_results([result(image_id, file_names.get(image_id), caption) for image_id, caption in captions.items()], out)
 

@@ -4,10 +4,10 @@ caption.
 An input is a file path, a PIL image, an image file's bytes (`bytes`, `bytearray` or `memoryview`: an upload, a
 download), or a tensor in torchvision's layout ((3, H, W) or (1, H, W); uint8, or float in [0, 1]); several are a
 sequence of those or a (B, 3, H, W) tensor. Anything else (an int, a bool, a 0-d tensor, None) is a `TypeError`
-naming the input, raised before any image is captioned; so is a decoding argument of the wrong type. A file that cannot be read (missing,
-a folder, not an image, empty, truncated, a decompression bomb) is a `BadImageError` naming the file: with
-`on_error="raise"` (the default) the captions finished before it travel with the error (`ImageInputError.captions`);
-with `on_error="skip"` it is left out, warned about, and listed in `Captions.failed`.
+naming the input, raised before any image is captioned; so is a decoding argument of the wrong type. A file that cannot
+be read (missing, a folder, not an image, empty, truncated, a decompression bomb) is a `BadImageError` naming the file:
+with `on_error="raise"` (the default) the captions finished before it travel with the error
+(`ImageInputError.captions`); with `on_error="skip"` it is left out, warned about, and listed in `Captions.failed`.
 """
 
 from __future__ import annotations

@@ -57,9 +57,9 @@ def load_trained(
     decoding: Mapping[str, Any] | None = None,
 ) -> TrainedModel:
     """The model, vocabulary and data settings of checkpoint `path` (a file; a run folder: the checkpoint
-    `caption compare` picks there; or a model folder of `caption export`), read once (`config`: a YAML whose `data:` section replaces the checkpoint's data
-    settings, for checkpoints that do not store them; `decoding`: decoding settings that replace the checkpoint's, as
-    `caption test --model.decoding.*` does, checked as a config's are)."""
+    `caption compare` picks there; or a model folder of `caption export`), read once (`config`: a YAML whose `data:`
+    section replaces the checkpoint's data settings, for checkpoints that do not store them; `decoding`: decoding
+    settings that replace the checkpoint's, as `caption test --model.decoding.*` does, checked as a config's are)."""
     path = find_checkpoint(Path(path))
     checkpoint = read_checkpoint(path, map_location=map_location)
     module = build_model(path, checkpoint, decoding=decoding)
@@ -83,7 +83,8 @@ def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,
     settings, with the encoder's and the decoder's weights loaded strictly (`TRAINING_STATE` left out). The
     encoder's weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten."""
     hyperparameters = without_encoder_download(checkpoint)
-    groups = {field.name: hyperparameters[field.name] for field in fields(ModelSettings) if field.name in hyperparameters}
+    groups = {field.name: hyperparameters[field.name] for field in fields(ModelSettings)
+              if field.name in hyperparameters}
     if decoding:
         groups["decoding"] = {**(groups.get("decoding") or {}), **decoding}
     weights = {name: value for name, value in checkpoint["state_dict"].items() if not name.startswith(TRAINING_STATE)}
@@ -97,7 +98,8 @@ def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,
     return with_checkpoint_weights(build, weights, path=path)
 
 
-def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike, config: str | os.PathLike | None) -> dict[str, Any]:
+def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike,
+                  config: str | os.PathLike | None) -> dict[str, Any]:
     """The data settings ({source: {class_path, init_args}, ...}) a model was trained with: the `data:` section of
     `config` if given, else what `caption fit` stored in the checkpoint."""
     # linked from the model, as `caption fit` does: a feature cache is checked against the encoder

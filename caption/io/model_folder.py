@@ -156,7 +156,8 @@ def read_config(folder: Path) -> dict[str, Any]:
         model["lr_scheduler"] = checked(model["lr_scheduler"], base=scheduler_bases(), key="model.lr_scheduler",
                                         origin=str(path))
     if data is not None and data.get("source") is not None:
-        data["source"] = checked_if_expected(data["source"], key="data.source", stored_at="data.source", origin=str(path))
+        data["source"] = checked_if_expected(data["source"], key="data.source", stored_at="data.source",
+                                             origin=str(path))
     config["model"] = {key: as_tuples(value) if key != "lr_scheduler" else value for key, value in model.items()}
     return config
 

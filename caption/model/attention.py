@@ -140,7 +140,8 @@ class HardAttention(nn.Module):
         mode = "sample" if self.training else self.eval_context
         if mode == "expected":
             location = alpha.argmax(-1)  # shown in overlays; the context is the expectation
-            return AttentionOutput(expected, alpha, location, log_alpha.gather(1, location[:, None]).squeeze(1), entropy)
+            return AttentionOutput(expected, alpha, location, log_alpha.gather(1, location[:, None]).squeeze(1),
+                                   entropy)
         if mode == "sample":
             location = self.sample(alpha.detach())  # (R,)
         else:

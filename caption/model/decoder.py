@@ -132,7 +132,8 @@ class Decoder(nn.Module):
         self.init_h = nn.Linear(annotation_dim, hidden_dim)
         self.init_c = nn.Linear(annotation_dim, hidden_dim)
         # f_att (eq. 4) and φ (sec. 4).
-        self.scorer = AdditiveScorer(annotation_dim=annotation_dim, attention_dim=attention.dim, layers=attention.layers)
+        self.scorer = AdditiveScorer(annotation_dim=annotation_dim, attention_dim=attention.dim,
+                                     layers=attention.layers)
         attention_options = {"eval_context": eval_context} if attention.kind == "hard" else {}
         self.attention = ATTENTIONS[attention.kind](**attention_options)
         # LSTM (eq. 1): T [E y_{t-1}; h_{t-1}; ẑ_t] split by what each part depends on.
@@ -143,7 +144,8 @@ class Decoder(nn.Module):
         # Deep output (eq. 7).
         self.dropout = nn.Dropout(dropout)
         self.output_hidden = nn.Linear(hidden_dim, embed_dim)  # L_h
-        self.output_context = nn.Linear(annotation_dim, embed_dim, bias=False) if settings.context_output else None  # L_z
+        self.output_context = (nn.Linear(annotation_dim, embed_dim, bias=False)  # L_z
+                               if settings.context_output else None)
         self.output_words = nn.Linear(embed_dim, vocab_size)  # L_o
 
     @property

@@ -182,7 +182,8 @@ class TorchvisionResNet(nn.Module):
         name: "resnet50", "resnet101" or "resnet152".
         weights: "imagenet" (torchvision weights API, IMAGENET1K_V1), "none" (torchvision's random init) or a
             path to a torchvision-format state dict (its `fc.` keys are not used).
-        freeze: no gradients (the paper does not fine-tune); fine-tuning unfreezes stages (`caption.training.finetuning`).
+        freeze: no gradients (the paper does not fine-tune); fine-tuning unfreezes stages
+            (`caption.training.finetuning`).
         grid: side of the annotation grid, L = grid².
     """
 

@@ -44,7 +44,8 @@ def _configure(device_type: str) -> dict[str, bool]:
     skipped = skip_reason(device_type)
     mallopt = None if skipped else glibc_mallopt()
     if mallopt is None:
-        rank_zero_info(f"caption.training.allocator: malloc left at glibc's defaults ({skipped or 'no mallopt in libc.so.6'})")
+        rank_zero_info("caption.training.allocator: malloc left at glibc's defaults "
+                       f"({skipped or 'no mallopt in libc.so.6'})")
         return {}
     results = {name: bool(mallopt(parameter, value)) for name, (parameter, value, _) in KNOBS.items()}
     rank_zero_info(f"caption.training.allocator: {knobs_line(results)}")

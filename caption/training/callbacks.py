@@ -38,8 +38,8 @@ LAST = "last.ckpt"
 class PeriodicCheckpoint(Callback):
     """Writes `last.ckpt` every N optimizer steps, after every validation, at the end of training, and
     when the run receives SIGTERM (Lightning stops after the current batch; this saves before it exits; on several
-    processes every rank stops after the same batch, `caption.training.preemption`) or SIGINT (Ctrl-C: saved where the run
-    stopped; a second Ctrl-C during the save stops at once).
+    processes every rank stops after the same batch, `caption.training.preemption`) or SIGINT (Ctrl-C: saved where the
+    run stopped; a second Ctrl-C during the save stops at once).
 
     Args:
         every_n_train_steps: save every this many optimizer steps (0: only at validation, end and SIGTERM).

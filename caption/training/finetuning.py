@@ -45,7 +45,8 @@ class EncoderFinetuning(BaseFinetuning):
     Args:
         frozen_epochs: epochs before fine-tuning starts (model.encoder.frozen_epochs).
         stages: how many stages train, counted from the top (model.encoder.finetune_stages; None: all).
-        learning_rate: of the "encoder" parameter group (model.encoder.learning_rate, or model.optimization.learning_rate).
+        learning_rate: of the "encoder" parameter group (model.encoder.learning_rate, or
+            model.optimization.learning_rate).
     """
 
     def __init__(self, *, frozen_epochs: int, stages: int | None, learning_rate: float):
@@ -82,8 +83,8 @@ def load_weights(module: L.LightningModule, path: str) -> None:
     if Path(path).is_dir():
         path = str(find_checkpoint(Path(path)))  # a model folder stands for itself
     if not Path(path).is_file() and not is_model_folder(path):
-        raise ConfigError(f"model.optimization.init_from: {path} does not exist: point it at the checkpoint of the run to start "
-                          "from (e.g. stage 1's checkpoints/best.ckpt)")
+        raise ConfigError(f"model.optimization.init_from: {path} does not exist: point it at the checkpoint of the run "
+                          "to start from (e.g. stage 1's checkpoints/best.ckpt)")
     checkpoint = read_checkpoint(path)
     vocabulary = checkpoint["hyper_parameters"]["vocabulary"]
     check_vocabulary(vocabulary, module.vocabulary.itos, problem=f"model.optimization.init_from: {path} was trained "
@@ -96,8 +97,8 @@ def load_weights(module: L.LightningModule, path: str) -> None:
         state = {**{key: value for key, value in state.items() if not key.startswith("objective.")}, **objective}
         parts = [f"its {', '.join(left_out)} (for {trained_with} attention only) is left out"] if left_out else []
         parts += [f"{', '.join(sorted(objective))} starts afresh"] if objective else []
-        rank_zero_info(f"model.optimization.init_from: {path} was trained with {trained_with} attention, this run uses {attention}: "
-                       f"its weights are used; {'; '.join(parts)}")
+        rank_zero_info(f"model.optimization.init_from: {path} was trained with {trained_with} attention, "
+                       f"this run uses {attention}: its weights are used; {'; '.join(parts)}")
     try:
         module.load_state_dict(state)
     except RuntimeError as error:
@@ -106,4 +107,5 @@ def load_weights(module: L.LightningModule, path: str) -> None:
             f"model.optimization.init_from: the weights in {path} do not fit this model ({summary}): keep its "
             "model.encoder, model.decoder and model.attention settings"
         ) from None
-    rank_zero_info(f"Starting from the weights of {path} (model.optimization.init_from): a new run, with a new optimizer")
+    rank_zero_info(f"Starting from the weights of {path} (model.optimization.init_from): "
+                   "a new run, with a new optimizer")

@@ -1,10 +1,10 @@
 """The LightningModule: encoder + decoder, wired to the objectives, decoding and metrics.
 
 Its settings come in typed groups (`caption.training.module_settings`), set from a config's `model:` section, one
-YAML mapping per group. They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for
-inference (checkpoints of version 0.1's flat settings are read too): `caption.inference.load_trained(path)` builds
-the model (`caption.model.caption_model.CaptionModel`: this module's encoder and decoder, the same annotations and
-captions) from it, weights_only=True, without this module.
+YAML mapping per group. They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is
+enough for inference (checkpoints of version 0.1's flat settings are read too): `caption.inference.load_trained(path)`
+builds the model (`caption.model.caption_model.CaptionModel`: this module's encoder and decoder, the same annotations
+and captions) from it, weights_only=True, without this module.
 """
 
 import inspect
@@ -65,8 +65,8 @@ class CaptionModule(L.LightningModule):
         attention: soft or hard, and f_att (`caption.model.attention.AttentionSettings`).
         soft: soft attention's objective, eq. 14 (`caption.model.objectives.SoftObjectiveSettings`); only with
             attention.kind soft (null: its defaults).
-        hard: hard attention's objective, eq. 12, and its variance reduction (`caption.model.objectives.HardObjectiveSettings`);
-            only with attention.kind hard (null: its defaults).
+        hard: hard attention's objective, eq. 12, and its variance reduction
+            (`caption.model.objectives.HardObjectiveSettings`); only with attention.kind hard (null: its defaults).
         decoding: test-time decoding (`caption.model.decoding.DecodingSettings`).
         optimization: the optimizer, its step size, what to do on a non-finite loss, the weights to start from.
         self_critical: self-critical training on CIDEr-D after cross-entropy (`caption.model.self_critical`); null:
@@ -101,7 +101,8 @@ class CaptionModule(L.LightningModule):
                                    "image_size": image_size})
         self.vocabulary = Vocabulary(vocabulary)
         self.encoder = build_encoder(settings.encoder)
-        self.decoder = build_decoder(settings.model, vocabulary_size=len(self.vocabulary), annotation_dim=self.encoder.dim)
+        self.decoder = build_decoder(settings.model, vocabulary_size=len(self.vocabulary),
+                                     annotation_dim=self.encoder.dim)
         if settings.hard is not None:  # eq. 12, with its baseline
             self.objective = HardAttentionObjective(settings.hard, hidden_dim=settings.decoder.hidden_dim)
         else:  # eq. 14
@@ -143,7 +144,8 @@ class CaptionModule(L.LightningModule):
 
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
-        if self.self_critical is not None:  # the expected CIDEr-D of sampled captions (`caption.training.self_critical`)
+        # the expected CIDEr-D of sampled captions (`caption.training.self_critical`)
+        if self.self_critical is not None:
             first = first_occurrences(batch["image_id"])[0]  # one row per distinct image (U,)
             annotations = self.annotations(batch)[first]  # (U, L, D)
             terms: LossTerms | SelfCriticalTerms = self.self_critical.step(self.decoder, annotations,
@@ -190,8 +192,9 @@ class CaptionModule(L.LightningModule):
         where = f"global step {self.global_step} (epoch {self.current_epoch}, batch {batch_index})"
         if self.settings.optimization.on_nonfinite_loss == "error":
             raise NonFiniteLossError(
-                f"non-finite training loss at {where}; this rank's loss terms: {values}. Lower model.optimization.learning_rate, "
-                "set trainer.gradient_clip_val, or set model.optimization.on_nonfinite_loss: skip to skip such batches"
+                f"non-finite training loss at {where}; this rank's loss terms: {values}. "
+                "Lower model.optimization.learning_rate, set trainer.gradient_clip_val, "
+                "or set model.optimization.on_nonfinite_loss: skip to skip such batches"
             )
         self.nonfinite_batches += 1
         rank_zero_warn(f"skipped a batch with a non-finite loss at {where} ({values}); {self.nonfinite_batches} so far",
@@ -200,7 +203,8 @@ class CaptionModule(L.LightningModule):
         return False
 
     def configure_callbacks(self) -> list[L.Callback]:
-        """A torchvision encoder that trains (model.encoder.freeze: false) does so on its schedule (`caption.training.finetuning`)."""
+        """A torchvision encoder that trains (model.encoder.freeze: false) does so on its schedule
+        (`caption.training.finetuning`)."""
         encoder = self.settings.encoder
         if encoder.freeze or encoder.name not in TORCHVISION_ENCODERS:
             return []
@@ -222,22 +226,23 @@ class CaptionModule(L.LightningModule):
         self.log("train/semi_sampling", self.decoder.semi_sampling)
 
     def on_fit_start(self) -> None:
-        """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its own);
-        self-critical training builds its reward from the training references."""
+        """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its
+        own); self-critical training builds its reward from the training references."""
         init_from = self.settings.optimization.init_from
         if init_from and self.trainer.ckpt_path is None:
             load_weights(self, init_from)
         if self.self_critical is not None:
             if not init_from and self.trainer.ckpt_path is None:
                 raise ConfigError("model.self_critical fine-tunes a captioner trained with cross-entropy: set "
-                                  "model.optimization.init_from to its run folder or checkpoint (e.g. runs/shapes_soft)")
+                                  "model.optimization.init_from to its run folder or checkpoint "
+                                  "(e.g. runs/shapes_soft)")
             data = self.trainer.datamodule
             self.self_critical.build_reward(data.usable("train"), self.vocabulary)
 
     def configure_optimizers(self) -> Any:
         """The optimizer over the parameters that train now (a fine-tuned encoder joins later, in its own group:
-        `caption.training.finetuning`), and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with its
-        `monitor`, e.g. val/bleu4, as LightningCLI itself would return it)."""
+        `caption.training.finetuning`), and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with
+        its `monitor`, e.g. val/bleu4, as LightningCLI itself would return it)."""
         parameters = [p for p in self.parameters() if p.requires_grad]
         optimization = self.settings.optimization
         if optimization.optimizer == "rmsprop":
@@ -301,8 +306,9 @@ class CaptionModule(L.LightningModule):
             rank_zero_warn(line, category=CaptionWarning)
 
     def predict_step(self, batch: dict[str, Any], batch_index: int) -> list[Result]:
-        """`caption predict`: each image's `Result` (`caption.evaluation.results`): its id (the dataset's, or its position among
-        the image files), its file (for image files) and its caption, or its `predict_num_captions` best."""
+        """`caption predict`: each image's `Result` (`caption.evaluation.results`): its id (the dataset's, or its
+        position among the image files), its file (for image files) and its caption, or its `predict_num_captions`
+        best."""
         if not len(batch["image_id"]):  # every image of the batch failed to load: named, and skipped
             return []
         count = self.predict_num_captions

@@ -59,9 +59,9 @@ class ModuleSettings:
 
     @classmethod
     def of(cls, **groups: Any) -> "ModuleSettings":
-        """The groups as dataclasses (a checkpoint stores plain dicts): the model's as `ModelSettings.of` reads them (the
-        objective of the attention kind given its defaults when unset; a ConfigError for a group of the other kind, or
-        a setting a group does not have), and the optimizer's."""
+        """The groups as dataclasses (a checkpoint stores plain dicts): the model's as `ModelSettings.of` reads them
+        (the objective of the attention kind given its defaults when unset; a ConfigError for a group of the other kind,
+        or a setting a group does not have), and the optimizer's."""
         model = ModelSettings.of(**{name: value for name, value in groups.items() if name != "optimization"})
         return cls(**vars(model), optimization=typed(OptimizationSettings, groups.get("optimization"), "optimization"))
 

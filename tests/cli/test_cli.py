@@ -19,7 +19,8 @@ def test_fit_then_test_through_the_cli(tmp_path, kind):
     fit = caption("fit", *fit_args(run, *stage_one, kind=kind))
     assert fit.returncode == 0, fit.stderr[-3000:]
     output = fit.stdout + fit.stderr
-    assert "test (best checkpoint): bleu1 " in output and " meteor " in output, "fit ends by testing the best checkpoint"
+    assert ("test (best checkpoint): bleu1 " in output
+            and " meteor " in output), "fit ends by testing the best checkpoint"
     assert "Example test captions" in output
 
     checkpoints = sorted((run / "checkpoints").glob("*.ckpt"))  # <default_root_dir>/checkpoints
@@ -53,8 +54,8 @@ def test_conflicting_settings_are_rejected_early(tmp_path):
 
 
 def test_validation_logs_attention_accuracy_and_follows_the_lr_schedule(tiny_runs):
-    """The shapes configs' ExponentialLR (γ = 0.7, one step per epoch) comes through LightningCLI's `lr_scheduler:`, and every
-    validation logs attention accuracy beside the score of a random location, and α's entropy."""
+    """The shapes configs' ExponentialLR (γ = 0.7, one step per epoch) comes through LightningCLI's `lr_scheduler:`, and
+    every validation logs attention accuracy beside the score of a random location, and α's entropy."""
     rows = list(csv.DictReader((tiny_runs["soft"] / "logs" / "version_0" / "metrics.csv").open()))
     validations = [row for row in rows if row.get("val/bleu4")]
     assert validations

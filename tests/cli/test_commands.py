@@ -103,6 +103,7 @@ def test_the_legacy_folder_is_reached_only_through_its_hooks():
     class-path lookup and the command line: deleting it means mending those and nothing else."""
     graph = module_graph()
     importers = {module for module, imported in graph.items()
-                 if not module.startswith("caption.legacy") and any(name.startswith("caption.legacy") for name in imported)}
-    assert importers == {"caption.io.checkpoints", "caption.io.class_paths", "caption.cli", "caption.cli.migrate_config",
-                         "caption.cli.lightning.parser", "caption.cli.options"}
+                 if not module.startswith("caption.legacy")
+                 and any(name.startswith("caption.legacy") for name in imported)}
+    assert importers == {"caption.io.checkpoints", "caption.io.class_paths", "caption.cli",
+                         "caption.cli.migrate_config", "caption.cli.lightning.parser", "caption.cli.options"}

@@ -1,5 +1,6 @@
 """Settings that conflict with a checkpoint: refused in one line naming both values and where
-the setting was given, or applied and said so (`model.optimization.init_from` across attention kinds); never dropped silently."""
+the setting was given, or applied and said so (`model.optimization.init_from` across attention kinds); never dropped
+silently."""
 
 import logging
 import sys
@@ -35,7 +36,8 @@ def test_a_config_of_the_other_attention_kind_is_refused_naming_both(tiny_runs, 
 
 @pytest.mark.parametrize("command", ["test", "validate", "predict"])
 @pytest.mark.parametrize("key, value, trained", [
-    ("attention.kind", "soft", "'hard'"), ("encoder.name", "resnet50", "'small_vgg'"), ("decoder.hidden_dim", "32", "16"),
+    ("attention.kind", "soft", "'hard'"), ("encoder.name", "resnet50", "'small_vgg'"),
+    ("decoder.hidden_dim", "32", "16"),
 ])
 def test_an_explicit_model_setting_that_differs_from_the_checkpoint_is_refused(
         tiny_runs, tmp_path, command, key, value, trained):
@@ -62,8 +64,8 @@ def test_init_from_the_other_attention_kind_uses_the_weights_and_says_what_it_le
         tiny_runs, tmp_path, caplog, source, target):
     checkpoint = tiny_runs[source] / "checkpoints" / "last.ckpt"
     with caplog.at_level(logging.INFO):
-        main(lightning("fit", target, tmp_path, "--model.optimization.init_from", str(checkpoint), "--trainer.max_steps", "1",
-                       "--trainer.limit_val_batches", "0"))
+        main(lightning("fit", target, tmp_path, "--model.optimization.init_from", str(checkpoint),
+                       "--trainer.max_steps", "1", "--trainer.limit_val_batches", "0"))
     said = f"model.optimization.init_from: {checkpoint} was trained with {source} attention, this run uses {target}"
     assert said in caplog.text
     assert "objective.baseline.value (for hard attention only) is left out" in caplog.text if source == "hard" else \

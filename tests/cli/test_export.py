@@ -96,7 +96,8 @@ def test_the_card_lists_the_measured_test_figures_and_its_metadata_parses(tiny_r
     assert card.data.pipeline_tag == "image-to-text" and "hard-attention" in card.data.tags
     assert card.data.datasets is None, "the built-in data is no Hub dataset"
     results = {result.metric_name: result.metric_value for result in card.data.eval_results}
-    expected = {name: round(100 * value, 2) for name, value in measured.items() if name in METRICS and value is not None}
+    expected = {name: round(100 * value, 2) for name, value in measured.items()
+                if name in METRICS and value is not None}
     assert results == {NAMES[name]: value for name, value in expected.items()}
     assert "meteor" not in expected, "METEOR missing (no Java here) is left out, not 0"
 
@@ -124,7 +125,8 @@ def test_the_card_of_a_run_folder_takes_its_last_logged_test(tiny_runs, tmp_path
     with metrics_csv.open(newline="") as file:
         rows = list(csv.DictReader(file))
     tested = {"test/bleu1": 0.5, "test/bleu4": 0.125, "test/cider": 0.75, "test/alpha_entropy": 2.5}
-    with metrics_csv.open("w", newline="") as file:  # as CSVLogger writes it once `caption fit` tests its best checkpoint
+    # as CSVLogger writes it once `caption fit` tests its best checkpoint
+    with metrics_csv.open("w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=[*rows[0], *tested], restval="")
         writer.writeheader()
         writer.writerows([*rows, {"epoch": "3", "step": "36", **tested}])
@@ -140,8 +142,10 @@ def test_the_card_of_a_run_folder_takes_its_last_logged_test(tiny_runs, tmp_path
         "the run tested its best checkpoint, not last.ckpt"
 
 
-@pytest.mark.parametrize("dataset, paper", [("coco", "| soft attention (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3"),
-                                            ("flickr8k", "| soft attention (paper, Table 1) | 67 | 44.8 | 29.9 | 19.5")])
+@pytest.mark.parametrize("dataset, paper", [
+    ("coco", "| soft attention (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3"),
+    ("flickr8k", "| soft attention (paper, Table 1) | 67 | 44.8 | 29.9 | 19.5"),
+])
 def test_the_papers_table_1_sits_beside_the_figures_on_its_data(dataset, paper):
     module = tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a"])
     data = {"source": {"class_path": "caption.data.sources.karpathy.KarpathySource",

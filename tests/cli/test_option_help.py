@@ -24,7 +24,8 @@ def options_without_help(parser: ArgumentParser, prefixes: tuple[str, ...]) -> l
 def test_every_model_and_data_option_of_fit_has_help():
     parser = fit_parser()
     options = [option for action in parser._actions for option in action.option_strings]
-    assert "--model.decoder.embed_dim" in options and "--data.batch_size" in options and "--keep_freed_memory" in options
+    assert ("--model.decoder.embed_dim" in options and "--data.batch_size" in options
+            and "--keep_freed_memory" in options)
     assert options_without_help(parser, ("--model.", "--data.", "--keep_freed_memory")) == []
 
 

@@ -29,8 +29,9 @@ def pretrained(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         printed = []
         patch.setattr("builtins.print", lambda *args, **kwargs: printed.append(" ".join(map(str, args))))
-        main(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config), "--trainer.default_root_dir", str(out),
-              "--pretraining.epochs", "5", "--pretraining.batch_size", "16", "--pretraining.learning_rate", "0.003", "--trainer.accelerator", "cpu"])
+        main(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config),
+              "--trainer.default_root_dir", str(out), "--pretraining.epochs", "5", "--pretraining.batch_size", "16",
+              "--pretraining.learning_rate", "0.003", "--trainer.accelerator", "cpu"])
     return out, "\n".join(printed)
 
 
@@ -68,11 +69,11 @@ def test_a_folder_of_class_folders_is_classified_whole(tmp_path):
         for seed in seeds:
             write_image(tmp_path / "classes" / label / f"{seed}.png", size=(64, 64), seed=seed)
     config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump({"model": {"encoder": TINY_ENCODER},
-                                      "data": {"source": {"init_args": {"root": str(tmp_path / "data"),
-                                                                        "num_train": 2, "num_val": 1, "num_test": 1}}}}))
+    config.write_text(yaml.safe_dump({"model": {"encoder": TINY_ENCODER}, "data": {"source": {"init_args": {
+        "root": str(tmp_path / "data"), "num_train": 2, "num_val": 1, "num_test": 1}}}}))
     main(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config), "--images",
-          str(tmp_path / "classes"), "--trainer.default_root_dir", str(tmp_path / "out"), "--pretraining.epochs", "1", "--trainer.accelerator", "cpu"])
+          str(tmp_path / "classes"), "--trainer.default_root_dir", str(tmp_path / "out"), "--pretraining.epochs", "1",
+          "--trainer.accelerator", "cpu"])
     about = json.loads((tmp_path / "out" / "encoder.json").read_text())
     assert about["categories"] == ["bright", "dark"]
     assert about["images"] == {"train": 22, "val": 2}  # the 10th image of each class held out
@@ -86,8 +87,8 @@ def test_data_without_labels_is_refused_in_one_line(tmp_path):
         "class_path": "caption.data.sources.karpathy.KarpathySource",
         "init_args": {"annotations": str(karpathy), "images": str(tmp_path / "images"), "resize_size": 64,
                       "crop_size": 64}}}}))
-    line = failed(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config), "--trainer.default_root_dir",
-                   str(tmp_path / "out"), "--trainer.accelerator", "cpu"])
+    line = failed(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config),
+                   "--trainer.default_root_dir", str(tmp_path / "out"), "--trainer.accelerator", "cpu"])
     assert "no labelled objects" in line and "instances file" in line
     assert not (tmp_path / "out" / "encoder.pt").exists()
 
@@ -106,8 +107,9 @@ def test_a_torchvision_vgg_from_random_weights_writes_torchvision_keys(tmp_path)
     config = tmp_path / "vgg.yaml"
     config.write_text(yaml.safe_dump({"model": {"encoder": {"name": "vgg16"}}, "data": {"source": {"init_args": {
         "root": str(tmp_path / "data"), "num_train": 4, "num_val": 2, "num_test": 1}}}}))
-    main(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config), "--trainer.default_root_dir", str(tmp_path / "vgg"),
-          "--pretraining.epochs", "1", "--pretraining.batch_size", "4", "--trainer.accelerator", "cpu"])
+    main(["pretrain-encoder", "--config", "shapes_encoder", "--config", str(config),
+          "--trainer.default_root_dir", str(tmp_path / "vgg"), "--pretraining.epochs", "1",
+          "--pretraining.batch_size", "4", "--trainer.accelerator", "cpu"])
     state = torch.load(tmp_path / "vgg" / "encoder.pt", weights_only=True)
     assert "features.28.weight" in state and not any(key.startswith("head.") for key in state)  # conv5_3, no head
     loaded = build_encoder(EncoderSettings(name="vgg16", weights=str(tmp_path / "vgg")))

@@ -32,10 +32,10 @@ def old_command(name: str) -> tuple[str, ...]:
 def normalise(config: dict) -> dict:
     """A printed config made comparable across versions; the one place for it. The configs print no absolute path
     or other machine-dependent value. The fixtures print the flat model settings of before 0.2: they are moved into
-    their groups (`caption.legacy.settings.grouped`, as checkpoints are), and the objective group of the attention kind a
-    run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them. Settings
-    added since, off by default, are given their default where missing (the sources' `instances` and `labels`: no
-boxes; `early_stopping`: no patience; `model.self_critical`: cross-entropy)."""
+    their groups (`caption.legacy.settings.grouped`, as checkpoints are), and the objective group of the attention kind
+    a run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them.
+    Settings added since, off by default, are given their default where missing (the sources' `instances` and
+    `labels`: no boxes; `early_stopping`: no patience; `model.self_critical`: cross-entropy)."""
     source = config["data"]["source"]
     if source["class_path"] != "caption.data.synthetic.shapes.ShapesSource":
         source = source | {"init_args": {"instances": None, "labels": None} | source["init_args"]}
@@ -45,7 +45,8 @@ boxes; `early_stopping`: no patience; `model.self_critical`: cross-entropy)."""
         value = model.pop(group, None)
         if group == kind:
             model[group] = asdict(settings()) | (value or {})
-    stopping = {"patience": None, "monitor": "val/attention_accuracy", "min_delta": 0.0} | config.get("early_stopping", {})
+    stopping = ({"patience": None, "monitor": "val/attention_accuracy", "min_delta": 0.0}
+                | config.get("early_stopping", {}))
     return config | {"model": model, "data": config["data"] | {"source": source}, "early_stopping": stopping}
 
 
@@ -55,7 +56,8 @@ def fixture(name: str) -> dict:
     if name.startswith("shapes"):  # the last epoch of a fixed schedule, no time cap (docs/measurements.md)
         config["trainer"]["max_time"] = None
         config["checkpoint"]["monitor"] = None
-    if name == "shapes_soft":  # stage 1's learning rate, at which the CNN learns the objects' kinds (docs/measurements.md)
+    if name == "shapes_soft":
+        # stage 1's learning rate, at which the CNN learns the objects' kinds (docs/measurements.md)
         config["model"]["learning_rate"] = 0.001
         config["model"]["encoder_weights"] = "runs/shapes_encoder"  # from stage 0's classifier (docs/measurements.md)
     if "entropy_weight" in config["model"]:  # hard runs: configs/hard.yaml's entropy weight (docs/hard-attention.md)
@@ -89,7 +91,8 @@ def test_resnet101_stages(kind):
     assert one["name"] == two["name"] == "resnet101" and one["grid"] == 14 and one["freeze"]
     assert first["data"]["features"] == "data/features/coco_resnet101_14"
     best = Path(first["trainer"]["default_root_dir"]) / "checkpoints" / f"{first['checkpoint']['filename']}.ckpt"
-    assert second["model"]["optimization"]["init_from"] == str(best) and not first["checkpoint"]["enable_version_counter"]
+    assert (second["model"]["optimization"]["init_from"] == str(best)
+            and not first["checkpoint"]["enable_version_counter"])
     assert second["trainer"]["default_root_dir"] != first["trainer"]["default_root_dir"]
     assert not two["freeze"] and second["data"]["features"] is None
     assert (two["finetune_stages"], two["learning_rate"]) == (3, 1e-4)

@@ -58,7 +58,8 @@ def test_a_named_run_stands_for_its_fragments_and_its_folder(tmp_path, monkeypat
     data = data_section("coco_soft")
     assert data["source"]["init_args"]["annotations"] == "data/coco/dataset_coco.json"
     assert all(printed["data"][key] == value for key, value in data.items() if key != "source")
-    assert data_section("shapes_soft")["batch_by_image"] and data_section("coco") == data_section(str(REPO / "configs" / "coco.yaml"))
+    assert (data_section("shapes_soft")["batch_by_image"]
+            and data_section("coco") == data_section(str(REPO / "configs" / "coco.yaml")))
     assert named_run("elsewhere/coco_soft.yaml") is None, "only the configs folder's old paths are named runs"
 
 
@@ -67,10 +68,11 @@ def test_a_file_wins_over_a_packaged_name_and_a_wrong_name_lists_the_packaged_on
     (tmp_path / "shapes_soft.yaml").write_text("trainer: {max_epochs: 1}\n")
     assert config_file("shapes_soft.yaml") == "shapes_soft.yaml"
     assert with_packaged_configs(["--config", "shapes_soft.yaml"]) == ["--config", "shapes_soft.yaml"]
-    assert with_packaged_configs(["fit", "-c", "shapes", "--config=hard", "-c", "shapes_hard", "--model.decoding.beam_size",
-                                  "2"]) == ["fit", "-c", config_file("shapes"), "--config=" + config_file("hard"),
-                                            *(item for config in named_run_configs("shapes_hard") for item in
-                                              ("-c", config)), "--model.decoding.beam_size", "2"]
+    assert with_packaged_configs(["fit", "-c", "shapes", "--config=hard", "-c", "shapes_hard",
+                                  "--model.decoding.beam_size", "2"]) == [
+        "fit", "-c", config_file("shapes"), "--config=" + config_file("hard"),
+        *(item for config in named_run_configs("shapes_hard") for item in ("-c", config)),
+        "--model.decoding.beam_size", "2"]
     assert config_file('{"trainer": {"max_epochs": 1}}') == '{"trainer": {"max_epochs": 1}}', "inline YAML/JSON"
     with pytest.raises(ConfigError, match=r"config shapes_sfot: no such file, nor a packaged config .*shapes_soft"):
         config_file("shapes_sfot")

@@ -1,5 +1,6 @@
 """Typed settings: each knob in one dataclass beside its module; checkpoints of the flat settings before
-0.2 still load and caption as their model did; old config keys are refused by name and `caption migrate-config` moves them."""
+0.2 still load and caption as their model did; old config keys are refused by name and `caption migrate-config` moves
+them."""
 
 from dataclasses import asdict, fields
 
@@ -80,7 +81,8 @@ def test_old_flat_hyperparameters_move_into_their_groups_and_the_unused_kind_is_
 
 
 def test_a_setting_for_the_other_attention_kind_is_refused_by_name():
-    with pytest.raises(ConfigError, match=r"model.hard only applies to model.attention.kind: hard \(this run's is soft\)"):
+    with pytest.raises(ConfigError,
+                       match=r"model.hard only applies to model.attention.kind: hard \(this run's is soft\)"):
         CaptionModule(vocabulary=["<pad>", "<start>", "<end>", "<unk>", "a"], encoder={"name": "small_vgg",
                       "weights": "none"}, hard={"samples": 2})
     with pytest.raises(ConfigError, match=r"model.decoder has no setting embed_size"):

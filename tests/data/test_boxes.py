@@ -44,7 +44,8 @@ def test_boxes_follow_the_resize_and_centre_crop_by_hand():
     tall = boxes_in_input((ObjectBox("person", (20, 120, 60, 180)),), frame=(100, 300),
                           transform=image_transform(resize_size=50, crop_size=40))
     assert tall[0].box == pytest.approx((10 - 5, 60 - 55, 30 - 5, 90 - 55))
-    assert (crop_offset(66, 64), crop_offset(65, 64), crop_offset(67, 64)) == (1, 0, 2)  # Python's round, as torchvision
+    # Python's round, as torchvision
+    assert (crop_offset(66, 64), crop_offset(65, 64), crop_offset(67, 64)) == (1, 0, 2)
     assert crop_offset(30, 34) == -2  # a crop larger than the image: padded, 2 columns before
 
 
@@ -237,15 +238,18 @@ def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path
     karpathy.write_text(json.dumps(data))
     run = root / "run"
     main([
-        "fit", "--config", str(REPO / "configs" / "shapes_soft.yaml"), "--trainer.max_epochs", "30", "--lr_scheduler.init_args.gamma", "1.0",
+        "fit", "--config", str(REPO / "configs" / "shapes_soft.yaml"), "--trainer.max_epochs", "30",
+        "--lr_scheduler.init_args.gamma", "1.0",
         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
         "--trainer.default_root_dir", str(run), "--trainer.logger.init_args.save_dir", str(run),
         "--trainer.limit_test_batches", "0",
         "--model.decoder.embed_dim", "8", "--model.decoder.hidden_dim", "16", "--model.attention.dim", "8",
-        "--model.encoder.channels", "[4, 8]", "--model.encoder.kernel_sizes", "null", "--model.decoding.max_caption_length", "8",
+        "--model.encoder.channels", "[4, 8]", "--model.encoder.kernel_sizes", "null",
+        "--model.decoding.max_caption_length", "8",
         "--model.optimization.learning_rate", "0.01", "--model.encoder.coordinates", "false",
         "--model.encoder.weights", "none",
-        "--data.source", "caption.data.sources.karpathy.KarpathySource", "--data.source.init_args.annotations", str(karpathy),
+        "--data.source", "caption.data.sources.karpathy.KarpathySource",
+        "--data.source.init_args.annotations", str(karpathy),
         "--data.source.init_args.images", str(root / "images"), "--data.source.init_args.resize_size", "36",
         "--data.source.init_args.crop_size", "32",
         "--data.source.init_args.instances", json.dumps([str(path) for path in instances]),
@@ -257,7 +261,8 @@ def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path
     main(["evaluate", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--predictions.out", str(root / "eval")])
     printed = capsys.readouterr().out
     report = json.loads((root / "eval" / "metrics.json").read_text())
-    captions = {entry["image_id"]: entry["caption"] for entry in json.loads((root / "eval" / "captions.json").read_text())}
+    captions = {entry["image_id"]: entry["caption"]
+                for entry in json.loads((root / "eval" / "captions.json").read_text())}
     unannotated = data["images"][-1]["cocoid"]  # its words name nothing it has boxes for: not scored
     named = [label for image_id, caption in captions.items() if image_id != unannotated
              for label in named_labels(caption.split(), category_word_labels(names)) if label is not None]

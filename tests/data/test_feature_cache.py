@@ -215,7 +215,8 @@ def write_config(tmp_path, root, annotations, weights) -> Path:
             "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                        "init_args": {"save_dir": str(tmp_path / "run"), "name": "logs"}},
         },
-        "model": {"encoder": {"name": "vgg16", "weights": str(weights)}, "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1},
+        "model": {"encoder": {"name": "vgg16", "weights": str(weights)},
+                  "decoder": {"embed_dim": 8, "hidden_dim": 16, "init_layers": 1},
                   "attention": {"dim": 8, "layers": 1}, "decoding": {"max_caption_length": 6, "beam_size": 2}},
         "data": {
             "source": {"class_path": "caption.data.sources.karpathy.KarpathySource",

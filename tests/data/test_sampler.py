@@ -184,6 +184,7 @@ def test_a_place_saved_with_other_batches_is_not_kept_and_says_so():
     next(iterator)
     state = first.state_dict()
     other = loader_at_epoch(1, same_length_batches=True, batch_size=16)
-    with pytest.warns(UserWarning, match=r"saved 1 batches into epoch 1 with other training batches \(batch_size 8 -> 16\)"):
+    with pytest.warns(UserWarning,
+                      match=r"saved 1 batches into epoch 1 with other training batches \(batch_size 8 -> 16\)"):
         other.load_state_dict(state)
     assert len(list(other)) == len(other), "the epoch is drawn anew"

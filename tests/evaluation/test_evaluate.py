@@ -55,7 +55,8 @@ def pycocoevalcap_directly(candidates, references):
 
 
 def test_scores_equal_pycocoevalcap_called_directly():
-    assert coco_scores(CANDIDATES, REFERENCES) == (pycocoevalcap_directly(CANDIDATES, REFERENCES), ptb_tokenizer.PTB_JAVA)
+    assert coco_scores(CANDIDATES, REFERENCES) == (pycocoevalcap_directly(CANDIDATES, REFERENCES),
+                                                   ptb_tokenizer.PTB_JAVA)
 
 
 class NoJava:
@@ -160,16 +161,19 @@ def test_alpha_entropy_per_step():
 
 
 def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
-    models = [SimpleNamespace(name=kind, settings=SimpleNamespace(attention=SimpleNamespace(kind=kind))) for kind in ("soft", "hard")]
+    models = [SimpleNamespace(name=kind, settings=SimpleNamespace(attention=SimpleNamespace(kind=kind)))
+              for kind in ("soft", "hard")]
     scores = dict.fromkeys(metrics.METRICS, 0.5) | {"meteor": float("nan")}
     found = Localisation(nouns=10, accuracy=0.25, other_object=0.5, background=0.25, absent=0.0, chance_location=0.07,
                          chance_object=0.5)
     evaluations = [Evaluation("test", 3, scores, {}), Evaluation("test", 3, scores, {}, found, 1.5)]
     table = results_table(models, evaluations, "coco").splitlines()
     assert table[0].endswith("| attention accuracy | peak on another object | peak on the background "
-                             "| noun of an absent object | random location | random object | α entropy per step (nats) |")
+                             "| noun of an absent object | random location | random object "
+                             "| α entropy per step (nats) |")
     assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 |" + " – |" * 7
-    assert table[3] == "| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 | 50.0 | 25.0 | 0.0 | 7.0 | 50.0 | 1.50 |"
+    assert table[3] == ("| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 | 50.0 | 25.0 | 0.0 "
+                        "| 7.0 | 50.0 | 1.50 |")
     assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 |" + " – |" * 9
     assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 |" + " – |" * 9
     assert len(results_table(models, evaluations, "shapes").splitlines()) == 4, "no paper numbers for the built-in data"
@@ -184,7 +188,8 @@ def test_dataset_is_recognised_from_the_data_settings():
     assert named("data/flickr30k/dataset_flickr30k.json") == "flickr30k"
     assert named("data/coco/dataset_coco.json") == "coco"
     assert named("mine.json") is None
-    assert dataset_name({"source": {"class_path": "caption.data.synthetic.shapes.ShapesSource", "init_args": {}}}) == "shapes"
+    assert dataset_name({"source": {"class_path": "caption.data.synthetic.shapes.ShapesSource",
+                                    "init_args": {}}}) == "shapes"
 
 
 def shapes_source(checkpoint):
@@ -218,7 +223,8 @@ def hits_by_hand(checkpoint, records) -> tuple[int, int]:
 @pytest.mark.slow
 def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_path, capsys):
     checkpoint = tiny_runs["soft"] / "checkpoints" / "last.ckpt"
-    main(["evaluate", "--ckpt", str(checkpoint), "--split", "test", "--predictions.out", str(tmp_path), "--data.eval_batch_size", "3"])
+    main(["evaluate", "--ckpt", str(checkpoint), "--split", "test", "--predictions.out", str(tmp_path),
+          "--data.eval_batch_size", "3"])
     printed = capsys.readouterr().out
     assert "BLEU-4" in printed and "attention accuracy" in printed
     report = json.loads((tmp_path / "metrics.json").read_text())
@@ -277,8 +283,8 @@ def test_evaluate_data_from_config_and_clear_errors(tiny_runs, tmp_path, capsys,
 @pytest.mark.slow
 def test_compare_soft_and_hard_writes_report_and_figures(tiny_runs, tmp_path):
     out = tmp_path / "report"
-    main(["compare", str(tiny_runs["soft"]), str(tiny_runs["hard"] / "checkpoints" / "last.ckpt"), "--predictions.out", str(out),
-          "--images", "2"])
+    main(["compare", str(tiny_runs["soft"]), str(tiny_runs["hard"] / "checkpoints" / "last.ckpt"),
+          "--predictions.out", str(out), "--images", "2"])
     report = (out / "report.md").read_text()
     for kind in ("soft", "hard"):
         scores = json.loads((out / kind / "metrics.json").read_text())["metrics"]

@@ -132,7 +132,8 @@ def test_describe_photographs_awkward_images_and_a_folder(tiny_runs, tmp_path, m
         figures.append((item, overlay_figure(item, **kwargs)))
         return figures[-1][1]
 
-    monkeypatch.setattr(caption.evaluation.overlays, "overlay_figure", recording_figure)  # describe imports it when it runs
+    # describe imports it when it runs
+    monkeypatch.setattr(caption.evaluation.overlays, "overlay_figure", recording_figure)
     expected = awkward_images(tmp_path / "images")
     out = tmp_path / "out"
     with pytest.warns(UserWarning, match="broken.jpg"):
@@ -173,10 +174,11 @@ def test_describe_errors_name_the_file(tiny_runs, tmp_path, capsys):
     del old["datamodule_hyper_parameters"]  # as written before checkpoints stored their data settings
     torch.save(old, tmp_path / "old.ckpt")
     with pytest.raises(SystemExit) as exit_:
-        main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--predictions.out", str(tmp_path / "out")])
+        main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER,
+              "--predictions.out", str(tmp_path / "out")])
     assert "pass the training config (--config)" in exit_.value.code
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"data": checkpoint_data(checkpoint)}))
-    main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER, "--predictions.out", str(tmp_path / "out"),
-          "--config", str(config)])
+    main(["describe", "--ckpt_path", str(tmp_path / "old.ckpt"), GRACE_HOPPER,
+          "--predictions.out", str(tmp_path / "out"), "--config", str(config)])
     assert (tmp_path / "out" / "grace_hopper.png").is_file()

@@ -140,6 +140,7 @@ def test_predict_and_describe_on_only_unreadable_files_fail_with_one_line(tiny_r
                 str(tmp_path / "predicted"), "--trainer.enable_progress_bar", "false", "--trainer.accelerator", "cpu"])
     assert not (tmp_path / "predicted" / "captions.json").exists()
     with pytest.warns(UserWarning, match="skipping"):
-        line = failed(["describe", "--ckpt_path", checkpoint, str(folder), "--predictions.out", str(tmp_path / "described")])
+        line = failed(["describe", "--ckpt_path", checkpoint, str(folder),
+                       "--predictions.out", str(tmp_path / "described")])
     assert "none of the 2 image files found could be read" in line
     assert not (tmp_path / "described" / "captions.json").exists()

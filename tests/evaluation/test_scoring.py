@@ -1,5 +1,5 @@
-"""The one evaluation path (`caption.evaluation.scoring`): `caption test` and `caption evaluate` give the same numbers on
-data whose references have capitals, punctuation, brackets and contractions; the references' PTB tokens are made
+"""The one evaluation path (`caption.evaluation.scoring`): `caption test` and `caption evaluate` give the same numbers
+on data whose references have capitals, punctuation, brackets and contractions; the references' PTB tokens are made
 once and reused; without Java the stand-in is used, with one warning."""
 
 import csv
@@ -102,7 +102,8 @@ def test_caption_test_and_caption_evaluate_give_the_same_numbers(tmp_path):
     # what validation and `caption test` scored before the one path: references in the project's own tokens
     captions = {entry["image_id"]: entry["caption"] for entry in json.loads((tmp_path / "evaluate" /
                                                                                "captions.json").read_text())}
-    records = {entry["imgid"]: entry for entry in json.loads((tmp_path / "dataset_flickr8k.json").read_text())["images"]}
+    records = {entry["imgid"]: entry
+               for entry in json.loads((tmp_path / "dataset_flickr8k.json").read_text())["images"]}
     own = metrics.score_captions(captions, {i: [" ".join(tokenize(s["raw"])) for s in records[i]["sentences"]]
                                             for i in captions}, metrics=["bleu1", "rouge_l", "cider"])
     assert own != {name: evaluated["metrics"][name] for name in own}, "the test tells the two scorings apart"

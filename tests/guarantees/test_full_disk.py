@@ -82,7 +82,8 @@ def test_a_tensorboard_logger_on_a_full_disk_is_one_line_and_leaves_no_empty_eve
     event file (a partial one stays: TensorBoard reads it up to its last whole record)."""
     pytest.importorskip("tensorboard")
     if not disk.mounted:
-        pytest.skip("TensorBoard's own writes can only fail on a real full disk (mounting a tmpfs is not permitted here)")
+        pytest.skip("TensorBoard's own writes can only fail on a real full disk "
+                    "(mounting a tmpfs is not permitted here)")
     disk.fill(free=free)
     line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger",
                                     "--trainer.logger.init_args.save_dir", str(disk.folder))])

@@ -217,7 +217,8 @@ def test_images_failing_while_training_are_skipped_and_listed_and_uncaptioned_on
     recwarn.clear()
     main([*args, "--data.max_skipped_share", "0.3"])
     warned = "\n".join(str(warning.message) for warning in recwarn)
-    assert f"skipping {train}" in warned and f"skipping {test}" in warned and "test (best checkpoint): " in capsys.readouterr().out
+    assert (f"skipping {train}" in warned and f"skipping {test}" in warned
+            and "test (best checkpoint): " in capsys.readouterr().out)
     assert "skipped 2 images that failed while loading" in warned, "listed at the end"
     assert f"left out 1 val images without a usable caption (ids {uncaptioned})" in warned
     assert "the val set is not the full split" in warned
@@ -244,7 +245,8 @@ def test_a_split_whose_captions_are_all_empty_is_refused_before_training(tmp_pat
     data = json.loads(annotations.read_text())
     for entry in data["images"]:
         if entry["split"] == "test":
-            entry["sentences"] = [{**sentence, "raw": raw} for sentence, raw in zip(entry["sentences"], ["", " ...", "?"])]
+            entry["sentences"] = [{**sentence, "raw": raw}
+                                  for sentence, raw in zip(entry["sentences"], ["", " ...", "?"])]
     annotations.write_text(json.dumps(data))
     run = tmp_path / "run"
     line = failed(karpathy_args(annotations, run))

@@ -38,7 +38,8 @@ def foreign_values(marker: Path) -> dict[str, Any]:
         "a path that names nothing": {"class_path": "caption.data.synthetic.shapes.NoSuchSource", "init_args": {}},
         "a non-string": {"class_path": 5, "init_args": {}},
         "a bare path": "os.system",
-        "an extra key": {"class_path": "caption.data.synthetic.shapes.ShapesSource", "init_args": {}, "dict_kwargs": {}},
+        "an extra key": {"class_path": "caption.data.synthetic.shapes.ShapesSource", "init_args": {},
+                         "dict_kwargs": {}},
     }
 
 
@@ -99,9 +100,11 @@ def command_args(command: str, checkpoint: Path, tmp_path: Path) -> list[str]:
     lightning = tiny_run_args("soft", checkpoint.parent.parent, tmp_path / "data")
     images = write_image(tmp_path / "images" / "photo.png").parent
     return {
-        "describe": ["describe", "--ckpt_path", str(checkpoint), str(images), "--predictions.out", str(tmp_path / "out")],
+        "describe": ["describe", "--ckpt_path", str(checkpoint), str(images),
+                     "--predictions.out", str(tmp_path / "out")],
         "evaluate": ["evaluate", "--ckpt_path", str(checkpoint), "--predictions.out", str(tmp_path / "out")],
-        "compare": ["compare", str(checkpoint.parent.parent), "--predictions.out", str(tmp_path / "out")],  # the run folder
+        "compare": ["compare", str(checkpoint.parent.parent),  # the run folder
+                    "--predictions.out", str(tmp_path / "out")],
         "predict": ["predict", "--ckpt_path", str(checkpoint), "--data.predict", str(images)],
         "test": ["test", *lightning, "--ckpt_path", str(checkpoint)],
         "validate": ["validate", *lightning, "--ckpt_path", str(checkpoint)],

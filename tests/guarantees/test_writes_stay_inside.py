@@ -107,9 +107,9 @@ def test_describe_on_a_full_disk_says_so_in_one_line_and_leaves_no_empty_figure(
 
 
 def test_fit_replaces_links_at_its_config_and_logger_files_and_leaves_their_targets_alone(tmp_path):
-    """The run's config.yaml (LightningCLI's), hparams.yaml and metrics.csv (the CSV logger's), the overlays' captions.csv
-    and the TensorBoard logger's hparams.yaml, each planted as a link out of the run folder (the TensorBoard one
-    dangling: Lightning writes it only when no file is there)."""
+    """The run's config.yaml (LightningCLI's), hparams.yaml and metrics.csv (the CSV logger's), the overlays'
+    captions.csv and the TensorBoard logger's hparams.yaml, each planted as a link out of the run folder (the
+    TensorBoard one dangling: Lightning writes it only when no file is there)."""
     pytest.importorskip("tensorboard")
     run, outside = tmp_path / "run", tmp_path / "outside"
     version = run / "logs" / "version_0"
@@ -119,7 +119,8 @@ def test_fit_replaces_links_at_its_config_and_logger_files_and_leaves_their_targ
     (run / "tb" / "version_0" / "hparams.yaml").symlink_to(outside / "tb-hparams.yaml")
     loggers = tmp_path / "loggers.yaml"
     loggers.write_text(json.dumps({"trainer": {"logger": [
-        {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(run), "name": "logs", "version": 0}},
+        {"class_path": "lightning.pytorch.loggers.CSVLogger",
+         "init_args": {"save_dir": str(run), "name": "logs", "version": 0}},
         {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
          "init_args": {"save_dir": str(run), "name": "tb", "version": 0}},
     ]}}))

@@ -136,7 +136,8 @@ def test_download_with_the_right_hash_and_refused_with_a_wrong_one(tiny_runs, se
     assert cached.read_bytes() == data
     local = Captioner.from_checkpoint(tiny_runs["soft"] / "checkpoints" / "last.ckpt", device="cpu")
     assert captioner(GRACE_HOPPER).text == local(GRACE_HOPPER).text
-    main(["describe", "--ckpt_path", f"{url}/tiny.ckpt", "--sha256", sha256, GRACE_HOPPER, "--predictions.out", str(tmp_path / "d")])
+    main(["describe", "--ckpt_path", f"{url}/tiny.ckpt", "--sha256", sha256, GRACE_HOPPER,
+          "--predictions.out", str(tmp_path / "d")])
     assert json.loads((tmp_path / "d" / "captions.json").read_text())[0]["caption"] == local(GRACE_HOPPER).text
     (folder / "tiny.ckpt").unlink()  # the cached copy is used, not downloaded again
     assert Captioner.from_checkpoint(f"{url}/tiny.ckpt", sha256=sha256.upper(), device="cpu")(GRACE_HOPPER).text == \

@@ -46,7 +46,8 @@ def test_killed_run_resumes_from_the_last_periodic_checkpoint(tmp_path):
     assert step >= 3 and step % 3 == 0 and max(steps_done(tmp_path / "probe1")) >= step
     parameters = checksum(load_trained(last).module.parameters())
 
-    resumed = caption("fit", *args, "--trainer.max_steps", str(step + 4), "--ckpt_path", "last", probe=tmp_path / "probe2")
+    resumed = caption("fit", *args, "--trainer.max_steps", str(step + 4), "--ckpt_path", "last",
+                      probe=tmp_path / "probe2")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     records = read_probe(tmp_path / "probe2", 0)
     begin = next(record for record in records if record["event"] == "train_start")

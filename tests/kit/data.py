@@ -183,7 +183,8 @@ def coco_instances(root: Path, karpathy: Path, *, size: tuple[int, int] = (48, 4
         boxes = [(1, [0, 0, width / 2, height]), (18, [width * 3 / 4, height * 3 / 4, width / 8, height / 8])]
         content = {
             "info": {}, "licenses": [], "categories": categories,
-            "images": [{"id": e["cocoid"], "file_name": e["filename"], "width": width, "height": height} for e in entries],
+            "images": [{"id": e["cocoid"], "file_name": e["filename"], "width": width, "height": height}
+                       for e in entries],
             "annotations": [
                 {"id": 10 * e["cocoid"] + k, "image_id": e["cocoid"], "category_id": category, "bbox": bbox,
                  "iscrowd": 0, "area": bbox[2] * bbox[3], "segmentation": []}

@@ -68,7 +68,8 @@ class Probe(Callback):
             "world_size": trainer.world_size,
             "global_step": trainer.global_step,
             "epoch": trainer.current_epoch,
-            "baseline": pl_module.objective.baseline.value.item() if pl_module.settings.attention.kind == "hard" else 0.0,
+            "baseline": (pl_module.objective.baseline.value.item() if pl_module.settings.attention.kind == "hard"
+                         else 0.0),
             "parameters": checksum(pl_module.parameters()),
             **extra,
         }
@@ -128,8 +129,8 @@ class EncoderProbe(Callback):
 
 
 class CaptionProbe(Callback):
-    """Every training batch's captions, as [image id, token ids without padding...] rows, with its rank, epoch and step, in
-    $CAPTION_PROBE_DIR/captions<rank>.jsonl."""
+    """Every training batch's captions, as [image id, token ids without padding...] rows, with its rank, epoch and step,
+    in $CAPTION_PROBE_DIR/captions<rank>.jsonl."""
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            *_: Any) -> None:

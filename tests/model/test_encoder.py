@@ -169,7 +169,8 @@ def test_resnet_annotations_have_the_documented_shape(name):
 def test_vgg_grid_pools_conv5_and_defaults_to_the_unpooled_map(weights_file):
     images = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
-        assert build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file), grid=7))(images).shape == (1, 49, 512)
+        assert (build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file), grid=7))(images).shape
+                == (1, 49, 512))
         assert build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file)))(images).shape == (1, 196, 512)
 
 

@@ -81,7 +81,8 @@ def exact_lower_bound(decoder, annotations, captions) -> tuple[torch.Tensor, tor
     return bound.detach(), flat_grad(decoder)
 
 
-def monte_carlo_gradient(decoder, annotations, captions, *, baseline: torch.Tensor, reinforce_weight: float) -> torch.Tensor:
+def monte_carlo_gradient(decoder, annotations, captions, *, baseline: torch.Tensor,
+                         reinforce_weight: float) -> torch.Tensor:
     decoder.zero_grad()
     torch.manual_seed(0)
     annotations, captions = annotations.expand(SAMPLES, -1, -1), captions.expand(SAMPLES, -1)
@@ -113,8 +114,8 @@ def test_monte_carlo_gradient_is_unbiased():
 
 
 def spread_out(baseline: torch.nn.Module, expected_reward: torch.Tensor) -> None:
-    """A learned baseline b(h_{t-1}) that moves with the state (b_2 with s_1 by more than the reward-to-go R_2 does, whose
-    standard deviation is 0.085 here), around the mean reward-to-go of the two steps (share 1 and 1/2)."""
+    """A learned baseline b(h_{t-1}) that moves with the state (b_2 with s_1 by more than the reward-to-go R_2 does,
+    whose standard deviation is 0.085 here), around the mean reward-to-go of the two steps (share 1 and 1/2)."""
     with torch.no_grad():
         baseline.layer.weight.mul_(2.0)
         baseline.layer.bias.fill_(0.75 * expected_reward)

@@ -215,7 +215,8 @@ def test_credited_rewards_and_shares_by_hand():
     step_mean = credited_rewards(token_ll, mask, reward="mean", credit="step")
     torch.testing.assert_close(step_mean, torch.tensor([[-2.0, -5 / 3, -1.0, 0.0], [-0.5, -0.25, 0.0, 0.0]]))
     assert remaining_share(mask, "caption").tolist() == mask.tolist()
-    torch.testing.assert_close(remaining_share(mask, "step"), torch.tensor([[1.0, 2 / 3, 1 / 3, 0.0], [1.0, 0.5, 0, 0]]))
+    torch.testing.assert_close(remaining_share(mask, "step"),
+                               torch.tensor([[1.0, 2 / 3, 1 / 3, 0.0], [1.0, 0.5, 0, 0]]))
 
 
 def test_leave_one_out_baseline_by_hand():

@@ -131,7 +131,8 @@ def test_soft_penalty_is_capgens_normalisation():
     decoder, annotations, captions = tiny_problem("soft")
     alpha_c = 1.0
     output = forward(decoder, annotations, captions)
-    terms = SoftAttentionObjective(SoftObjectiveSettings(alpha_c=alpha_c * B / L))(output, captions[:, 1:], torch.ones(B, T))
+    terms = SoftAttentionObjective(SoftObjectiveSettings(alpha_c=alpha_c * B / L))(output, captions[:, 1:],
+                                                                                   torch.ones(B, T))
 
     alphas = output.alpha.transpose(0, 1)  # (T, B, L)
     capgen = masked_cost(output, captions).sum(0).mean() + alpha_c * ((1.0 - alphas.sum(0)) ** 2).sum(0).mean()

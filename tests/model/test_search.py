@@ -67,7 +67,8 @@ def test_no_hypothesis_ends_within_the_cap():
     with torch.no_grad():
         decoder.output_words.bias[Vocabulary.END] = -1e4  # <end> is (almost) impossible
     annotations = torch.randn(3, L, D)
-    for result in (greedy(decoder, annotations, max_length=4), beam_search(decoder, annotations, beam_size=3, max_length=4)):
+    for result in (greedy(decoder, annotations, max_length=4),
+                   beam_search(decoder, annotations, beam_size=3, max_length=4)):
         assert result.tokens.shape == (3, 4) and (result.lengths == 4).all()
         assert not (result.tokens == Vocabulary.END).any()
         assert result.alpha.shape == (3, 4, L) and torch.isfinite(result.log_prob).all()

@@ -37,7 +37,8 @@ def test_plain_captions_split_exactly_as_the_treebank_tokenizer_does():
         text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
         expected = [token for token in treebank.tokenize(text.lower()) if any(ch.isalnum() for ch in token)]
         assert tokenize(text) == expected, text
-    assert tokenize("A man riding a wave, on top of a surfboard.") == "a man riding a wave on top of a surfboard".split()
+    assert (tokenize("A man riding a wave, on top of a surfboard.")
+            == "a man riding a wave on top of a surfboard".split())
 
 
 def test_vocabulary_specials():

@@ -127,7 +127,8 @@ def test_self_critical(benchmark: Callable[..., str], tmp_path):
 @covers("reward")
 def test_reward(benchmark: Callable[..., str]):
     out = benchmark("reward", "--images", "20", "--repeats", "1")
-    assert "| CiderD call, median of 1 more |" in out and "| pycocoevalcap Cider().compute_score, 5 calls of 20 images |" in out
+    assert ("| CiderD call, median of 1 more |" in out
+            and "| pycocoevalcap Cider().compute_score, 5 calls of 20 images |" in out)
     assert "(agree to 1e-6)" in out
 
 

@@ -45,7 +45,8 @@ def output_text(output: nbformat.NotebookNode) -> str:
 def test_the_outputs_name_no_path_of_the_machine_they_ran_on(name):
     """No virtual environment, home or temporary folder: the temporary folder shows as $WORK, the rest relative."""
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
-    text = "\n".join(output_text(output) for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs)
+    text = "\n".join(output_text(output) for cell in notebook.cells if cell.cell_type == "code"
+                     for output in cell.outputs)
     assert "$WORK/" in text, "the temporary folder shown by its name in the notebook"
     assert ABSOLUTE_PATH.findall(text) == []
 

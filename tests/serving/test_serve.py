@@ -146,5 +146,6 @@ def test_an_unforeseen_failure_is_one_line_on_the_page_and_its_traceback_in_the_
 
     monkeypatch.setattr(server.viewer, "caption_test_image", fail)
     status, body = request(server, "/api/caption?test_image=0", b"")
-    assert (status, json.loads(body)) == (500, {"error": "the server failed: RuntimeError: out of memory while decoding"})
+    assert (status, json.loads(body)) == (
+        500, {"error": "the server failed: RuntimeError: out of memory while decoding"})
     assert "Traceback" in capfd.readouterr().err

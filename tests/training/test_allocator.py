@@ -1,5 +1,5 @@
-"""caption.training.allocator: only CPU runs on glibc, each knob on its own, one log line per process, only when asked for
-(`--keep_freed_memory true`), and the real effect: a loop that allocates the same big temporary at every step
+"""caption.training.allocator: only CPU runs on glibc, each knob on its own, one log line per process, only when asked
+for (`--keep_freed_memory true`), and the real effect: a loop that allocates the same big temporary at every step
 stops page-faulting it."""
 
 import logging
@@ -72,16 +72,16 @@ def test_only_cpu_runs_change_malloc(fresh, monkeypatch, device_type):
     mallopt = with_mallopt(monkeypatch, FakeMallopt())
     assert configure_allocator(device_type) == {}
     assert mallopt.calls == []
-    assert fresh() == [f"caption.training.allocator: malloc left at glibc's defaults (the run computes on {device_type}, "
-                       "not the CPU)"]
+    assert fresh() == ["caption.training.allocator: malloc left at glibc's defaults "
+                       f"(the run computes on {device_type}, not the CPU)"]
 
 
 def test_other_c_libraries_are_left_alone(fresh, monkeypatch):
     mallopt = with_mallopt(monkeypatch, FakeMallopt())
     monkeypatch.setattr(allocator.platform, "libc_ver", lambda *_: ("", ""))  # musl
     assert configure_allocator("cpu") == {}
-    assert mallopt.calls == [] and fresh() == ["caption.training.allocator: malloc left at glibc's defaults (the C library "
-                                               "is not glibc)"]
+    assert mallopt.calls == [] and fresh() == ["caption.training.allocator: malloc left at glibc's defaults "
+                                               "(the C library is not glibc)"]
 
 
 def test_the_first_call_decides_for_the_process(fresh, monkeypatch):

@@ -79,7 +79,8 @@ def test_data_without_boxes_is_refused_in_one_line():
         object_categories(records)
     assert "instances file" in str(refused.value) and "--images" in str(refused.value)
     assert "\n" not in str(refused.value)
-    boxed = [ImageRecord(1, "train", ("a cat",), objects=(ObjectBox("dog", (0, 0, 1, 1)), ObjectBox("cat", (0, 0, 1, 1))))]
+    boxed = [ImageRecord(1, "train", ("a cat",),
+                         objects=(ObjectBox("dog", (0, 0, 1, 1)), ObjectBox("cat", (0, 0, 1, 1))))]
     assert object_categories(boxed) == ["cat", "dog"]
 
 

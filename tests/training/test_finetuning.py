@@ -184,7 +184,8 @@ def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(datase
     assert len(frozen) == 7 and all(r["trainable"] == 0 and len(r["groups"]) == 1 for r in frozen)
     assert all(r["layer4"] == pytest.approx(stage1_layer4, rel=1e-12) for r in frozen), "frozen in epoch 0"
     assert all(r["trainable"] == 10 and r["groups"][1] == {"name": "encoder", "lr": 0.0001, "size": 10} for r in tuned)
-    assert tuned[-1]["layer4"] != pytest.approx(stage1_layer4, rel=1e-12), "layer4 trains from epoch 1"  # as exact as "frozen"
+    # as exact as "frozen"
+    assert tuned[-1]["layer4"] != pytest.approx(stage1_layer4, rel=1e-12), "layer4 trains from epoch 1"
     assert not any(r["encoder_training"] for r in records), "BatchNorm stays in eval mode"
 
     groups = saved["optimizer_states"][0]["param_groups"]
@@ -217,5 +218,6 @@ def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(datase
     captioner = Captioner.from_checkpoint(last, device="cpu")
     assert captioner.prepare(GRACE_HOPPER).shape == (3, SIZES["crop_size"], SIZES["crop_size"])
     assert captioner(GRACE_HOPPER, max_length=4).alpha.shape[1] == GRID**2
-    main(["describe", "--ckpt_path", str(last), GRACE_HOPPER, "--predictions.out", str(tmp_path / "figures"), "--model.decoding.max_caption_length", "4"])
+    main(["describe", "--ckpt_path", str(last), GRACE_HOPPER, "--predictions.out", str(tmp_path / "figures"),
+          "--model.decoding.max_caption_length", "4"])
     assert (tmp_path / "figures" / "grace_hopper.png").is_file()

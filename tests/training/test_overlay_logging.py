@@ -37,7 +37,8 @@ def test_every_logger_that_takes_images_gets_overlays_and_captions_at_every_vali
     said = []
     monkeypatch.setattr(caption.training.overlay_logging, "rank_zero_info", said.append)
     main(["fit", "--config", "shapes_soft", "--config", str(loggers), "--import", "kit.loggers",
-          "--trainer.callbacks+=caption.training.overlay_logging.AttentionImages", "--trainer.callbacks.num_images", "2",
+          "--trainer.callbacks+=caption.training.overlay_logging.AttentionImages",
+          "--trainer.callbacks.num_images", "2",
           "--trainer.max_epochs", "2", "--trainer.limit_test_batches", "0", "--trainer.enable_progress_bar", "false",
           "--trainer.default_root_dir", str(run), *tiny_args(tmp_path / "data", num_train=16, num_val=4, num_test=4)])
 

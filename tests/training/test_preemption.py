@@ -75,7 +75,8 @@ def test_a_run_stopped_mid_epoch_continues_the_epoch_where_it_stopped(tmp_path, 
         assert saved and step <= int(saved[1]) <= step + 1 and int(saved[1]) > saved_at, output[-4000:]
         saved_at = int(saved[1])
     assert saved_at < 2 * per_epoch, "stopped mid-epoch"
-    resumed = caption("fit", *fit_args(run, processes, batches), "--ckpt_path", "last", probe=tmp_path / "stopped_probe")
+    resumed = caption("fit", *fit_args(run, processes, batches), "--ckpt_path", "last",
+                      probe=tmp_path / "stopped_probe")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "not resumable" not in resumed.stderr, "Lightning finds the loader resumable"
 

@@ -20,7 +20,8 @@ EXPLAINED = ("train/reward", "train/baseline", "train/advantage_std", "train/adv
 def scst_args(tiny_runs, kind: str, out) -> list[str]:
     """The named run on the tiny runs' data and dims (their vocabulary), one epoch, from run `kind`."""
     data = tiny_runs[kind].parent / "data"
-    return ["fit", "--config", f"shapes_{kind}_scst", *tiny_args(data, channels="[4, 8, 8]", batch_size=32, num_train=50),
+    return ["fit", "--config", f"shapes_{kind}_scst",
+            *tiny_args(data, channels="[4, 8, 8]", batch_size=32, num_train=50),
             *run_args(out), "--trainer.max_epochs", "1", "--trainer.limit_test_batches", "0",
             "--trainer.log_every_n_steps", "1", "--trainer.enable_model_summary", "false",
             "--model.optimization.init_from", str(tiny_runs[kind])]
@@ -47,7 +48,8 @@ def test_self_critical_fit_from_a_cross_entropy_run(tiny_runs, tmp_path, kind, b
     encoder = [key for key in start["state_dict"] if key.startswith("encoder.")]
     assert all(torch.equal(start["state_dict"][key], after["state_dict"][key]) for key in encoder), "frozen"
     if kind == "soft":  # the cross-entropy run and its self-critical run side by side
-        main(["compare", str(tiny_runs[kind]), str(out), "--predictions.out", str(tmp_path / "report"), "--images", "1"])
+        main(["compare", str(tiny_runs[kind]), str(out), "--predictions.out", str(tmp_path / "report"),
+              "--images", "1"])
         report = (tmp_path / "report" / "report.md").read_text()
         assert "| soft (ours) |" in report and "| soft-scst (ours) |" in report
         metrics = json.loads((tmp_path / "report" / "soft-scst" / "metrics.json").read_text())

@@ -119,7 +119,8 @@ def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, fo
 def nested_config(value: str, folder: Path | None, *, any_name: bool = False) -> Path | None:
     """The file `value` names (relative to the config naming it, or to the working folder), if it is a small file
     jsonargparse could read as a nested config: a YAML file, or with `any_name` (where a class is expected) any file.
-    (A dataset's JSON files are no configs; should one be read as one, jsonargparse's own import still obeys the rule.)"""
+    (A dataset's JSON files are no configs; should one be read as one, jsonargparse's own import still obeys the
+    rule.)"""
     if len(value) > 4096 or "\n" in value or "\0" in value:
         return None
     if not any_name and not value.lower().endswith((".yaml", ".yml")):

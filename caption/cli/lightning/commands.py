@@ -77,7 +77,8 @@ class CaptionCLI(LightningCLI):
         # Lightning's ReduceLROnPlateau with a `monitor`), handed to the model as a plain dict (it goes into the
         # checkpoint's hyperparameters); the model builds it on its optimizer (`CaptionModule.configure_optimizers`).
         parser.add_subclass_arguments(
-            LRSchedulerTypeTuple, "lr_scheduler", instantiate=False, fail_untyped=False, skip={"optimizer"}, required=False
+            LRSchedulerTypeTuple, "lr_scheduler", instantiate=False, fail_untyped=False, skip={"optimizer"},
+            required=False
         )
         parser.link_arguments("lr_scheduler", "model.lr_scheduler", compute_fn=scheduler_settings)
         parser.add_argument(
@@ -215,7 +216,8 @@ class CaptionCLI(LightningCLI):
 
     def after_fit(self) -> None:
         """Evaluate the best checkpoint (or the final weights if none was selected) on the test split, then say which
-        epoch was best, its figures and the test's, and where the checkpoints and logs are (`caption.training.progress`)."""
+        epoch was best, its figures and the test's, and where the checkpoints and logs are
+        (`caption.training.progress`)."""
         checkpoint = self.trainer.checkpoint_callback
         best = checkpoint.best_model_path if checkpoint is not None else ""
         if isinstance(self.trainer.progress_bar_callback, ProgressBar):  # its figures are in the summary
@@ -234,8 +236,10 @@ CLI_SETTINGS: dict[str, Any] = {"parser_class": CaptionArgumentParser, "save_con
 
 def main(argv: list[str]) -> None:
     """`caption fit|validate|test|predict ...` (argv starts with the subcommand; its `--help` is answered before
-    Lightning is imported, and `--help-all` reaches here as jsonargparse's `--help`: `caption.cli.lightning.short_help`)."""
-    with lightning_console(verbose=verbose()), quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext():
+    Lightning is imported, and `--help-all` reaches here as jsonargparse's `--help`:
+    `caption.cli.lightning.short_help`)."""
+    with (lightning_console(verbose=verbose()),
+          quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext()):
         CaptionCLI(CaptionModule, CaptionDataModule, args=argv, **CLI_SETTINGS)
     leave_process_group()
 

@@ -1,5 +1,5 @@
-"""Lightning's lines in the console of `caption fit | validate | test | predict`: on stdout beside the command's results,
-each on a line of its own, and only those the researcher needs.
+"""Lightning's lines in the console of `caption fit | validate | test | predict`: on stdout beside the command's
+results, each on a line of its own, and only those the researcher needs.
 
 `lightning_console` holds for every such command: Lightning's log lines (its own, and the project's `rank_zero_info`
 lines, the example captions among them) go to stdout, through `caption.config.console.write_line`, so that a

@@ -1,8 +1,8 @@
 """The parser of `caption fit | validate | test | predict`: Lightning's, named `caption`, with errors in one line.
 
 jsonargparse prints a 100-line usage before an error; here an error is one line that names the config file it is
-in, with the new name of a refused setting of caption 0.1 (`caption.legacy.settings.renamed_hint`). `predict`'s parser also
-gets `predictions:`, the writer of its captions (`caption.cli.lightning.predict_arguments`).
+in, with the new name of a refused setting of caption 0.1 (`caption.legacy.settings.renamed_hint`). `predict`'s parser
+also gets `predictions:`, the writer of its captions (`caption.cli.lightning.predict_arguments`).
 """
 
 import sys

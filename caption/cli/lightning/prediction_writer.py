@@ -7,8 +7,8 @@
 LightningCLI's own `predict`: the model's `predict_step` decodes each batch with the checkpoint's
 decoding settings (`--model.decoding.beam_size` and friends override them), and `CaptionWriter` gathers the
 captions of every rank and writes DIR/captions.json and DIR/captions.csv once, in the one result format of
-`caption evaluate` and `caption describe` (`caption.evaluation.results`): image_id (the dataset's for a split, the file's
-position for image files), caption, file_name, log_prob, and with `--predictions.num_captions` n > 1 the n best.
+`caption evaluate` and `caption describe` (`caption.evaluation.results`): image_id (the dataset's for a split, the
+file's position for image files), caption, file_name, log_prob, and with `--predictions.num_captions` n > 1 the n best.
 When not one image could be read, it writes nothing and says so. Without `--config` the data settings are the
 checkpoint's, and the vocabulary is always the checkpoint's (`data.vocabulary_from`), so neither the training data
 nor its config need be on this machine.

@@ -1,8 +1,8 @@
 """Which caption words name which category of a dataset's boxes: the word -> label map that attention accuracy needs,
 for the categories of any COCO-format instances file.
 
-- Each category names itself, singular and plural (`caption.data.sources.coco_categories.plural`), in lower case: "house",
-  "houses", "table lamp", "table lamps" (a name of two words is matched at its last word:
+- Each category names itself, singular and plural (`caption.data.sources.coco_categories.plural`), in lower case:
+  "house", "houses", "table lamp", "table lamps" (a name of two words is matched at its last word:
   `named_labels`).
 - A category of COCO's 80 is named as COCO's map says (`COCO_WORD_LABELS`: its name and synonyms, "men" -> person,
   "puppy" -> dog; "orange" alone left out, being mostly the colour); those synonyms only for COCO's categories, and

@@ -75,7 +75,8 @@ def read_instances(paths: list[str]) -> InstancesFiles:
             if image_id not in frames:
                 raise DatasetFormatError(f"{where}.image_id is {image_id}, which {path} has no images[] entry for")
             if category not in names:
-                raise DatasetFormatError(f"{where}.category_id is {category}, which {path} has no categories[] entry for")
+                raise DatasetFormatError(f"{where}.category_id is {category}, "
+                                         f"which {path} has no categories[] entry for")
             bbox = field(entry, "bbox", list, where)
             named = f"{where} (id {entry.get('id')}, image {image_id})"
             box = within(corners(bbox, where), frames[image_id], where=named, bbox=bbox, clipped=clipped)
@@ -106,7 +107,8 @@ def within(box: Box, frame: tuple[int, int], *, where: str, bbox: list, clipped:
     x0, y0, x1, y1 = box
     inside = (min(max(x0, 0.0), width), min(max(y0, 0.0), height), min(max(x1, 0.0), width), min(max(y1, 0.0), height))
     if inside[2] <= inside[0] and x1 > x0 or inside[3] <= inside[1] and y1 > y0:
-        raise DatasetFormatError(f"{where}: bbox {bbox!r} lies wholly outside its image of {frame[0]}x{frame[1]} pixels: "
+        raise DatasetFormatError(f"{where}: bbox {bbox!r} lies wholly outside its image of "
+                                 f"{frame[0]}x{frame[1]} pixels: "
                                  "fix or remove the annotation (or the image's width and height)")
     if max(abs(a - b) for a, b in zip(box, inside)) > BOX_SLACK_PX:
         clipped.append(f"{where.rsplit(': ', 1)[-1]}: {bbox!r} in {frame[0]}x{frame[1]}")

@@ -1,11 +1,11 @@
 """Image files as a caption source: the paper's input transform, its box mapping, and up-front checks.
 
-`ImageFileSource` is the base of the sources whose images are files (read with `caption.data.sources.image_files.read_rgb`).
-Each image goes through the transform that ships with the encoder's torchvision weights
-(`VGG16_Weights.IMAGENET1K_V1.transforms()`, and the same preset for the ResNets' IMAGENET1K_V1): resize the short
-side to 256, centre-crop 224×224, ImageNet mean/std — the paper's preprocessing (sec. 4.3); `boxes_in_input` maps a
-record's object boxes into that crop. `ImageFileSource.check` finds the bad images before training, so the data
-module can stop or leave them out (`data.on_bad_image`).
+`ImageFileSource` is the base of the sources whose images are files (read with
+`caption.data.sources.image_files.read_rgb`). Each image goes through the transform that ships with the encoder's
+torchvision weights (`VGG16_Weights.IMAGENET1K_V1.transforms()`, and the same preset for the ResNets' IMAGENET1K_V1):
+resize the short side to 256, centre-crop 224×224, ImageNet mean/std — the paper's preprocessing (sec. 4.3);
+`boxes_in_input` maps a record's object boxes into that crop. `ImageFileSource.check` finds the bad images before
+training, so the data module can stop or leave them out (`data.on_bad_image`).
 """
 
 from __future__ import annotations

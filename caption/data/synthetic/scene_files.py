@@ -1,11 +1,11 @@
 """Generated scenes written as a real dataset: PNG files, Karpathy's JSON and a COCO-format instances file.
 
 The benchmarks' synthetic datasets (`caption.data.synthetic.positions`, `caption.data.synthetic.silhouettes`) are
-written in the formats real data comes in and read back as real data is, by `caption.data.sources.karpathy.KarpathySource`
-with `instances`. A dataset NAME lies in one folder: ROOT/images/<image id>.png, ROOT/dataset_NAME.json (Karpathy's
-format) and ROOT/instances_NAME.json (COCO's; its categories are the scene's own nouns, whose names attention accuracy
-scores). The JSON files are written last, each whole, so a half-written dataset is never taken for one. More:
-docs/datasets.md#generated-datasets-in-the-real-formats.
+written in the formats real data comes in and read back as real data is, by
+`caption.data.sources.karpathy.KarpathySource` with `instances`. A dataset NAME lies in one folder:
+ROOT/images/<image id>.png, ROOT/dataset_NAME.json (Karpathy's format) and ROOT/instances_NAME.json (COCO's; its
+categories are the scene's own nouns, whose names attention accuracy scores). The JSON files are written last, each
+whole, so a half-written dataset is never taken for one. More: docs/datasets.md#generated-datasets-in-the-real-formats.
 """
 
 from __future__ import annotations
