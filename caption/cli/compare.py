@@ -60,9 +60,8 @@ def main(argv: list[str]) -> None:
         data.eval_batch_size = args.batch_size
     evaluations, cache = [], PTBCache()  # the references' PTB tokens, for every model
     for model in models:
-        evaluation = evaluate(model.captioner, data, split=args.split, beam_size=decoding.get("beam_size"),
-                              meteor_timeout=args.meteor_timeout, description=model.name, out=args.out / model.name,
-                              cache=cache)
+        evaluation = evaluate(model.captioner, data, split=args.split, meteor_timeout=args.meteor_timeout,
+                              description=model.name, out=args.out / model.name, cache=cache)
         write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
         evaluations.append(evaluation)
     figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)

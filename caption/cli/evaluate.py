@@ -39,8 +39,7 @@ def main(argv: list[str]) -> None:
     writable_folder(args.out, what="--predictions.out")
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size
-    evaluation = evaluate(captioner, data, split=args.split, beam_size=decoding.get("beam_size"),
-                          meteor_timeout=args.meteor_timeout, out=args.out)
+    evaluation = evaluate(captioner, data, split=args.split, meteor_timeout=args.meteor_timeout, out=args.out)
     write_evaluation(evaluation, args.out, checkpoint=captioner.checkpoint)
     print(evaluation.table())
     trained_on_cider = captioner.module.settings.self_critical is not None

@@ -19,8 +19,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from caption.errors import ConfigError
-from caption.io.checkpoints import find_checkpoint, read_checkpoint
-from caption.io.model_folder import is_model_folder
+from caption.io.checkpoints import found_checkpoint, read_checkpoint
 from caption.model.encoder import STAGES
 from caption.model.vocabulary import check_vocabulary
 
@@ -80,12 +79,14 @@ class EncoderFinetuning(BaseFinetuning):
 def load_weights(module: L.LightningModule, path: str) -> None:
     """Start `module` from the weights of checkpoint `path` (model.optimization.init_from; a run folder: the checkpoint
     `caption compare` picks there; a model folder of `caption export`), read with weights_only=True."""
-    if Path(path).is_dir():
-        path = str(find_checkpoint(Path(path)))  # a model folder stands for itself
-    if not Path(path).is_file() and not is_model_folder(path):
+    if Path(path).is_dir():  # a run folder: the checkpoint it stands for, read once; a model folder stands for itself
+        found, checkpoint = found_checkpoint(Path(path))
+        path = str(found)
+    elif Path(path).is_file():
+        checkpoint = read_checkpoint(path)
+    else:
         raise ConfigError(f"model.optimization.init_from: {path} does not exist: point it at the checkpoint of the run "
                           "to start from (e.g. stage 1's checkpoints/best.ckpt)")
-    checkpoint = read_checkpoint(path)
     vocabulary = checkpoint["hyper_parameters"]["vocabulary"]
     check_vocabulary(vocabulary, module.vocabulary.itos, problem=f"model.optimization.init_from: {path} was trained "
                      "on another vocabulary", fix="use the data settings of its run")

@@ -221,3 +221,29 @@ def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(datase
     main(["describe", "--ckpt_path", str(last), GRACE_HOPPER, "--predictions.out", str(tmp_path / "figures"),
           "--model.decoding.max_caption_length", "4"])
     assert (tmp_path / "figures" / "grace_hopper.png").is_file()
+
+
+def test_init_from_a_run_folder_reads_its_checkpoint_once_and_takes_its_weights(tiny_runs, monkeypatch):
+    from caption.io import checkpoints
+    from caption.training import finetuning
+    from caption.training.module import trained_module
+
+    run = tiny_runs["soft"]
+    best = checkpoints.find_checkpoint(run)
+    module = trained_module(best, checkpoints.read_checkpoint(best))
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.zero_()
+    reads: list[str] = []
+    original = checkpoints.read_checkpoint
+
+    def counted(path, *args, **kwargs):
+        reads.append(str(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "read_checkpoint", counted)
+    monkeypatch.setattr(finetuning, "read_checkpoint", counted)
+    finetuning.load_weights(module, str(run))
+    assert reads == [str(best)], "the run folder's checkpoint, read once"
+    saved = torch.load(best, weights_only=True)["state_dict"]
+    assert all(torch.equal(value, saved[name]) for name, value in module.state_dict().items())
