@@ -5,7 +5,9 @@ import pytest
 
 from caption.data.sources.records import ImageRecord, ObjectBox
 from caption.data.synthetic import shapes
-from caption.data.synthetic.shapes import BACKGROUND, COLORS, ShapeObject, generate_shapes, load_shapes, object_for_word
+from caption.data.synthetic.shapes import (
+    BACKGROUND, COLORS, HELD_OUT_PAIRS, ShapeObject, generate_shapes, load_shapes, object_for_word,
+)
 
 RELATIONS = ("left of", "right of", "above", "below")
 
@@ -220,3 +222,19 @@ def test_load_shapes_regenerates_corrupt_cache(tmp_path, damage):
     again_images, again_records = _small(tmp_path)
     assert np.array_equal(again_images, images) and again_records == records
     assert _small(tmp_path)[1] == records  # and the repaired cache is readable
+
+
+def test_the_generic_variant_holds_one_generic_reference_and_a_test_split_unlike_training(tmp_path):
+    images, records = load_shapes(tmp_path, num_train=60, num_val=20, num_test=20, seed=1, generic_references=True,
+                                  held_out_test=True)
+    default_images, default_records = load_shapes(tmp_path, num_train=60, num_val=20, num_test=20, seed=1)
+    for record in records:
+        kinds = sorted(obj.kind for obj in record.objects)
+        generic = [text for text in record.references if text.startswith("two shapes")]
+        assert generic == [f"two shapes a {kinds[0]} and a {kinds[1]}"], record.references
+        assert len(set(record.references)) == 5
+        held_out = any((obj.kind, obj.color) in HELD_OUT_PAIRS for obj in record.objects)
+        assert held_out == (record.split == "test"), (record.split, record.objects)
+    assert not any(text.startswith("two shapes") for record in default_records for text in record.references)
+    assert len(list(tmp_path.iterdir())) == 2, "each variant its own cache"
+    assert not np.array_equal(images, default_images)

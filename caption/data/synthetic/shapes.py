@@ -103,6 +103,12 @@ SINGLE_TEMPLATES = (
     "the {a.kind} is {a.color}",
     "a single {a.size} {a.color} {a.kind}",
 )
+# The generic form some references take, as COCO's do ("a group of people ..."): it names the kinds, in the order of
+# their names, not where each is, nor its colour or size, so a model can say it without looking at either object
+GENERIC_TEMPLATES = {1: "one shape a {kinds[0]}", 2: "two shapes a {kinds[0]} and a {kinds[1]}"}
+# The kinds in a colour no training or validation image shows them in when the test split is held out
+# (`ShapesSource(held_out_test=True)`): each test image shows at least one of them
+HELD_OUT_PAIRS = frozenset({("circle", "yellow"), ("square", "green"), ("triangle", "blue")})
 _INVERSE = {"left of": "right of", "above": "below"}
 _LONG = {"left of": "to the left of", "above": "above"}
 
@@ -133,8 +139,10 @@ def canonical_order(a: ShapeObject, b: ShapeObject) -> tuple[ShapeObject, ShapeO
     return b, a, {"right of": "left of", "below": "above"}[rel]
 
 
-def make_references(objects: Sequence[ShapeObject], rng: np.random.Generator) -> tuple[str, ...]:
-    """Five distinct captions: the canonical one plus four other templates, in shuffled order."""
+def make_references(objects: Sequence[ShapeObject], rng: np.random.Generator, *,
+                    generic: bool = False) -> tuple[str, ...]:
+    """Five distinct captions: the canonical one plus four other templates, in shuffled order; `generic`: one of the
+    four is always the generic form (`GENERIC_TEMPLATES`)."""
     if len(objects) == 1:
         templates, fields = SINGLE_TEMPLATES, {"a": objects[0]}
     elif len(objects) == 2:
@@ -142,8 +150,12 @@ def make_references(objects: Sequence[ShapeObject], rng: np.random.Generator) ->
         templates, fields = PAIR_TEMPLATES, {"a": a, "b": b, "rel": rel, "inv": _INVERSE[rel], "rel_long": _LONG[rel]}
     else:
         raise ValueError(f"captions are defined for 1 or 2 objects, got {len(objects)}")
-    others = 1 + rng.choice(len(templates) - 1, size=NUM_REFERENCES - 1, replace=False)
-    chosen = [templates[0], *(templates[i] for i in others)]
+    if generic:
+        templates = (templates[0], GENERIC_TEMPLATES[len(objects)], *templates[1:])
+        fields["kinds"] = sorted(obj.kind for obj in objects)
+    always = 1 + generic  # the canonical template, and the generic one
+    others = always + rng.choice(len(templates) - always, size=NUM_REFERENCES - always, replace=False)
+    chosen = [*templates[:always], *(templates[i] for i in others)]
     return tuple(chosen[i].format(**fields) for i in rng.permutation(NUM_REFERENCES))
 
 
@@ -152,13 +164,17 @@ def _boxes_apart(p: tuple[int, int, int, int], q: tuple[int, int, int, int], gap
     return p[2] + gap <= q[0] or q[2] + gap <= p[0] or p[3] + gap <= q[1] or q[3] + gap <= p[1]
 
 
-def _sample_objects(rng: np.random.Generator, image_size: int, num_objects: tuple[int, int]) -> list[ShapeObject]:
-    """Sample kinds, colours, sizes and non-overlapping, unambiguously related positions."""
+def _sample_objects(rng: np.random.Generator, image_size: int, num_objects: tuple[int, int],
+                    held_out: bool | None = None) -> list[ShapeObject]:
+    """Sample kinds, colours, sizes and non-overlapping, unambiguously related positions. `held_out`: None, any
+    colour; False, no kind in a colour of `HELD_OUT_PAIRS`; True, at least one (the colours drawn again until so)."""
     scale = image_size / 64
     gap, margin = max(1, round(GAP * scale)), MARGIN * scale
     n = int(rng.integers(num_objects[0], num_objects[1] + 1))
     kinds = [KINDS[i] for i in rng.permutation(len(KINDS))[:n]]
     colors = [list(COLORS)[i] for i in rng.integers(len(COLORS), size=n)]
+    while held_out is not None and any(pair in HELD_OUT_PAIRS for pair in zip(kinds, colors)) != held_out:
+        colors = [list(COLORS)[i] for i in rng.integers(len(COLORS), size=n)]
     sizes = [list(SIDES)[i] for i in rng.integers(len(SIDES), size=n)]
     sides = [int(rng.integers(round(SIDES[s][0] * scale), round(SIDES[s][1] * scale) + 1)) for s in sizes]
     for _ in range(MAX_PLACEMENT_TRIES):
@@ -207,6 +223,8 @@ def generate_shapes(
     num_objects: tuple[int, int] = (2, 2),
     split: str = "train",
     first_image_id: int = 0,
+    generic: bool = False,
+    held_out: bool | None = None,
 ) -> tuple[np.ndarray, list[ImageRecord]]:
     """Generate ``num_images`` scenes and their records.
 
@@ -217,18 +235,21 @@ def generate_shapes(
     a smaller ``num_images`` gives a prefix of a larger one.
 
     ``num_objects`` is the inclusive (min, max) number of objects per image; at
-    most 2, since captions describe a single pairwise relation.
+    most 2, since captions describe a single pairwise relation. ``generic``: one
+    reference of each image is the generic form (`make_references`);
+    ``held_out``: the colours of `HELD_OUT_PAIRS` never (False) or always (True)
+    shown on their kind (`_sample_objects`).
     """
     _check_params(image_size, num_objects, seed)
     images = np.empty((num_images, image_size, image_size, 3), dtype=np.uint8)
     records = []
     for i in range(num_images):
         rng = np.random.default_rng([seed, i])
-        objects = _sample_objects(rng, image_size, num_objects)
+        objects = _sample_objects(rng, image_size, num_objects, held_out)
         if len(objects) == 2:
             objects = list(canonical_order(*objects)[:2])
         images[i] = draw_scene(objects, image_size)
-        references = make_references(objects, rng)
+        references = make_references(objects, rng, generic=generic)
         records.append(ImageRecord(first_image_id + i, split, references, objects=tuple(objects)))
     return images, records
 
@@ -261,6 +282,8 @@ def load_shapes(
     seed: int = 0,
     image_size: int = 64,
     num_objects: tuple[int, int] = (2, 2),
+    generic_references: bool = False,
+    held_out_test: bool = False,
 ) -> tuple[np.ndarray, list[ImageRecord]]:
     """The train, val and test splits of the synthetic dataset, cached on disk.
 
@@ -280,6 +303,9 @@ def load_shapes(
         "seed": seed,
         "image_size": image_size,
         "num_objects": list(num_objects),
+        # set only when asked for: the default data keeps its cache
+        **({"generic_references": True} if generic_references else {}),
+        **({"held_out_test": True} if held_out_test else {}),
     }
     key = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
     directory = Path(root) / key
@@ -293,7 +319,9 @@ def load_shapes(
     all_images, all_records = [], []
     for k, (split, count) in enumerate((("train", num_train), ("val", num_val), ("test", num_test))):
         split_seed = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
-        images, records = generate_shapes(count, split_seed, image_size, num_objects, split, len(all_records))
+        held_out = (split == "test") if held_out_test else None
+        images, records = generate_shapes(count, split_seed, image_size, num_objects, split, len(all_records),
+                                          generic=generic_references, held_out=held_out)
         all_images.append(images)
         all_records.extend(records)
     images = np.concatenate(all_images)
@@ -316,6 +344,10 @@ class ShapesSource(CaptionSource):
         num_test: test images.
         seed: generation seed; the same seed always gives the same data.
         image_size: canvas side in pixels.
+        generic_references: one reference per image is the generic form "two shapes a circle and a square", as
+            COCO's references hold generic ones beside the specific.
+        held_out_test: the test images unlike the training ones: each shows a kind in a colour no training or
+            validation image shows it in (`HELD_OUT_PAIRS`).
     """
 
     path_arguments = ("root",)
@@ -329,9 +361,12 @@ class ShapesSource(CaptionSource):
         num_test: int = 200,
         seed: int = 0,
         image_size: int = 64,
+        generic_references: bool = False,
+        held_out_test: bool = False,
     ):
         self.params = dict(
-            root=root, num_train=num_train, num_val=num_val, num_test=num_test, seed=seed, image_size=image_size
+            root=root, num_train=num_train, num_val=num_val, num_test=num_test, seed=seed, image_size=image_size,
+            generic_references=generic_references, held_out_test=held_out_test,
         )
         self._images: np.ndarray | None = None
         self._records: list[ImageRecord] = []
