@@ -1,6 +1,7 @@
 """`caption compare`: several models (soft vs hard attention) on the same split, in one report.
 
     caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
+    caption compare runs/shapes_soft_seed* --against runs/shapes_hard_seed* --predictions.out reports/shapes_seeds
 
 Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`), all on the same data and split (the
 first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR (`--predictions.out`) gets
@@ -8,8 +9,18 @@ report.md (a table laid out like the paper's Table 1 with the paper's numbers be
 training curves) and each model's results in DIR/<name>/. A run folder stands for its newest model-selection
 checkpoint and its newest logs. The parts are in `caption.reports`, imported once the options are read. The report,
 file by file: docs/attention.md#from-the-command-line.
+
+With `--against` the models form groups, each the runs of one recipe (its seeds): the positional models are the first
+group, each `--against` (repeatable, one or more models each) another; `--names` names the groups (default: the
+attention kind of a group's first model). The table then has a row per group, each metric's mean over its seeds ±
+the half-width of its 95% Student-t interval; a paired test (a hierarchical bootstrap over seeds and the shared test
+images, `caption.reports.intervals`) sets each later group against the first on BLEU-4, CIDEr-D and attention
+accuracy, in words; every run's scores follow, each run's results in DIR/<group>/<run folder's name>/ (DIR/<group>/
+for a group of one), and DIR/comparison.json holds the groups, their runs, per-seed scores, means, intervals and
+tests. The curves draw a group's mean over its min–max band. Without `--against`, each model is its own, as above.
 """
 
+import argparse
 import warnings
 from pathlib import Path
 
@@ -22,12 +33,26 @@ from caption.reports import DATASETS
 def main(argv: list[str]) -> None:
     parser = CommandParser(
         prog="caption compare",
-        description="Evaluate several models on the same split and write report.md with tables and figures.",
+        description="Evaluate several models on the same split and write report.md with tables and figures; with "
+                    "--against, groups of runs (seeds), with intervals over the seeds and a paired test.",
+        epilog="examples:\n"
+               "  caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes\n"
+               "  caption compare runs/shapes_soft_seed* --against runs/shapes_hard_seed* "
+               "--predictions.out reports/shapes_seeds",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN", help="checkpoints or run folders")
+    parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN",
+                        help="checkpoints or run folders (with --against: the first group)")
     add_split_evaluation(parser, out="report.md, its figures and each model's metrics.json, captions.json and "
                          "captions.csv", data="the first checkpoint's", decoding="each checkpoint's")
-    parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
+    parser.add_argument("--against", nargs="+", type=Path, action="append", default=None, metavar="CKPT_OR_RUN",
+                        help="another group of runs (e.g. the seeds of one recipe: runs/hard_seed*), set against the "
+                             "models given first, which then form one group; repeatable. Each group's row shows the "
+                             "mean over its runs ± a 95%% t interval, and a paired bootstrap tests each group against "
+                             "the first (report.md, comparison.json)")
+    parser.add_argument("--names", nargs="+", default=None,
+                        help="a name per model, or with --against per group (default: soft, hard, ...: the attention "
+                             "kind of each model, or of each group's first)")
     parser.add_argument("--images", type=int, default=3, help="images shown with each model's overlays (default: 3)")
     parser.add_argument("--dataset", default=None, choices=DATASETS,
                         help="dataset for the paper's numbers (default: guessed from the data settings)")
@@ -38,10 +63,20 @@ def main(argv: list[str]) -> None:
     from caption.evaluation.ptb_tokenizer import PTBCache
     from caption.inference import build_data, evaluate, write_evaluation
     from caption.reports.figures import overlay_figures, write_curves
-    from caption.reports.runs import data_differences, read_models
-    from caption.reports.table import dataset_name, results_table, write_report
+    from caption.reports.runs import data_differences, read_groups, read_models
+    from caption.reports.seeds import compare_seeds, write_comparison
+    from caption.reports.table import (
+        beside_greedy, dataset_name, grouped_table, paired_table, results_table, write_report,
+    )
 
-    models = read_models(args.models, names=args.names, device=device(args), config=args.config, decoding=decoding)
+    groups = None
+    if args.against is None:
+        models = read_models(args.models, names=args.names, device=device(args), config=args.config,
+                             decoding=decoding)
+    else:
+        groups = read_groups([args.models, *args.against], names=args.names, device=device(args), config=args.config,
+                             decoding=decoding)
+        models = [model for group in groups for model in group.models]
     if models[0].captioner.data is None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
                           "(--config)")
@@ -64,12 +99,30 @@ def main(argv: list[str]) -> None:
                               description=model.name, out=args.out / model.name, cache=cache)
         write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
         evaluations.append(evaluation)
-    figures = overlay_figures(models, evaluations, data, args.split, args.images, args.out)
-    curves_path, left_out = write_curves(models, args.out)
+    shown = list(range(len(models)))  # the overlays: every model, or each group's first run
+    if groups is not None:
+        firsts = [group.models[0] for group in groups]
+        shown = [index for index, model in enumerate(models) if any(model is first for first in firsts)]
+    figures = overlay_figures([models[i] for i in shown], [evaluations[i] for i in shown], data, args.split,
+                              args.images, args.out)
+    by_group = None if groups is None else {group.name: [model.name for model in group.models] for group in groups}
+    curves_path, left_out = write_curves(models, args.out, by_group)
     for name, why in left_out.items():
         warnings.warn(f"{name}: no training curves drawn: {why}")
     dataset = args.dataset or dataset_name(settings)
+    seeds = None
+    if groups is not None:
+        runs = iter(evaluations)
+        seeds = compare_seeds(groups, [[next(runs) for _ in group.models] for group in groups])
+        write_comparison(seeds, split=args.split, dataset=dataset, out=args.out)
     report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
-                          curves=curves_path, curves_left_out=left_out, out=args.out)
-    print(results_table(models, evaluations, dataset))
+                          curves=curves_path, curves_left_out=left_out, out=args.out, seeds=seeds)
+    if seeds is None:
+        print(results_table(models, evaluations, dataset))
+        print("\n".join(beside_greedy(models, evaluations, seeds)))
+    else:
+        print(grouped_table(seeds, dataset))
+        print("\n".join(beside_greedy(models, evaluations, seeds)))
+        print(f"\npaired test (B − A, in points of %):\n{paired_table(seeds)}")
+        print(f"wrote {args.out / 'comparison.json'}")
     print(f"wrote {report}")

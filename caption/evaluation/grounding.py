@@ -44,11 +44,15 @@ class Localisation:
     chance_object: float  # the accuracy of a peak on a uniformly chosen object of the image
     by_label: dict[str, LabelAccuracy] = field(default_factory=dict)  # label -> its words' accuracy
     box_labels: tuple[str, ...] = ()  # the labels of the images' boxes, sorted: what the words could have named
+    # per image, in the order given: its words whose peak is on the named object, and its object words (the
+    # sufficient statistics of the accuracy: caption.evaluation.image_scores)
+    image_hits: tuple[int, ...] = field(default=(), repr=False)
+    image_words: tuple[int, ...] = field(default=(), repr=False)
 
     def scores(self) -> dict[str, float]:
         """The shares under their logged names (attention_accuracy, attention_other_object, ...)."""
         return {f"attention_{item.name}": float(getattr(self, item.name)) for item in fields(self)
-                if item.name not in ("nouns", "by_label", "box_labels")}
+                if item.name not in ("nouns", "by_label", "box_labels", "image_hits", "image_words")}
 
 
 def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels: Mapping[str, str]) -> Localisation:
@@ -64,14 +68,18 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
     chance_location = chance_object = 0.0
     per_label: dict[str, list[float]] = {}  # label -> [nouns, hits, chance_location]
     box_labels: set[str] = set()
+    image_hits, image_words = [], []
     for words, alpha, boxes in captions:
         box_labels.update(box.label for box in boxes)
+        image_hits.append(0)
+        image_words.append(0)
         centres = cell_centres(alpha.shape[-1], image_size)
         for label, weights in zip(named_labels(words, word_labels), alpha):
             if label is None:
                 continue
             tally = per_label.setdefault(label, [0, 0, 0.0])
             tally[0] += 1
+            image_words[-1] += 1
             named = [box.box for box in boxes if box.label == label]
             if not named:
                 counts["absent"] += 1
@@ -80,6 +88,7 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
             hit = any(inside(box, peak) for box in named)
             if hit:
                 counts["accuracy"] += 1
+                image_hits[-1] += 1
             elif any(inside(other.box, peak) for other in boxes if other.label != label):
                 counts["other_object"] += 1
             else:
@@ -95,7 +104,8 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
                 for label, (count, hits, location) in sorted(per_label.items())}
     return Localisation(nouns=nouns, **{name: share(count) for name, count in counts.items()},
                         chance_location=share(chance_location), chance_object=share(chance_object), by_label=by_label,
-                        box_labels=tuple(sorted(box_labels)))
+                        box_labels=tuple(sorted(box_labels)), image_hits=tuple(image_hits),
+                        image_words=tuple(image_words))
 
 
 def step_entropy(alpha: torch.Tensor) -> torch.Tensor:

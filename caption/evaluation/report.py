@@ -13,6 +13,7 @@ from typing import Any
 
 from caption.evaluation.degeneration import habit_warnings, habits
 from caption.evaluation.grounding import Localisation
+from caption.evaluation.image_scores import ImageScores
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA
 from caption.model.captions import Caption
@@ -27,6 +28,10 @@ METRIC_NAMES = {
     "distinct_captions": "distinct captions / images", "dangling_ending": "captions ending in a function word",
     "repeated_trigram": "captions repeating a trigram",
 }
+
+GREEDY = "greedy/"  # where greedy decoding's scores beside a beam's are logged: test/greedy/bleu4 ...
+GREEDY_METRICS = ("bleu4", "cider")  # greedy decoding's coco-caption scores beside a beam's: validation's
+SIDE_BY_SIDE = ("bleu4", "cider", "attention_accuracy")  # the beam's and greedy's, shown side by side
 
 
 @dataclass
@@ -44,6 +49,9 @@ class Evaluation:
     references: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)  # image id -> raw references
     locations: int = 0  # L, the attention locations (log L: the entropy of uniform α); 0 when unknown
     file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any
+    greedy: Evaluation | None = field(default=None, repr=False)  # the same split decoded greedily, beside a beam
+    # what BLEU, CIDEr-D and attention accuracy are made of, image by image (caption compare's paired test)
+    per_image: ImageScores | None = field(default=None, repr=False)
 
     def attention_scores(self) -> dict[str, float]:
         """α entropy and, with boxes, the localisation shares, under their logged names."""
@@ -85,7 +93,18 @@ class Evaluation:
             if self.references else {},
             "attention_by_label": {} if self.localisation is None else {
                 label: asdict(found) for label, found in self.localisation.by_label.items()},
-        }
+        } | ({} if self.greedy is None else {"greedy": {
+            name: None if math.isnan(value) else value for name, value in self.greedy.logged().items()}})
+
+    def side_by_side(self) -> str | None:
+        """One line: the beam's BLEU-4, CIDEr and attention accuracy beside greedy decoding's on the same images
+        (validation decodes greedily); None without a greedy decoding."""
+        if self.greedy is None:
+            return None
+        ours, greedy = self.logged(), self.greedy.logged()
+        cells = [f"{METRIC_NAMES[name]} {format_score(ours[name])} / {format_score(greedy[name])}"
+                 for name in SIDE_BY_SIDE if name in ours and name in greedy]
+        return f"beam {self.beam_size} / greedy: " + ", ".join(cells)
 
     def table(self) -> str:
         """The scores as a two-column text table, in %."""
@@ -110,7 +129,8 @@ class Evaluation:
         header = (f"{self.split} split, {len(self.captions)} images, beam {self.beam_size}, "
                   f"tokenizer {self.tokenizer}{official} (%)")
         width = max(len(name) for name, _ in rows)
-        return "\n".join([header, *(f"  {name:<{width}}  {value}" for name, value in rows)])
+        side_by_side = [] if self.greedy is None else [f"  {self.side_by_side()}"]
+        return "\n".join([header, *(f"  {name:<{width}}  {value}" for name, value in rows), *side_by_side])
 
     def examples(self, count: int = 5) -> str:
         """The first `count` images' captions (by id), each with its first two references."""

@@ -5,9 +5,10 @@ Validation and `caption test` (inside Lightning, `EpochCaptions`), `caption eval
 by image id (`gather_by_image`, which `caption predict`'s writer uses too) and score them with `score_split`: raw
 candidates and raw references through coco-caption's PTB tokenizer, pycocoevalcap's scorers, the mean entropy of
 α per step and, where the data has object boxes, where each object noun looked
-(`caption.evaluation.grounding.localisation`). The references' tokens are kept in a `PTBCache`, so each epoch's
-validation runs the tokenizer (Java) on the new candidates only. The result is an `Evaluation`; its table and
-metrics.json are in `caption.evaluation.report`.
+(`caption.evaluation.grounding.localisation`); what BLEU, CIDEr-D and attention accuracy are made of, image by
+image, is kept beside them (`caption.evaluation.image_scores`: `caption compare`'s paired test resamples it). The
+references' tokens are kept in a `PTBCache`, so each epoch's validation runs the tokenizer (Java) on the new
+candidates only. The result is an `Evaluation`; its table and metrics.json are in `caption.evaluation.report`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import Tensor
 
 from caption.data.sources.records import ObjectBox
 from caption.evaluation.grounding import localisation, mean_entropy, step_entropy
+from caption.evaluation.image_scores import ImageScores
 from caption.evaluation.metrics import METEOR_TIMEOUT, METRICS, coco_scores
 from caption.evaluation.ptb_tokenizer import PTBCache
 from caption.evaluation.report import Evaluation
@@ -85,20 +87,24 @@ def score_split(
     α entropy per step and, on the images with object boxes when `image_size` (H, W: the boxes' frame) is known,
     the localisation report of the words `word_labels` maps to a box's label (the data source's)."""
     captioned = {item.image_id: item for item in captioned}
+    per_image = ImageScores()
     scores, tokenizer = coco_scores(
         {image_id: item.caption.text for image_id, item in captioned.items()},
         {image_id: list(item.references) for image_id, item in captioned.items()},
-        metrics=metrics, meteor_timeout=meteor_timeout, cache=cache,
+        metrics=metrics, meteor_timeout=meteor_timeout, cache=cache, per_image=per_image,
     )
-    boxed = [(item.caption.words, looked_at(item.caption), item.objects) for item in captioned.values() if item.objects]
+    boxed = {image_id: (item.caption.words, looked_at(item.caption), item.objects)
+             for image_id, item in captioned.items() if item.objects}
     found = None
     if boxed and image_size is not None:
-        found = localisation(boxed, image_size=tuple(image_size), word_labels=word_labels)
+        found = localisation(boxed.values(), image_size=tuple(image_size), word_labels=word_labels)
+        per_image.add_attention(dict(zip(boxed, zip(found.image_hits, found.image_words))))
     entropy = mean_entropy(item.entropy for item in captioned.values())
     return Evaluation(split, beam_size, scores, {image_id: item.caption for image_id, item in captioned.items()},
                       found, entropy, tokenizer,
                       references={image_id: item.references for image_id, item in captioned.items()},
-                      locations=max((item.locations for item in captioned.values()), default=0))
+                      locations=max((item.locations for item in captioned.values()), default=0),
+                      per_image=per_image)
 
 
 class EpochCaptions:

@@ -22,7 +22,7 @@ from caption.data.sources.base import CaptionSource
 from caption.errors import ConfigError
 from caption.evaluation.metrics import METEOR_TIMEOUT
 from caption.evaluation.ptb_tokenizer import PTBCache
-from caption.evaluation.report import Evaluation
+from caption.evaluation.report import GREEDY_METRICS, Evaluation
 from caption.evaluation.results import result, write_results
 from caption.evaluation.scoring import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
@@ -59,8 +59,10 @@ def evaluate(
     description: str = "decoding",
     out: Path | None = None,
     cache: PTBCache | None = None,
+    greedy_too: bool = True,
 ) -> Evaluation:
-    """Caption every image of `split` in batches and score the captions against the raw references.
+    """Caption every image of `split` in batches and score the captions against the raw references; with a beam and
+    `greedy_too`, greedily as well, its scores beside the beam's (`Evaluation.greedy`, `Evaluation.side_by_side`).
 
     With `out`, the captions are written to out/captions.json before scoring, so they survive a failure there.
     `cache`: PTB tokens kept from an earlier call on the same data (`caption compare` tokenises the references once).
@@ -68,21 +70,28 @@ def evaluate(
     beam_size = beam_width(captioner.module.settings.decoding, beam_size=beam_size)  # reported with the scores
     data.setup("test" if split == "test" else "validate")
     loader = data.test_dataloader() if split == "test" else data.val_dataloader()
+    greedy_too = greedy_too and beam_size > 1
     captioned: list[Captioned] = []
+    greedy: list[Captioned] = []
     with tqdm(total=len(data.usable(split)), desc=description, unit="image") as progress:
         for batch in loader:
             batch = data.count_skipped(batch)
             captions = captioner.caption_batch(batch, beam_size=beam_size, max_length=max_length)
             captioned += captioned_batch(batch, captions, keep_attention=True)
+            if greedy_too:
+                captions = captioner.caption_batch(batch, beam_size=1, max_length=max_length)
+                greedy += captioned_batch(batch, captions, keep_attention=False)
             progress.update(len(batch["image_id"]))
     data.report_skipped()
     file_names = {record.image_id: record.file for record in data.usable(split)}
     if out is not None:
         write_captions({item.image_id: item.caption for item in captioned}, out, file_names=file_names)
-    evaluation = score_split(captioned, split=split, beam_size=beam_size, image_size=tuple(data.image_size),
-                             word_labels=data.source.word_labels, cache=cache,
+    scoring = dict(split=split, image_size=tuple(data.image_size), word_labels=data.source.word_labels,
+                   cache=cache if cache is not None else PTBCache())  # the references tokenised once for both
+    evaluation = score_split(captioned, beam_size=beam_size, **scoring,
                              meteor_timeout=METEOR_TIMEOUT if meteor_timeout is None else meteor_timeout)
-    return replace(evaluation, file_names=file_names)
+    greedily = score_split(greedy, beam_size=1, metrics=GREEDY_METRICS, **scoring) if greedy_too else None
+    return replace(evaluation, file_names=file_names, greedy=greedily)
 
 
 def write_captions(captions: Mapping[int, Caption], out: Path, *,

@@ -1,11 +1,14 @@
 """`caption compare`'s figures: the same images captioned by each model, overlays side by side, and the training
-curves of each run from its CSV or TensorBoard logs (`caption.reports.logs`)."""
+curves of each run from its CSV or TensorBoard logs (`caption.reports.logs`); with groups of runs (seeds), each
+group's mean curve over the band from its lowest to its highest run."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -36,9 +39,37 @@ MARKED = 30  # a curve of fewer points gets a marker at each (one validation of 
 PANELS_PER_ROW = 4
 
 
-def curves_figure(curves: dict[str, Curves]) -> Figure | None:
+@dataclass(frozen=True)
+class CurveLine:
+    """One line of a panel: a run's curve, or the mean of a group's runs over their min–max band."""
+
+    label: str
+    steps: list[int]
+    values: list[float]
+    band: tuple[list[float], list[float]] | None = None  # (lowest, highest) over the group's runs at each step
+
+
+def panel_lines(curves: dict[str, Curves], name: str, groups: dict[str, list[str]] | None) -> list[CurveLine]:
+    """The lines of the panel of `name`: one per run; with `groups` ({group: its runs' names}), one per group, the
+    mean of its runs that logged `name` at the steps they all logged (runs of one config log the same steps), with
+    their min–max band; a group whose runs share no step is drawn run by run."""
+    lines = []
+    for group, runs in (groups or {run: [run] for run in curves}).items():
+        logged = {run: dict(curves[run][name]) for run in runs if name in curves.get(run, {})}
+        steps = sorted(set.intersection(*(set(points) for points in logged.values()))) if logged else []
+        if len(logged) < 2 or not steps:
+            lines += [CurveLine(run, *map(list, zip(*curves[run][name]))) for run in logged]
+            continue
+        values = np.array([[points[step] for step in steps] for points in logged.values()])  # (runs, steps)
+        lines.append(CurveLine(f"{group} (mean of {len(logged)} runs)", steps, list(values.mean(0)),
+                               band=(list(values.min(0)), list(values.max(0)))))
+    return lines
+
+
+def curves_figure(curves: dict[str, Curves], groups: dict[str, list[str]] | None = None) -> Figure | None:
     """One panel per logged quantity (the training loss, then each validation figure: `caption.reports.logs`), one
-    line per model, over the optimizer steps of every run on one integer axis from 0; None when no model has curves."""
+    line per model (with `groups`, per group: `panel_lines`), over the optimizer steps of every run on one integer
+    axis from 0; None when no model has curves."""
     names = in_order({name for logged in curves.values() for name in logged})
     if not names:
         return None
@@ -48,10 +79,11 @@ def curves_figure(curves: dict[str, Curves]) -> Figure | None:
     figure = Figure(figsize=(4.2 * columns, 3.2 * rows), layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for ax, name in zip(axes, names):
-        for model_name, logged in curves.items():
-            if name in logged:
-                steps, values = zip(*logged[name])
-                ax.plot(steps, values, marker="o" if len(steps) < MARKED else None, markersize=4, label=model_name)
+        for line in panel_lines(curves, name, groups):
+            drawn = ax.plot(line.steps, line.values, marker="o" if len(line.steps) < MARKED else None, markersize=4,
+                            label=line.label)
+            if line.band is not None:
+                ax.fill_between(line.steps, *line.band, color=drawn[0].get_color(), alpha=0.2, linewidth=0)
         ax.set_title(name)
         ax.set_xlabel("step")
         ax.set_xlim(-0.03 * max(1, last_step), max(1, last_step) * 1.03)  # from step 0, a marker there whole
@@ -62,10 +94,12 @@ def curves_figure(curves: dict[str, Curves]) -> Figure | None:
     return figure
 
 
-def write_curves(models: list[Model], out: Path) -> tuple[Path | None, dict[str, str]]:
-    """DIR/curves.png (`curves_figure`; None when no model has curves) and the models left out of it, with why."""
+def write_curves(models: list[Model], out: Path,
+                 groups: dict[str, list[str]] | None = None) -> tuple[Path | None, dict[str, str]]:
+    """DIR/curves.png (`curves_figure`, by group with `groups`; None when no model has curves) and the models left out
+    of it, with why."""
     curves, left_out = logged_curves(models)
-    figure = curves_figure(curves)
+    figure = curves_figure(curves, groups)
     if figure is None:
         return None, left_out
     save_figure(figure, out / "curves.png")

@@ -87,7 +87,8 @@ def evaluated(metrics_json: Path) -> TestFigures:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise CaptionError(f"--metrics {metrics_json}: not a metrics.json of `caption evaluate` ({error})") from None
     return TestFigures(scores, origin=f"{metrics_json.name} of `caption evaluate`", split=report.get("split", "test"),
-                       beam_size=report.get("beam_size"), images=report.get("images"), tokenizer=report.get("tokenizer"))
+                       beam_size=report.get("beam_size"), images=report.get("images"),
+                       tokenizer=report.get("tokenizer"))
 
 
 def number(value: Any) -> float | None:

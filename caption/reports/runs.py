@@ -1,4 +1,5 @@
-"""The models `caption compare` puts side by side: each checkpoint (or run folder), its captioner, name and logs."""
+"""The models `caption compare` puts side by side: each checkpoint (or run folder), its captioner, name and logs;
+and, with `--against`, the groups they form (a group: the runs of one recipe, one per seed)."""
 
 from __future__ import annotations
 
@@ -56,15 +57,15 @@ def data_differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return differences
 
 
-def model_names(captioners: list[Captioner], names: list[str] | None) -> list[str]:
+def model_names(captioners: list[Captioner], names: list[str] | None, *, each: str = "model") -> list[str]:
     """`names` if given, else the attention kind ("soft", "hard"; "soft-scst" after self-critical training), numbered
-    when it repeats."""
+    when it repeats; `each`: what is named, "model" or "group" (named by its first model)."""
     if names is not None:
         if len(names) != len(captioners) or len(set(names)) != len(names):
-            raise ConfigError(f"--names needs {len(captioners)} distinct names, one per model; got {names}")
+            raise ConfigError(f"--names needs {len(captioners)} distinct names, one per {each}; got {names}")
         for name in names:  # each names a folder inside --predictions.out
             if name in ("", ".", "..") or any(character in name for character in "/\\\0"):
-                raise ConfigError(f"--names: {name!r} is not a folder name (each model's results go to a folder of "
+                raise ConfigError(f"--names: {name!r} is not a folder name (each {each}'s results go to a folder of "
                                   f"that name inside --predictions.out); give plain names such as soft hard")
         return names
     kinds = [captioner.module.settings.attention.kind + ("-scst" if captioner.module.settings.self_critical else "")
@@ -82,3 +83,37 @@ def read_models(given: list[Path], *, names: list[str] | None, device: str, conf
     captioners = [Captioner.from_checkpoint(path, device=device, config=config, decoding=decoding) for path in paths]
     return [Model(name, path, captioner, find_logs(folder, path))
             for name, path, captioner, folder in zip(model_names(captioners, names), paths, captioners, given)]
+
+
+@dataclass
+class Group:
+    """The runs of one recipe, one per seed (`caption compare A... --against B...`), under one name."""
+
+    name: str  # label in the report, and the folder DIR/<name>/ of its runs' results
+    models: list[Model]  # each named "<group>/<run>" (its results in DIR/<group>/<run>/), or "<group>" when alone
+
+
+def run_names(given: list[Path], checkpoints: list[Path]) -> list[str]:
+    """A name per run of a group: its run folder's name (the folder given, or the one two levels above a given
+    checkpoint, runs/<run>/checkpoints/best.ckpt), or its position from 1 when those repeat in the group."""
+    folders = [(path if path.is_dir() else checkpoint.parent.parent).resolve().name
+               for path, checkpoint in zip(given, checkpoints)]
+    if len(set(folders)) == len(folders) and all(folders):
+        return folders
+    return [str(index) for index in range(1, len(given) + 1)]
+
+
+def read_groups(given: list[list[Path]], *, names: list[str] | None, device: str, config: Path | None,
+                decoding: dict[str, Any] | None = None) -> list[Group]:
+    """A `Group` per list of checkpoints or run folders (`read_models`' readings), named by `names` (one per group)
+    or after its first model's attention kind (`model_names`); a group of one model keeps the group's name."""
+    paths = [[find_checkpoint(path) for path in group] for group in given]
+    captioners = [[Captioner.from_checkpoint(path, device=device, config=config, decoding=decoding) for path in group]
+                  for group in paths]
+    groups = []
+    for name, folders, checkpoints, readers in zip(model_names([group[0] for group in captioners], names,
+                                                               each="group"), given, paths, captioners):
+        runs = [name] if len(folders) == 1 else [f"{name}/{run}" for run in run_names(folders, checkpoints)]
+        groups.append(Group(name, [Model(run, path, captioner, find_logs(folder, path))
+                                   for run, path, captioner, folder in zip(runs, checkpoints, readers, folders)]))
+    return groups

@@ -1,5 +1,7 @@
 """`caption compare`'s report.md: a results table laid out like the paper's Table 1, with the paper's own numbers
-for the same dataset beside ours, the figures, and where each model came from."""
+for the same dataset beside ours, the figures, and where each model came from; with groups of runs (seeds,
+`caption.reports.seeds`), a row per group with each metric's interval over its seeds, the paired tests and a table
+of every run."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from caption.reports import DATASETS
+from caption.reports.intervals import SeedInterval
 from caption.reports.runs import Model
+from caption.reports.seeds import BOOTSTRAP, INTERVAL, SeedComparison, p_value, side_by_side, verdict
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, Evaluation, format_score
 from caption.io.outputs import write_text
@@ -30,32 +34,117 @@ def dataset_name(settings: dict[str, Any]) -> str | None:
     return next((name for name in DATASETS if name in text), None)
 
 
-def results_table(models: list[Model], evaluations: list[Evaluation], dataset: str | None) -> str:
-    """Markdown table like the paper's Table 1, ours first, then the paper's rows for this dataset."""
+def table_columns(evaluations: list[Evaluation]) -> list[str]:
+    """The table's metrics: the coco-caption ones, then where attention looked, α entropy last."""
     attention = list(dict.fromkeys(name for evaluation in evaluations for name in evaluation.attention_scores()))
-    columns = [*METRICS, *sorted(attention, key=lambda name: name == "alpha_entropy")]  # the entropy last
-    lines = [
-        "| model | " + " | ".join(METRIC_NAMES[name] for name in columns) + " |",
-        "|---|" + "---:|" * len(columns),
-    ]
-    for model, evaluation in zip(models, evaluations):
-        scores = evaluation.scores | evaluation.attention_scores()
-        cells = ["–" if scores.get(name) is None or name == "alpha_entropy" and math.isnan(scores[name])
-                 else f"{scores[name]:.2f}" if name == "alpha_entropy" else format_score(scores[name])
-                 for name in columns]
-        lines.append(f"| {model.name} (ours) | " + " | ".join(cells) + " |")
+    return [*METRICS, *sorted(attention, key=lambda name: name == "alpha_entropy")]
+
+
+def table_header(columns: list[str], first: str = "model") -> list[str]:
+    return ["| " + first + " | " + " | ".join(METRIC_NAMES[name] for name in columns) + " |",
+            "|---|" + "---:|" * len(columns)]
+
+
+def paper_rows(models: list[Model], dataset: str | None, columns: list[str]) -> list[str]:
+    """The paper's Table 1 rows of this dataset, for the attention kinds of `models`."""
     paper = PAPER_TABLE_1.get(dataset or "", {})
+    lines = []
     for kind in dict.fromkeys(model.settings.attention.kind for model in models):
         if kind in paper:
             cells = [*paper[kind], *["–"] * (len(columns) - len(PAPER_METRICS))]
             lines.append(f"| {kind} (paper, Table 1) | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return lines
+
+
+def score_cell(name: str, value: float | None) -> str:
+    """A score as the table shows it: in % (`format_score`), α entropy in nats; "–" when missing."""
+    if value is None or name == "alpha_entropy" and math.isnan(value):
+        return "–"
+    return f"{value:.2f}" if name == "alpha_entropy" else format_score(value)
+
+
+def results_table(models: list[Model], evaluations: list[Evaluation], dataset: str | None, *,
+                  paper: bool = True) -> str:
+    """Markdown table like the paper's Table 1, ours first, then (with `paper`) the paper's rows for this dataset."""
+    columns = table_columns(evaluations)
+    lines = table_header(columns)
+    for model, evaluation in zip(models, evaluations):
+        scores = evaluation.scores | evaluation.attention_scores()
+        lines.append(f"| {model.name} (ours) | " + " | ".join(score_cell(name, scores.get(name)) for name in columns)
+                     + " |")
+    return "\n".join(lines + (paper_rows(models, dataset, columns) if paper else []))
+
+
+def interval_cell(name: str, found: SeedInterval | None, seeds: int) -> str:
+    """mean ± half-width in the table's units ("84.0 ± 9.9"; "84.0" for one seed), the seeds counted when fewer than
+    the group's (a missing score)."""
+    if found is None or found.seeds == 0:
+        return "–"
+    scale = (lambda value: f"{value:.2f}") if name == "alpha_entropy" else format_score
+    cell = scale(found.mean) + ("" if found.half_width is None else f" ± {scale(found.half_width)}")
+    return cell + (f" ({found.seeds} seed{'s' * (found.seeds > 1)})" if found.seeds < seeds else "")
+
+
+def grouped_table(comparison: SeedComparison, dataset: str | None) -> str:
+    """The table of `results_table` with a row per group: each metric's mean over the group's seeds ± the half-width
+    of its 95% Student-t interval, then the paper's rows."""
+    columns = table_columns([evaluation for group in comparison.groups for evaluation in group.evaluations])
+    lines = table_header(columns, first="group")
+    for group in comparison.groups:
+        seeds = len(group.evaluations)
+        label = f"{group.name} (ours, {seeds} seeds)" if seeds > 1 else f"{group.name} (ours, 1 seed: no interval)"
+        lines.append(f"| {label} | " + " | ".join(interval_cell(name, group.intervals.get(name), seeds)
+                                                  for name in columns) + " |")
+    models = [model for group in comparison.groups for model in group.group.models]
+    return "\n".join(lines + paper_rows(models, dataset, columns))
+
+
+def paired_table(comparison: SeedComparison) -> str:
+    """The paired tests, B − A in points of the table's %: a row each, then each one's verdict in words."""
+    lines = ["| metric | B − A | difference | 95% interval | p |", "|---|---|---:|---:|---:|"]
+    for pairing in comparison.pairings:
+        test = pairing.test
+        cells = ["–", "–", "–"] if test is None else [
+            f"{100 * test.difference:+.2f}", f"[{100 * test.low:.2f}, {100 * test.high:.2f}]", p_value(test)]
+        lines.append(f"| {METRIC_NAMES[pairing.metric]} | {pairing.b} − {pairing.a} | " + " | ".join(cells) + " |")
+    return "\n".join([*lines, "", *(f"- {verdict(pairing)}" for pairing in comparison.pairings)])
+
+
+def seeds_sections(comparison: SeedComparison, models: list[Model], evaluations: list[Evaluation]) -> list[str]:
+    """report.md's lines on the seeds: how the intervals are made, the paired tests, and every run's scores."""
+    return [
+        f"± is the half-width of the {INTERVAL}.",
+        "",
+        "## Paired test",
+        "",
+        f"Each later group against the first, on the same test images: {BOOTSTRAP}; {comparison.replicates} "
+        f"replicates, numpy seed {comparison.bootstrap_seed}. Differences in points of the table's %.",
+        "",
+        paired_table(comparison),
+        "",
+        "## Runs",
+        "",
+        results_table(models, evaluations, None, paper=False),
+        "",
+    ]
+
+
+def beside_greedy(models: list[Model], evaluations: list[Evaluation], seeds: SeedComparison | None) -> list[str]:
+    """A line per model (per group, with its seeds' intervals): its beam's BLEU-4, CIDEr-D and attention accuracy
+    beside greedy decoding's (`Evaluation.side_by_side`); what greedy decoding is itself says so."""
+    if seeds is not None:
+        found = [(group.name, side_by_side(group)) for group in seeds.groups]
+    else:
+        found = [(model.name, evaluation.side_by_side()) for model, evaluation in zip(models, evaluations)]
+    return [f"- {name}: {line or 'greedy decoding itself'}" for name, line in found]
 
 
 def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset: str | None, split: str,
-                 figures: list[Path], curves: Path | None, curves_left_out: dict[str, str], out: Path) -> Path:
+                 figures: list[Path], curves: Path | None, curves_left_out: dict[str, str], out: Path,
+                 seeds: SeedComparison | None = None) -> Path:
     """DIR/report.md: the results table, the overlay figures, the curves (and the models left out of them, with
-    why) and where each model came from."""
+    why) and where each model came from; with `seeds` (groups of runs), the table by group with intervals over the
+    seeds, the paired tests and every run's scores."""
     images = len(evaluations[0].captions)
     paper = "the paper's numbers beside ours" if dataset in PAPER_TABLE_1 else "the paper has no numbers for this data"
     lines = [
@@ -69,8 +158,9 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         "cell and of a peak on a uniformly chosen object of the image; α entropy is the mean over generated words, "
         "in nats.",
         "",
-        results_table(models, evaluations, dataset),
+        results_table(models, evaluations, dataset) if seeds is None else grouped_table(seeds, dataset),
         "",
+        *([] if seeds is None else seeds_sections(seeds, models, evaluations)),
         "## Captions and attention",
         "",
         *(f"![{path.stem}]({path.name})" for path in figures),
@@ -78,16 +168,21 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
     ]
     if curves is not None or curves_left_out:
         lines += ["## Training curves", ""]
-        lines += [] if curves is None else [f"![training curves]({curves.name})", ""]
+        band = "" if seeds is None else ("A group of several runs: their mean, over the band from the lowest to the "
+                                         "highest run at each step (min–max over seeds).")
+        lines += [] if curves is None else [f"![training curves]({curves.name})", "", *([band, ""] if band else [])]
         lines += [f"- {name}: not drawn, {why}" for name, why in curves_left_out.items()]
         lines += [""] if curves_left_out else []
+    lines += ["## Beam search beside greedy decoding", "",
+              "The same images decoded greedily, as validation decodes while fitting (in %):", "",
+              *beside_greedy(models, evaluations, seeds), ""]
     lines += ["## Models", ""]
     for model, evaluation in zip(models, evaluations):
         settings = model.settings
         words = "" if evaluation.localisation is None else f", {evaluation.localisation.nouns} object words"
         lines.append(
-            f"- **{model.name}**: `{model.checkpoint}` ({settings.attention.kind} attention, {settings.encoder.name} encoder, "
-            f"beam {evaluation.beam_size}{words}); metrics and captions in `{model.name}/`"
+            f"- **{model.name}**: `{model.checkpoint}` ({settings.attention.kind} attention, {settings.encoder.name} "
+            f"encoder, beam {evaluation.beam_size}{words}); metrics and captions in `{model.name}/`"
         )
     path = out / "report.md"
     write_text(path, "\n".join(lines) + "\n")

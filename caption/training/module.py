@@ -20,7 +20,7 @@ from torch import Tensor
 from caption.config.keys import dotted
 from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError
 from caption.evaluation.metrics import METRICS
-from caption.evaluation.report import Evaluation, not_looking
+from caption.evaluation.report import GREEDY, GREEDY_METRICS, Evaluation, not_looking
 from caption.evaluation.results import Result, result
 from caption.evaluation.scoring import EpochCaptions
 from caption.io.class_paths import instantiate, scheduler_bases
@@ -109,6 +109,7 @@ class CaptionModule(L.LightningModule):
             self.objective = SoftAttentionObjective(settings.soft)
         self.self_critical = None if settings.self_critical is None else SelfCritical(settings.self_critical)
         self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
+        self._greedy_captions = EpochCaptions()  # test's, greedy beside the model's beam (validation decodes so)
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
         self.not_looking: str | None = None  # why attention did not look at a validation, once said (`not_looking`)
         self.predict_num_captions = 1  # captions per image of `predict_step` (caption predict's writer sets it)
@@ -259,20 +260,26 @@ class CaptionModule(L.LightningModule):
         return LightningCLI.configure_optimizers(self, optimizer, scheduler)
 
     # ------------------------------------------------------------------------ evaluation
-    def _decode_batch(self, batch: dict[str, Any], beam_size: int) -> None:
-        self._epoch_captions.add(batch, self.generate(self.annotations(batch), beam_size=beam_size).captions(
-            self.vocabulary))
+    def _decode_batch(self, batch: dict[str, Any], beam_size: int, *, greedy_too: bool = False) -> None:
+        """Caption the batch with `beam_size` for the epoch's scores; `greedy_too`: greedily as well, when the beam
+        is wider (`_greedy_captions`)."""
+        annotations = self.annotations(batch)
+        self._epoch_captions.add(batch, self.generate(annotations, beam_size=beam_size).captions(self.vocabulary))
+        if greedy_too and beam_size > 1:
+            self._greedy_captions.add(batch, self.generate(annotations, beam_size=1).captions(self.vocabulary))
 
-    def _log_epoch(self, split: str, *, beam_size: int, metrics: tuple[str, ...], prog_bar: bool) -> Evaluation:
-        """Score the epoch's captions (`caption.evaluation.scoring`) and log every score as split/name."""
+    def _log_epoch(self, split: str, *, beam_size: int, metrics: tuple[str, ...], prog_bar: bool,
+                   captions: EpochCaptions | None = None, prefix: str = "") -> Evaluation:
+        """Score the epoch's captions (`caption.evaluation.scoring`; `captions`, the greedy ones beside the beam's)
+        and log every score as split/prefix+name."""
         data = self.trainer.datamodule  # its source says which words name which boxes
-        evaluation = self._epoch_captions.score(
+        evaluation = (captions or self._epoch_captions).score(
             self.trainer, split=split, beam_size=beam_size, metrics=metrics, image_size=self.hparams.image_size,
             word_labels=data.source.word_labels if data is not None else {},
         )
         # equal on every rank already: sync_dist with "max" keeps them exact (and Lightning quiet)
-        self.log_dict({f"{split}/{name}": value for name, value in evaluation.logged().items()}, prog_bar=prog_bar,
-                      sync_dist=True, reduce_fx="max")
+        self.log_dict({f"{split}/{prefix}{name}": value for name, value in evaluation.logged().items()},
+                      prog_bar=prog_bar, sync_dist=True, reduce_fx="max")
         return evaluation
 
     def _validation_scoring(self) -> tuple[int, tuple[str, ...]]:
@@ -296,11 +303,16 @@ class CaptionModule(L.LightningModule):
                 rank_zero_warn(self.not_looking, category=CaptionWarning)
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
-        self._decode_batch(batch, beam_size=self.settings.decoding.beam_size)
+        self._decode_batch(batch, beam_size=self.settings.decoding.beam_size, greedy_too=True)
 
     def on_test_epoch_end(self) -> None:
+        """The test scores of the model's decoding (test/...) and, with a beam, of greedy decoding beside them, as
+        validation decodes while fitting (test/greedy/...: the paper's BLEU-4 and CIDEr, where the model looked)."""
         beam_size = self.settings.decoding.beam_size
         evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
+        if beam_size > 1:
+            self._log_epoch("test", beam_size=1, metrics=GREEDY_METRICS, prog_bar=False,
+                            captions=self._greedy_captions, prefix=GREEDY)
         rank_zero_info(f"Example test captions (beam {beam_size}):\n{evaluation.examples()}")
         for line in evaluation.habit_warnings() if self.self_critical is not None else []:  # what SCST may teach
             rank_zero_warn(line, category=CaptionWarning)

@@ -25,6 +25,7 @@ from lightning.pytorch.utilities.model_summary import get_human_readable_count
 SHOWN = ("loss", "val/bleu4", "val/attention_accuracy")  # the figures of the bar, when logged
 # the figures of the summary, where logged: the paper's metrics, where the model looked, how sharp its attention is
 SUMMARY = ("bleu1", "bleu4", "meteor", "rouge_l", "cider", "attention_accuracy", "alpha_entropy")
+TEST_GREEDY = "test/greedy/"  # the test figures of greedy decoding beside a beam's (`CaptionModule.on_test_epoch_end`)
 
 
 class FileTqdm(Tqdm):
@@ -197,6 +198,8 @@ def summary(trainer: L.Trainer, history: FitSummary | None, test: dict[str, floa
     if test:
         source = "best checkpoint" if checkpoint is not None and checkpoint.best_model_path else "final weights"
         lines.append(f"test ({source}): {figures_line(test, prefix='test/')}")
+        if any(name.startswith(TEST_GREEDY) for name in test):  # a beam's test beside greedy, as validation decodes
+            lines.append(f"test, greedy as validation decodes: {figures_line(test, prefix=TEST_GREEDY)}")
     if checkpoint is not None and checkpoint.dirpath:
         folder = Path(checkpoint.dirpath)
         saved = sorted(path.name for path in folder.glob("*.ckpt")) if folder.is_dir() else []

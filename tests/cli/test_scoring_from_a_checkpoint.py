@@ -55,6 +55,12 @@ def test_validate_and_test_from_a_run_folder_or_an_export_score_as_evaluate_does
         assert scored["meteor"] is None and evaluated["metrics"]["meteor"] is None, "missing in both"
         assert {name: scored[name] for name in names} == pytest.approx(
             {name: evaluated["metrics"][name] for name in names}, rel=1e-6, abs=1e-9), model  # logged as float32
+        if command == "test":  # the beam's test beside greedy decoding's, in the logs as in metrics.json
+            greedy = ("bleu4", "cider", "attention_accuracy", "alpha_entropy")
+            for name in greedy:  # attention accuracy missing in both when no word names an object
+                expected = evaluated["greedy"][name]
+                assert scored[f"greedy/{name}"] == (None if expected is None else pytest.approx(expected, rel=1e-6,
+                                                                                                abs=1e-9)), name
     main([command, "--ckpt_path", str(run), *QUIET])
     assert list(workdir.iterdir()) == [], "without a logger it writes nothing: no logs, no config, no checkpoints"
 

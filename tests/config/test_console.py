@@ -57,6 +57,9 @@ def test_fit_prints_progress_figures_that_move_each_epoch_once_then_the_best_epo
     kept = next(line for line in lines if line.startswith("kept epoch "))
     assert re.fullmatch(r"kept epoch 1 \(the last\), validation: bleu4 \S+, cider \S+.*", kept), kept
     assert any(line.startswith("test (best checkpoint): bleu1 ") for line in lines)
+    # the shapes beam of 3 beside greedy decoding, as validation decodes: the two are seen together
+    assert any(re.fullmatch(r"test, greedy as validation decodes: bleu4 \S+, cider \S+, attention_accuracy .*", line)
+               for line in lines), output[-2000:]
     assert f"checkpoints: {run / 'checkpoints'} (best: best-epoch" in output
     assert f"logs: {run / 'logs' / 'version_0'} (" in output and "metrics.csv" in output
     captions, summary = fit.stdout.find("Example test captions"), fit.stdout.find("kept epoch ")

@@ -186,3 +186,24 @@ def test_shapes(benchmark: Callable[..., str], tmp_path: Path):
     rows = {row["name"]: row for row in json.loads((tmp_path / "runs" / "shapes.json").read_text())}
     assert set(rows) == {"soft", "hard"} and "bleu4_argmax" in rows["hard"]
     assert "| soft | `shapes_soft` as shipped (stage 1) | 1 |" in printed
+
+
+@pytest.mark.slow
+@covers("seeds")
+def test_seeds(benchmark: Callable[..., str], tmp_path: Path):
+    """Two tiny seeds of soft and hard, then `caption compare` of the groups on test: the table of intervals and the
+    paired test, from comparison.json."""
+    printed = benchmark("seeds", "--smoke", "--splits", "test", "--out", str(tmp_path / "seeds"))
+    assert "| shapes | cross-entropy | soft | " in printed and "| | | hard − soft (paired, 95%) | " in printed
+    about = json.loads((tmp_path / "seeds" / "seeds.json").read_text())
+    groups = about["comparisons"]["cross-entropy-test"]["groups"]
+    assert [group["name"] for group in groups] == ["soft", "hard"] and all(group["seeds"] == 2 for group in groups)
+
+
+@pytest.mark.slow
+@covers("decoding")
+def test_decoding(benchmark: Callable[..., str], tmp_path: Path):
+    printed = benchmark("decoding", "--smoke", "--out", str(tmp_path / "decoding"))
+    for decoding in ("greedy", "beam 3", "beam 3, length penalty 1", "beam 3, focus", "beam 3, MMI 0.5"):
+        assert f"| {decoding} | " in printed
+    assert "decoding.json" in {path.name for path in (tmp_path / "decoding").iterdir()}

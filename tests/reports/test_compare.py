@@ -49,9 +49,10 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
     out = tmp_path / "report"
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
-        main(["compare", str(tiny_runs["soft"]), str(moved), "--names", "csv", "tensorboard", "--predictions.out", str(out),
-              "--images", "0", "--split", "val"])
-    assert not [str(w.message) for w in warned if "other data" in str(w.message)], "a moved data folder is the same data"
+        main(["compare", str(tiny_runs["soft"]), str(moved), "--names", "csv", "tensorboard", "--predictions.out",
+              str(out), "--images", "0", "--split", "val"])
+    assert not [str(w.message) for w in warned if "other data" in str(w.message)], \
+        "a moved data folder is the same data"
     assert not [str(w.message) for w in warned if "no training curves" in str(w.message)]
     assert (out / "curves.png").is_file()
 

@@ -1,0 +1,132 @@
+"""`caption compare A B --against C D`: groups of runs (seeds) evaluated on the same split, a row per group with
+each metric's mean ± its 95% t interval over the seeds, a paired test of BLEU-4, CIDEr-D and attention accuracy in
+words, every run's results in DIR/<group>/<run>/, and DIR/comparison.json with all of it; the curves of a group
+drawn as its mean over its runs' min–max band."""
+
+import json
+import math
+import shutil
+import sys
+
+import pytest
+import torch
+
+from caption.cli import main
+from caption.errors import ConfigError
+from caption.reports.figures import curves_figure, panel_lines
+from caption.reports.runs import read_groups, run_names
+
+
+def second_seed(run, to, *, seed):
+    """A copy of the tiny run `run` whose checkpoints hold other weights (its own perturbed): another model of the
+    same recipe, with the same logs."""
+    shutil.copytree(run, to)
+    generator = torch.Generator().manual_seed(seed)
+    for path in (to / "checkpoints").glob("*.ckpt"):
+        checkpoint = torch.load(path, weights_only=True, map_location="cpu")
+        for weights in checkpoint["state_dict"].values():
+            if weights.is_floating_point() and weights.numel() > 1:
+                weights += 0.5 * weights.std() * torch.randn(weights.shape, generator=generator)
+        torch.save(checkpoint, path)
+    return to
+
+
+@pytest.mark.slow  # the tiny runs (conftest.py)
+def test_compare_groups_of_seeds_writes_intervals_and_the_paired_test(tiny_runs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["caption"])
+    soft = [shutil.copytree(tiny_runs["soft"], tmp_path / "soft_seed0"),
+            second_seed(tiny_runs["soft"], tmp_path / "soft_seed1", seed=1)]
+    hard = [shutil.copytree(tiny_runs["hard"], tmp_path / "hard_seed0"),
+            second_seed(tiny_runs["hard"], tmp_path / "hard_seed1", seed=2)]
+    out = tmp_path / "report"
+    main(["compare", *map(str, soft), "--against", *map(str, hard), "--predictions.out", str(out), "--images", "1"])
+    printed = capsys.readouterr().out
+    assert "| soft (ours, 2 seeds) |" in printed and "paired test" in printed and "comparison.json" in printed
+
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert [group["name"] for group in comparison["groups"]] == ["soft", "hard"]
+    for group, runs in zip(comparison["groups"], (soft, hard)):
+        assert [run["name"] for run in group["runs"]] == [f"{group['name']}/{run.name}" for run in runs]
+        assert group["seeds"] == 2
+        for run in group["runs"]:
+            scores = json.loads((out / run["results"] / "metrics.json").read_text())["metrics"]
+            assert run["scores"]["bleu4"] == scores["bleu4"] and run["scores"]["cider"] == scores["cider"]
+        bleu4 = [run["scores"]["bleu4"] for run in group["runs"]]
+        found = group["intervals"]["bleu4"]
+        assert found["mean"] == pytest.approx(sum(bleu4) / 2) and found["seeds"] == 2
+        half = 12.706 * abs(bleu4[0] - bleu4[1]) / math.sqrt(2) / math.sqrt(2)  # t_{0.975,1} · s / √n
+        assert found["half_width"] == pytest.approx(half, abs=1e-12)
+        assert (found["low"], found["high"]) == (pytest.approx(found["mean"] - half, abs=1e-12),
+                                                 pytest.approx(found["mean"] + half, abs=1e-12))
+    tests = {test["metric"]: test for test in comparison["paired_tests"]}
+    assert list(tests) == ["bleu4", "cider", "attention_accuracy"]
+    means = {group["name"]: {name: found["mean"] for name, found in group["intervals"].items()}
+             for group in comparison["groups"]}
+    for metric, test in tests.items():
+        assert (test["a"], test["b"]) == ("soft", "hard")
+        if test["difference"] is None:  # attention accuracy of a tiny model that names no object
+            assert metric == "attention_accuracy" and "no paired test" in test["verdict"]
+            continue
+        assert test["difference"] == pytest.approx(means["hard"][metric] - means["soft"][metric])
+        assert test["low"] <= test["high"] and 0 <= test["p"] <= 1 and test["replicates"] > 0
+        named = {"bleu4": "BLEU-4", "cider": "CIDEr", "attention_accuracy": "attention accuracy"}[metric]
+        assert test["verdict"].startswith(f"hard's {named} is ")
+        assert "95% interval [" in test["verdict"] and "zero" in test["verdict"]
+
+    report = (out / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| soft (ours, 2 seeds) |"))
+    bleu4_cell = row.split(" | ")[4]
+    mean, half = (comparison["groups"][0]["intervals"]["bleu4"][key] for key in ("mean", "half_width"))
+    assert bleu4_cell == f"{100 * mean:.1f} ± {100 * half:.1f}"
+    assert "## Paired test" in report and "| BLEU-4 | hard − soft |" in report
+    assert tests["bleu4"]["verdict"] in report
+    assert "## Runs" in report and "| soft/soft_seed1 (ours) |" in report and "| hard/hard_seed0 (ours) |" in report
+    assert "min–max over seeds" in report and (out / "curves.png").is_file()
+    # greedy decoding beside the beam, over the seeds as well: in the JSON, the report and the console
+    greedy = comparison["groups"][0]["intervals"]["greedy/bleu4"]
+    assert greedy["seeds"] == 2 and greedy["mean"] == pytest.approx(sum(
+        json.loads((out / run["results"] / "metrics.json").read_text())["greedy"]["bleu4"]
+        for run in comparison["groups"][0]["runs"]) / 2)
+    beside = next(line for line in report.splitlines() if line.startswith("- soft: beam 3 / greedy: BLEU-4 "))
+    assert f"/ {100 * greedy['mean']:.2f} ± {100 * greedy['half_width']:.2f}" in beside and beside in f"- {printed}"
+    assert len(list(out.glob("overlays-*.png"))) == 1
+    for group, runs in (("soft", soft), ("hard", hard)):
+        assert all((out / group / run.name / "captions.json").is_file() for run in runs)
+
+    # a group of one: its results in DIR/<group>/, no interval, the paired test over the images alone
+    single = tmp_path / "single"
+    main(["compare", str(soft[0]), "--against", str(hard[0]), "--names", "a", "b", "--predictions.out", str(single),
+          "--images", "0"])
+    report = (single / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| a (ours, 1 seed: no interval) |"))
+    assert "±" not in row
+    assert (single / "a" / "metrics.json").is_file() and (single / "b" / "metrics.json").is_file()
+    alone = json.loads((single / "comparison.json").read_text())["groups"][0]["intervals"]["bleu4"]
+    assert alone["half_width"] is None and alone["low"] is None and alone["seeds"] == 1
+    with pytest.raises(ConfigError, match="one per group"):
+        read_groups([soft, hard], names=["only"], device="cpu", config=None)
+
+
+def test_a_run_is_named_by_its_folder_or_else_its_position(tmp_path):
+    (tmp_path / "seed0" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "seed1").mkdir()
+    given = [tmp_path / "seed0" / "checkpoints" / "last.ckpt", tmp_path / "seed1"]
+    assert run_names(given, [given[0], tmp_path / "seed1" / "checkpoints" / "best.ckpt"]) == ["seed0", "seed1"]
+    twice = [tmp_path / "seed1", tmp_path / "seed1"]
+    assert run_names(twice, [path / "checkpoints" / "last.ckpt" for path in twice]) == ["1", "2"]
+
+
+def test_a_group_of_runs_is_its_mean_over_their_min_max_band():
+    """Runs of one config log the same steps: one line per group, the mean at each step, the band from the lowest
+    to the highest run; a group of one run stays its own line, named as it."""
+    curves = {"soft/seed0": {"val/bleu4": [(10, 0.2), (20, 0.4)]}, "soft/seed1": {"val/bleu4": [(10, 0.4), (20, 0.8)]},
+              "soft/seed2": {"val/bleu4": [(10, 0.3), (20, 0.3)]}, "hard": {"val/bleu4": [(10, 0.1), (20, 0.2)]}}
+    groups = {"soft": ["soft/seed0", "soft/seed1", "soft/seed2"], "hard": ["hard"]}
+    mean, alone = panel_lines(curves, "val/bleu4", groups)
+    assert mean.label == "soft (mean of 3 runs)" and mean.steps == [10, 20]
+    assert mean.values == [pytest.approx(0.3), pytest.approx(0.5)] and mean.band == ([0.2, 0.3], [0.4, 0.8])
+    assert (alone.label, alone.steps, alone.values, alone.band) == ("hard", [10, 20], [0.1, 0.2], None)
+    ax = curves_figure(curves, groups).axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["soft (mean of 3 runs)", "hard"]
+    assert len(ax.collections) == 1, "one band"
+    assert [line.label for line in panel_lines(curves, "val/bleu4", None)] == list(curves), "without groups: each run"
