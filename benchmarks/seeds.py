@@ -86,12 +86,13 @@ def train_seed(seed: int, out: Path, data: list[str], *, self_critical: bool, sm
                                         str(seed), "--trainer.default_root_dir", str(encoder),
                                         *(SMOKE_ENCODER if smoke else ())], out / f"{encoder.name}.log")
         start = ["--model.encoder.weights", str(encoder)]
+    on_soft = ["--model.encoder.weights", str(out / f"soft_seed{seed}")]  # hard's encoder: soft's, frozen
     fit("soft", "shapes_soft", start)
-    fit("hard", "shapes_hard", ["--model.encoder.weights", str(out / f"soft_seed{seed}")])
-    if self_critical:
-        for kind in ("soft", "hard"):
+    fit("hard", "shapes_hard", on_soft)
+    if self_critical:  # from each run, with the encoder settings it was trained with
+        for kind, encoder_start in (("soft", start), ("hard", on_soft)):
             fit(f"{kind}_scst", f"shapes_{kind}_scst",
-                ["--model.optimization.init_from", str(out / f"{kind}_seed{seed}")])
+                [*encoder_start, "--model.optimization.init_from", str(out / f"{kind}_seed{seed}")])
     return walls
 
 

@@ -1,6 +1,9 @@
 """Errors that tell the user what went wrong and what to do; the CLI prints them without a traceback."""
 
 
+import math
+
+
 class CaptionError(Exception):
     """Base class: the message names the file or config key at fault and the fix."""
 
@@ -25,6 +28,8 @@ def check_range(key: str, value: float | None, *, low: float, high: float | None
     passes."""
     if value is None:
         return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"model.{key} must be a finite number, got {value}")
     if high is not None and not (low <= value < high if below_high else low <= value <= high):
         interval = f"[{low:g}, {high:g}{')' if below_high else ']'}"
         what = " is a probability: it" if (low, high, below_high) == (0, 1, False) else ""

@@ -89,6 +89,7 @@ def with_ckpt_path(args: list[str]) -> list[str]:
 
 
 def run(args: list[str]) -> None:
+    args, imports = without_imports(args)  # --import MODULE, anywhere (before the command too, as --help lists it)
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return
@@ -97,7 +98,6 @@ def run(args: list[str]) -> None:
         return
     if args[0] not in COMMANDS:
         raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
-    args, imports = without_imports(args)  # --import MODULE, anywhere: what a config or checkpoint may name
     name, argv = args[0], with_ckpt_path(args[1:])
     if COMMANDS[name][0] == LIGHTNING:  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)

@@ -4,11 +4,11 @@
     caption compare runs/shapes_soft_seed* --against runs/shapes_hard_seed* --predictions.out reports/shapes_seeds
 
 Each model is evaluated as `caption evaluate` does (`caption.inference.evaluate`), all on the same data and split (the
-first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR (`--predictions.out`) gets
-report.md (a table laid out like the paper's Table 1 with the paper's numbers beside it, overlays side by side,
-training curves) and each model's results in DIR/<name>/. A run folder stands for its newest model-selection
-checkpoint and its newest logs. The parts are in `caption.reports`, imported once the options are read. The report,
-file by file: docs/attention.md#from-the-command-line.
+first checkpoint's data, or `--config`), the references PTB-tokenised once for all. DIR (`--predictions.out`, default
+reports/compare) gets report.md (a table laid out like the paper's Table 1 with the paper's numbers beside it,
+overlays side by side, training curves) and each model's results in DIR/<name>/. A run folder stands for its newest
+model-selection checkpoint and its newest logs. The parts are in `caption.reports`, imported once the options are
+read. The report, file by file: docs/attention.md#from-the-command-line.
 
 With `--against` the models form groups, each the runs of one recipe (its seeds): the positional models are the first
 group, each `--against` (repeatable, one or more models each) another; `--names` names the groups (default: the
@@ -44,7 +44,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN",
                         help="checkpoints or run folders (with --against: the first group)")
     add_split_evaluation(parser, out="report.md, its figures and each model's metrics.json, captions.json and "
-                         "captions.csv", data="the first checkpoint's", decoding="each checkpoint's")
+                         "captions.csv", out_default="reports/compare", data="the first checkpoint's",
+                         decoding="each checkpoint's")
     parser.add_argument("--against", nargs="+", type=Path, action="append", default=None, metavar="CKPT_OR_RUN",
                         help="another group of runs (e.g. the seeds of one recipe: runs/hard_seed*), set against the "
                              "models given first, which then form one group; repeatable. Each group's row shows the "

@@ -17,6 +17,7 @@ from caption.cli.options import (
     CommandParser,
     add_batch_size,
     add_checkpoint,
+    add_config,
     add_decoding,
     add_device,
     add_num_captions,
@@ -37,8 +38,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("inputs", nargs="+", type=Path, metavar="IMAGE_OR_FOLDER", help="image files and/or folders")
     add_checkpoint(parser)
     add_output(parser, default="runs/describe", help="folder for the figures, captions.json and captions.csv")
-    parser.add_argument("--config", default=None,
-                        help="YAML with the training `data:` section, for checkpoints that do not record it")
+    add_config(parser, default=None,
+               help="YAML with the training `data:` section, for checkpoints that do not record it")
     add_decoding(parser)
     add_num_captions(parser, default=None,
                      help="the k best beams of each image, each with its log-probability and figure (the beam is "

@@ -1,12 +1,12 @@
 """`caption evaluate`: the coco-caption metrics of a checkpoint on a split, as the paper reports them.
 
-    caption evaluate --ckpt_path runs/shapes_soft --split test --predictions.out eval/soft
+    caption evaluate --ckpt_path runs/shapes_soft --split test      # eval/shapes_soft/
 
 Writes DIR/captions.json (the COCO results format of `caption.evaluation.results`: image_id, caption, file_name,
 log_prob) and DIR/captions.csv as soon as the split is decoded, then DIR/metrics.json, which also names the checkpoint
 and the tokenizer: coco-caption's PTB tokenizer (Java), or its pure-Python stand-in without Java. DIR
-(`--predictions.out`, as for `caption predict`) is created and checked writable before any work. `--ckpt_path` is a
-checkpoint file, or a run folder standing for the checkpoint `caption compare` picks there.
+(`--predictions.out`, as for `caption predict`; default eval/<run name>) is created and checked writable before any
+work. `--ckpt_path` is a checkpoint file, or a run folder standing for the checkpoint `caption compare` picks there.
 The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
 `--config`, a YAML file with a `data:` section such as the training config. The work is
 `caption.inference.evaluate`, imported once the options are read: `caption evaluate --help` answers at once.
@@ -14,7 +14,14 @@ The data comes from the checkpoint (`caption fit` stores the data settings in it
 
 import warnings
 
-from caption.cli.options import CommandParser, add_checkpoint, add_split_evaluation, device, given_decoding
+from caption.cli.options import (
+    CommandParser,
+    add_checkpoint,
+    add_split_evaluation,
+    device,
+    evaluation_folder,
+    given_decoding,
+)
 from caption.errors import CaptionWarning
 from caption.io.outputs import writable_folder
 
@@ -26,8 +33,11 @@ def main(argv: list[str]) -> None:
     )
     add_checkpoint(parser)
     add_split_evaluation(parser, out="metrics.json, captions.json and captions.csv", data="the checkpoint's data",
-                         decoding="the checkpoint's")
+                         decoding="the checkpoint's", out_default="eval/<run name>: the name of the checkpoint's "
+                         "run folder (runs/x, runs/x/checkpoints/best.ckpt: eval/x)",
+                         derived=evaluation_folder)
     args = parser.parse_args(argv)
+    out = args.out
     decoding = given_decoding(args)
     from caption.inference import Captioner, evaluate, training_data, write_evaluation
 
@@ -36,13 +46,13 @@ def main(argv: list[str]) -> None:
                                           decoding=decoding)
     data = training_data(captioner)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
-    writable_folder(args.out, what="--predictions.out")
+    writable_folder(out, what="--predictions.out")
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size
-    evaluation = evaluate(captioner, data, split=args.split, meteor_timeout=args.meteor_timeout, out=args.out)
-    write_evaluation(evaluation, args.out, checkpoint=captioner.checkpoint)
+    evaluation = evaluate(captioner, data, split=args.split, meteor_timeout=args.meteor_timeout, out=out)
+    write_evaluation(evaluation, out, checkpoint=captioner.checkpoint)
     print(evaluation.table())
     trained_on_cider = captioner.module.settings.self_critical is not None
     for line in evaluation.habit_warnings() if trained_on_cider else []:  # what SCST may teach its captions
         warnings.warn(line, CaptionWarning, stacklevel=1)
-    print(f"wrote {args.out / 'metrics.json'}, {args.out / 'captions.json'} and {args.out / 'captions.csv'}")
+    print(f"wrote {out / 'metrics.json'}, {out / 'captions.json'} and {out / 'captions.csv'}")

@@ -19,9 +19,13 @@ def main(argv: list[str]) -> None:
         epilog="Any `caption fit` option (see `caption fit --help`) overrides the config, e.g. "
                "--data.features DIR, --data.eval_batch_size 64, --trainer.accelerator gpu.",
     )
-    parser.add_argument("--config", action="append", required=True, metavar="CONFIG",
+    parser.add_argument("-c", "--config", action="append", required=True, metavar="CONFIG",
                         help="the training config (YAML); may be given more than once, as for `caption fit`")
+    parser.add_argument("--print_config", action="store_true",
+                        help="print the config as `caption fit` resolves it (overrides applied) as YAML, then exit")
     args, overrides = parser.parse_known_args(argv)
+    if args.print_config:  # LightningCLI's own, which prints and exits
+        overrides.append("--print_config")
     from caption.cli.lightning.commands import CaptionCLI
     from caption.cli.lightning.parser import CaptionArgumentParser
     from caption.data.datamodule import CaptionDataModule

@@ -10,6 +10,8 @@ line learnt in one command works in the others and every `--help` shows one name
 import argparse
 import re
 import sys
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, NoReturn, get_args, get_origin
@@ -21,11 +23,26 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser; an option spelled as before its rename is refused in one line naming its new spelling."""
+    """argparse's parser; an option spelled as before its rename is refused in one line naming its new spelling, and
+    `--print_config` prints the options resolved (defaults filled in) as YAML and exits, as `caption fit`'s does.
+    A default derived from other options (`derived_defaults`: dest -> its function of them) is filled in on parsing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.derived_defaults: dict[str, Callable[[argparse.Namespace], Any]] = {}
+        self.add_argument("--print_config", action="store_true",
+                          help="print the options as resolved (defaults filled in) as YAML, then exit")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         self.given = list(sys.argv[1:] if args is None else args)
-        return super().parse_args(args, namespace)
+        parsed = super().parse_args(args, namespace)
+        for dest, derive in self.derived_defaults.items():
+            if getattr(parsed, dest) is None:
+                setattr(parsed, dest, derive(parsed))
+        if parsed.print_config:
+            sys.stdout.write(resolved_options(self, parsed))
+            self.exit()
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         # only a refused command line is looked up among the old names (and before a missing required option is named)
@@ -35,6 +52,33 @@ class CommandParser(argparse.ArgumentParser):
         if not hint:
             super().error(message)
         sys.exit(f"caption: error: {self.prog}: {hint}")
+
+
+def resolved_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The options of a parsed command line as YAML, nested by their dotted names (`--predictions.out` under
+    `predictions:`), as `caption fit --print_config` prints its own."""
+    import yaml
+
+    def plain(value: Any) -> Any:
+        return [plain(item) for item in value] if isinstance(value, list) else \
+            str(value) if isinstance(value, Path) else value
+
+    options: dict[str, Any] = {}
+    for action in parser._actions:
+        if action.dest in (argparse.SUPPRESS, "help", "print_config"):
+            continue
+        name = max(action.option_strings, key=len).lstrip("-") if action.option_strings else action.dest
+        *groups, key = name.split(".")
+        level = options
+        for group in groups:
+            level = level.setdefault(group, {})
+        level[key] = plain(getattr(args, action.dest))
+    return yaml.safe_dump(options, sort_keys=False, allow_unicode=True)
+
+
+def add_config(parser: argparse.ArgumentParser, *, help: str, **kwargs: Any) -> None:
+    """-c/--config, as `caption fit` spells it."""
+    parser.add_argument("-c", "--config", help=help, **kwargs)
 
 
 def positive_int(text: str) -> int:
@@ -126,11 +170,28 @@ def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None) -> N
                         metavar="EVAL_BATCH_SIZE", help=f"images per batch (default: {shown})")
 
 
-def add_output(parser: argparse.ArgumentParser, *, help: str, default: str | None = None) -> None:
-    """--predictions.out: the folder a command writes its captions (and the rest of its results) to, as predict's."""
-    parser.add_argument("--predictions.out", dest="out", type=Path, required=default is None,
-                        default=None if default is None else Path(default), metavar="OUT",
-                        help=help + ("" if default is None else f" (default: {default})"))
+def add_output(parser: CommandParser, *, help: str, default: str,
+               derived: Callable[[argparse.Namespace], Path] | None = None) -> None:
+    """--predictions.out: the folder a command writes its captions (and the rest of its results) to, as predict's.
+    `derived`: the default's function of the other options, which `default` describes in --help."""
+    parser.add_argument("--predictions.out", dest="out", type=Path, default=None if derived else Path(default),
+                        metavar="OUT", help=f"{help} (default: {default})")
+    if derived is not None:
+        parser.derived_defaults["out"] = derived
+
+
+def evaluation_folder(args: argparse.Namespace) -> Path:
+    """eval/<run name>: the default --predictions.out of `caption evaluate`."""
+    return Path("eval") / run_name(args.ckpt_path)
+
+
+def run_name(ckpt_path: str) -> str:
+    """The name of a checkpoint's run: its run folder's (runs/x, runs/x/checkpoints/best.ckpt: x), else the name of
+    the folder or file given, without its suffix (a model folder's, a URL's file)."""
+    path = Path(urllib.parse.urlparse(ckpt_path).path) if "://" in ckpt_path else Path(ckpt_path).absolute()
+    if path.suffix == ".ckpt" or path.is_file():
+        return path.parent.parent.name if path.parent.name == "checkpoints" else path.stem
+    return path.name or "checkpoint"
 
 
 def add_num_captions(parser: argparse.ArgumentParser, *, default: int | None, help: str) -> None:
@@ -147,12 +208,14 @@ def add_scoring(parser: argparse.ArgumentParser) -> None:
                              "(default: caption.evaluation.metrics.METEOR_TIMEOUT)")
 
 
-def add_split_evaluation(parser: argparse.ArgumentParser, *, out: str, data: str, decoding: str) -> None:
+def add_split_evaluation(parser: CommandParser, *, out: str, out_default: str, data: str, decoding: str,
+                         derived: Callable[[argparse.Namespace], Path] | None = None) -> None:
     """The options of the commands that caption and score a split (`evaluate`, `compare`): --predictions.out (`out`:
-    what the folder holds), --config (`data`: whose data settings stand when it is not given), the decoding
-    settings (their `decoding` default), --data.eval_batch_size, the device, --split and --meteor_timeout."""
-    add_output(parser, help=f"folder for {out}")
-    parser.add_argument("--config", default=None, help=f"YAML with a `data:` section (default: {data})")
+    what the folder holds; `out_default`, `derived`: as for `add_output`), -c/--config (`data`: whose data settings
+    stand when it is not given), the decoding settings (their `decoding` default), --data.eval_batch_size, the
+    device, --split and --meteor_timeout."""
+    add_output(parser, help=f"folder for {out}", default=out_default, derived=derived)
+    add_config(parser, default=None, help=f"YAML with a `data:` section (default: {data})")
     add_decoding(parser, default=decoding)
     add_batch_size(parser, default=None)
     add_device(parser)

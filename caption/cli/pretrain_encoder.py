@@ -1,4 +1,4 @@
-"""`caption pretrain-encoder`: the encoder pretrained elsewhere, on data with labels but no ImageNet-like CNN.
+r"""`caption pretrain-encoder`: the encoder pretrained elsewhere, on data with labels but no ImageNet-like CNN.
 
     caption pretrain-encoder --config shapes_encoder                      # runs/shapes_encoder/encoder.pt
     caption pretrain-encoder --config shapes_encoder --config my_data.yaml \
@@ -23,11 +23,11 @@ from typing import Any
 
 import yaml
 
-from caption.cli.lightning.console import quiet_lightning
-from caption.cli.options import CommandParser, add_device, positive_int
+from caption.cli.options import CommandParser, add_config, add_device, positive_int
 from caption.config.packaged import configs, merged, named_run
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder, write_atomically, write_json
+from caption.training.pretraining_settings import PretrainingSettings
 
 SETTINGS = ("epochs", "batch_size", "learning_rate", "background_weight", "max_shift")  # PretrainingSettings' fields
 TRAINED_ELSEWHERE = ("weights", "freeze", "frozen_epochs", "finetune_stages", "learning_rate")  # set here, not read
@@ -62,16 +62,14 @@ def output_folder(args: argparse.Namespace) -> Path:
 
 
 def main(argv: list[str]) -> None:
-    from caption.training.encoder_pretraining import PretrainingSettings
-
     defaults = PretrainingSettings()
     parser = CommandParser(prog="caption pretrain-encoder", formatter_class=argparse.RawDescriptionHelpFormatter,
                            description="Train the config's encoder from random weights as a classifier of its data's "
                                        "labelled objects (or of class folders), for model.encoder.weights.",
                            epilog="examples:\n" + __doc__.split("\n\n")[1])
-    parser.add_argument("--config", "-c", action="append", required=True,
-                        help="a config with `model.encoder` and `data` (a file, a packaged config or a named run such "
-                             "as shapes_encoder), repeated to compose them as for `caption fit`")
+    add_config(parser, action="append", required=True,
+               help="a config with `model.encoder` and `data` (a file, a packaged config or a named run such "
+                    "as shapes_encoder), repeated to compose them as for `caption fit`")
     parser.add_argument("--images", type=Path, default=None,
                         help="a folder of class folders (<class>/*.jpg; or train/ and val/ of them) to classify "
                              "instead of the data's boxes")
@@ -94,6 +92,8 @@ def main(argv: list[str]) -> None:
     folder = output_folder(args)
     config = read_configs(args.config)
     out = writable_folder(folder, what="--trainer.default_root_dir")
+    from caption.cli.lightning.console import quiet_lightning
+
     with quiet_lightning():  # the progress bar and the summary; no device lines
         pretrain(config, settings, out=out, images=args.images, seed=args.seed, num_workers=args.num_workers,
                  accelerator=args.accelerator, devices=[args.devices] if args.devices is not None else 1,

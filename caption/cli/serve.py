@@ -15,7 +15,7 @@ listens on 127.0.0.1 (this machine only) unless --host says otherwise, and answe
 import math
 from pathlib import Path
 
-from caption.cli.options import CommandParser, add_device, add_num_captions, device
+from caption.cli.options import CommandParser, add_config, add_device, add_num_captions, device
 from caption.errors import ConfigError
 from caption.serving import MAX_CAPTIONS, MAX_CONNECTIONS, TIMEOUT_S
 
@@ -29,8 +29,8 @@ def main(argv: list[str]) -> None:
                         metavar="CKPT_OR_RUN", help="checkpoint or run folder; twice to compare two models side by "
                                                     "side (alias: --ckpt)")
     parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
-    parser.add_argument("--config", default=None,
-                        help="YAML with the training `data:` section, for checkpoints that do not record it")
+    add_config(parser, default=None,
+               help="YAML with the training `data:` section, for checkpoints that do not record it")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 opens the page "
                              "to the network)")

@@ -33,10 +33,10 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
-from caption.config.keys import dotted
+from caption.config.keys import dotted, non_finite_message
 from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import check_checkpoint_classes
-from caption.io.model_folder import CONFIG, is_model_folder, read_model_folder
+from caption.io.model_folder import CONFIG, is_model_folder, non_finite_weights, read_model_folder
 from caption.io.outputs import write_atomically
 from caption.legacy.checkpoints import upgraded
 
@@ -79,6 +79,13 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
         checkpoint, origin = read_model_folder(path, map_location=map_location), str(Path(path) / CONFIG)
     else:
         checkpoint, origin = loaded_checkpoint(path, map_location=map_location), f"checkpoint {path}"
+        settings = {key: checkpoint.get(key) for key in ("hyper_parameters", "datamodule_hyper_parameters")}
+        non_finite = non_finite_message(str(path), settings)
+        if non_finite is None and isinstance(checkpoint.get("state_dict"), dict):
+            non_finite = non_finite_weights(checkpoint["state_dict"])
+            non_finite = None if non_finite is None else f"{path}: {non_finite}"
+        if non_finite is not None:
+            raise CheckpointError(non_finite)
     checkpoint = upgraded(checkpoint, origin=origin)
     check_checkpoint_classes(checkpoint, origin=origin)
     return checkpoint

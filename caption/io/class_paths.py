@@ -56,6 +56,63 @@ def may_import(class_path: str) -> bool:
     return any(class_path == module or class_path.startswith(f"{module}.") for module in (*TRUSTED_PACKAGES, *NAMED))
 
 
+def defining_module(obj: Any) -> str | None:
+    """The module `obj` is defined in: a module's own name, else its `__module__` (for an instance without one, its
+    class's); None if it says none."""
+    if inspect.ismodule(obj):
+        return obj.__name__
+    module = getattr(obj, "__module__", None)
+    if not isinstance(module, str):
+        module = getattr(type(obj), "__module__", None)
+    return module if isinstance(module, str) else None
+
+
+def resolve(path: str) -> Any:
+    """The object dotted `path` names, importing only modules `may_import` allows (the longest prefix of `path`
+    that is one) and following attributes from there. ImportError or AttributeError if it names nothing; a path
+    `may_import` refuses imports nothing and raises ImportError."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        if not may_import(module):
+            break
+        try:
+            found = importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name is None or not f"{path}.".startswith(f"{error.name}."):
+                raise  # a module it imports is missing: not an attribute path
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name)
+        return found
+    raise ImportError(f"{path} names no module that may be imported")
+
+
+def outside_allowed(value: str, obj: Any, *, key: str, origin: str) -> ForeignClassError | None:
+    """The one-line refusal of `value` when the object it resolved to (`obj`) is not defined in a module `may_import`
+    allows, whatever path reached it (`torch.os.system` is os.system); None when it is."""
+    module = defining_module(obj)
+    if module is not None and may_import(module):
+        return None
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    return ForeignClassError(
+        f"{origin}: {key} is {short(value)}, which is {module or 'a module'}.{name}, defined outside the project, "
+        "Lightning, torch and torchvision (reached through a module that imports it): refused before it was called "
+        "or built. Name a class or function by the module that defines it; one of your own: add `--import MODULE`")
+
+
+def checked_resolution(value: str, *, key: str, origin: str) -> None:
+    """Refuse (ForeignClassError) dotted `value` when it resolves, through modules `may_import` allows, to an object
+    defined outside them; a value that names nothing is left to whoever reads it to report."""
+    try:
+        obj = resolve(value)
+    except (ImportError, AttributeError):
+        return
+    error = outside_allowed(value, obj, key=key, origin=origin)
+    if error is not None:
+        raise error
+
+
 def module_of(class_path: str) -> str:
     """The module a class path names its class in (`a.b` of `a.b.Class`)."""
     return class_path.rpartition(".")[0] or class_path

@@ -15,8 +15,10 @@ The format: docs/sharing.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,8 @@ from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import Tensor
 
-from caption.errors import CheckpointError
+from caption.config.keys import non_finite_message
+from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import checked, checked_if_expected, scheduler_bases
 from caption.io.outputs import write_atomically, write_text
 
@@ -39,6 +42,9 @@ FORMAT_VERSION = 1  # config.json's "format_version": raised when a reader of th
 NOT_SETTINGS = ("vocabulary", "_instantiator")
 # what other libraries' config.json files hold, to say whose a foreign one is
 FOREIGN_MARKS = ("model_type", "_class_name", "architectures", "_name_or_path", "library_name")
+# config.json's "sha256": {file: SHA-256 hex digest} of each file of the folder, config.json's own over its other keys
+# (`config_digest`); a folder exported before it existed has none, and loads unchecked
+CHECKSUMS = "sha256"
 
 
 def is_model_folder(path: str | os.PathLike) -> bool:
@@ -82,13 +88,29 @@ def weights_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
 
 
 def write_model_folder(out: Path, *, weights: bytes, config: Mapping[str, Any], card: str) -> None:
-    """The three files in `out`, each written atomically. config.json goes last and an old one is removed first, so
-    an interrupted export leaves a folder without config.json, refused in one line, and never new weights beside
-    old settings."""
+    """The three files in `out`, each written atomically, config.json holding the SHA-256 of each (`CHECKSUMS`).
+    config.json goes last and an old one is removed first, so an interrupted export leaves a folder without
+    config.json, refused in one line, and never new weights beside old settings."""
     (out / CONFIG).unlink(missing_ok=True)
     write_atomically(out / WEIGHTS, weights, what="model weights")
     write_text(out / CARD, card)
-    write_text(out / CONFIG, json.dumps(config, indent=2) + "\n")
+    config = {key: value for key, value in config.items() if key != CHECKSUMS}
+    digests = {WEIGHTS: hashlib.sha256(weights).hexdigest(), CARD: hashlib.sha256(card.encode("utf-8")).hexdigest()}
+    write_text(out / CONFIG, json.dumps({**config, CHECKSUMS: {**digests, CONFIG: config_digest(config)}}, indent=2)
+               + "\n")
+
+
+def config_digest(config: Mapping[str, Any]) -> str:
+    """The SHA-256 of config.json's settings: its keys but `CHECKSUMS`, as canonical JSON (sorted keys, no spaces),
+    so that it holds whatever the indentation."""
+    settings = {key: value for key, value in config.items() if key != CHECKSUMS}
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------------------- reading
@@ -108,6 +130,10 @@ def read_model_folder(folder: str | os.PathLike, map_location: Any = "cpu") -> d
     except (SafetensorError, OSError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{weights}: not a readable safetensors file (truncated or corrupt?): "
                               f"{' '.join(str(error).split())}") from None
+    check_files(folder, config)  # once safetensors read it: a file cut short is named as such
+    non_finite = non_finite_weights(state_dict)
+    if non_finite is not None:
+        raise CheckpointError(f"{weights}: {non_finite}")
     checkpoint = {
         "state_dict": state_dict,
         "hyper_parameters": {"vocabulary": config["vocabulary"], **config["model"]},
@@ -137,6 +163,9 @@ def read_config(folder: Path) -> dict[str, Any]:
         whose = f"it has {', '.join(marks)}: another library's" if marks else "not a config of this project"
         raise CheckpointError(f"{path}: no \"library_name\": \"{LIBRARY}\" ({whose}): this folder holds no model of "
                               f"{LIBRARY}; use a folder written by `caption export`")
+    non_finite = non_finite_message(str(path), config)
+    if non_finite is not None:  # JSON's Infinity and NaN, which Python's json reads as floats
+        raise CheckpointError(non_finite)
     version = config.get("format_version")
     if not isinstance(version, int) or version < 1:
         raise CheckpointError(f"{path}: format_version is {version!r}, not a format version (1, 2, ...)")
@@ -145,8 +174,13 @@ def read_config(folder: Path) -> dict[str, Any]:
                               f"({FORMAT_VERSION}; written by {config.get('caption_version', 'a newer version')}): "
                               f"upgrade it (pip install -U {LIBRARY})")
     vocabulary, model, data = config.get("vocabulary"), config.get("model"), config.get("data")
-    if not isinstance(vocabulary, list) or not vocabulary or not all(isinstance(word, str) for word in vocabulary):
+    if not isinstance(vocabulary, list) or not vocabulary:
         raise CheckpointError(f"{path}: no \"vocabulary\" (a list of the model's words): export the model again")
+    not_words = [(index, word) for index, word in enumerate(vocabulary) if not isinstance(word, str)]
+    if not_words:
+        index, word = not_words[0]
+        raise CheckpointError(f"{path}: vocabulary[{index}] is {word!r}, not a word (a string; {len(not_words)} "
+                              f"such entries of {len(vocabulary)}): export the model again")
     if not isinstance(model, dict) or set(model) & set(NOT_SETTINGS) or not all(key.isidentifier() for key in model):
         raise CheckpointError(f"{path}: \"model\" must map the model's setting groups (encoder, decoder, ...) to "
                               "their settings: export the model again")
@@ -160,6 +194,46 @@ def read_config(folder: Path) -> dict[str, Any]:
                                              origin=str(path))
     config["model"] = {key: as_tuples(value) if key != "lr_scheduler" else value for key, value in model.items()}
     return config
+
+
+def check_files(folder: Path, config: Mapping[str, Any]) -> None:
+    """Each file's SHA-256 against config.json's `CHECKSUMS`: a CheckpointError naming config.json or the weights
+    whose bytes changed since `caption export` wrote them, a warning for the model card (edited on the Hub, say:
+    nothing reads it to caption). A folder without checksums (exported before they were written) is not checked."""
+    checksums = config.get(CHECKSUMS)
+    if checksums is None:
+        return
+    path = folder / CONFIG
+    if not isinstance(checksums, dict) or not all(isinstance(value, str) for value in checksums.values()):
+        raise CheckpointError(f"{path}: \"{CHECKSUMS}\" must map each file of the folder to its SHA-256 (hex): "
+                              "export the model again")
+    if CONFIG in checksums and checksums[CONFIG] != config_digest(config):
+        raise CheckpointError(f"{path}: damaged or edited: its settings no longer match the SHA-256 written with "
+                              "them by `caption export`; export the model again (or, if you edited it on purpose, "
+                              f"delete its \"{CHECKSUMS}\" entry for {CONFIG})")
+    for name, what in ((WEIGHTS, "the model's weights"), (CARD, "the model card")):
+        file = folder / name
+        if name not in checksums or not file.is_file() or file_digest(file) == checksums[name]:
+            continue
+        message = (f"{file}: damaged: its bytes no longer match the SHA-256 {CONFIG} records for {what}; copy the "
+                   "folder again or export the model again")
+        if name != CARD:
+            raise CheckpointError(message)
+        warnings.warn(f"{message} (not read to caption: loaded regardless)", CaptionWarning, stacklevel=2)
+
+
+def non_finite_weights(state_dict: Mapping[str, Any]) -> str | None:
+    """What is wrong when a floating-point weight of `state_dict` holds NaN or infinite values (a diverged model,
+    a damaged file: it would caption garbage), naming the largest such weight; None when all are finite."""
+    bad = [(name, tensor) for name, tensor in state_dict.items()
+           if isinstance(tensor, Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    if not bad:
+        return None
+    name, tensor = max(bad, key=lambda item: item[1].numel())
+    count = int((~torch.isfinite(tensor)).sum())
+    others = f" (and {len(bad) - 1} other weights)" if len(bad) > 1 else ""
+    return (f"weight {name} holds {count} NaN or infinite values of {tensor.numel()}{others}: the model diverged or "
+            "the file is damaged, so it cannot caption; use an earlier checkpoint, or train again")
 
 
 def as_tuples(value: Any) -> Any:

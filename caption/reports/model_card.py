@@ -4,7 +4,8 @@
 
 On top, the YAML metadata block the Hugging Face Hub reads (library_name, license, tags, pipeline_tag, datasets,
 metrics and, with test figures, the model-index of its results); below: what the model is (the paper, soft or hard
-attention, the encoder, the data), how to load it, how it was trained (the run's saved config), its test figures in
+attention, the encoder, the data), how to install show-attend-tell (from its source: the Source URL of its
+package metadata or pyproject.toml) and load the model, how it was trained (the run's saved config), its test figures in
 the layout of `caption compare`'s table with the paper's Table 1 beside them for COCO and Flickr, intended use and
 limits, and the citation from CITATION.cff. The test figures come from the run's logs (the last `test/*` row of its
 metrics.csv: `caption fit` tests its best checkpoint) or from a metrics.json of `caption evaluate`.
@@ -15,18 +16,21 @@ from __future__ import annotations
 import csv
 import json
 import math
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from caption.reports.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
 from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, format_score
 from caption.io.model_folder import LIBRARY
+from caption.reports.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
 from caption.training.module_settings import ModuleSettings
 
 COLUMNS = (*METRICS, "attention_accuracy", "alpha_entropy")  # the card's test table
@@ -34,6 +38,9 @@ DATASET_NAMES = {"coco": "COCO", "flickr8k": "Flickr8k", "flickr30k": "Flickr30k
 HUB_METRICS = {"bleu1": "bleu", "bleu2": "bleu", "bleu3": "bleu", "bleu4": "bleu", "meteor": "meteor",
                "rouge_l": "rouge", "cider": "cider", "attention_accuracy": "accuracy"}
 PAPER = "[Show, Attend and Tell](https://arxiv.org/abs/1502.03044) (Xu et al., ICML 2015)"
+DISTRIBUTION = "show-attend-tell"  # [project] name of pyproject.toml
+SOURCE_URL_LABEL = "Source"  # the [project.urls] entry the card installs from
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"  # in a checkout of the source (editable installs)
 
 
 @dataclass(frozen=True)
@@ -150,8 +157,10 @@ def body(facts: CardFacts) -> str:
         "",
         "## Use",
         "",
+        *install_lines(source_url()),
+        "",
         "```python",
-        "from caption import Captioner   # pip install \"show-attend-tell[hub]\"",
+        "from caption import Captioner   # show-attend-tell[hub], installed as above",
         f'captioner = Captioner.from_pretrained("{facts.name if "/" in facts.name else "path/to/this/folder"}")'
         + ("   # or this folder" if "/" in facts.name else ""),
         'print(captioner("photo.jpg").text)',
@@ -192,6 +201,34 @@ def body(facts: CardFacts) -> str:
         "```",
     ]
     return "\n".join(lines) + "\n"
+
+
+def source_url() -> str | None:
+    """The repository show-attend-tell installs from: [project.urls] Source of the checkout's pyproject.toml (current
+    even in an editable install whose metadata predates it), else of the installed package's metadata."""
+    try:
+        project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+        if project["name"] == DISTRIBUTION:  # not another project's file beside an installed package
+            return project["urls"][SOURCE_URL_LABEL]
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        pass
+    try:
+        entries = package_metadata(DISTRIBUTION).get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    urls = dict(entry.split(", ", 1) for entry in entries if ", " in entry)
+    return urls.get(SOURCE_URL_LABEL)
+
+
+def install_lines(url: str | None) -> list[str]:
+    """How to install show-attend-tell with the Hub extra: from its source (it is on no package index yet), then from
+    the index once it is published there."""
+    published = f'once it is published on PyPI, `pip install "{DISTRIBUTION}[hub]"`'
+    if url is None:
+        return [(f"Install {DISTRIBUTION} from its source with the `hub` extra (`pip install -e \".[hub]\"` in a "
+                 f"clone); {published}.")]
+    return [(f"Install {DISTRIBUTION} from its source with the `hub` extra: `pip install \"{DISTRIBUTION}[hub] @ "
+             f"git+{url}\"` (or `git clone {url}`, then `pip install -e \".[hub]\"` in it); {published}.")]
 
 
 def training(facts: CardFacts) -> list[str]:

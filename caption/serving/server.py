@@ -242,6 +242,10 @@ class AttentionHandler(BaseHTTPRequestHandler):
         try:
             if self.request_version == "HTTP/0.9":  # a request line without a version
                 raise RequestError(HTTPStatus.BAD_REQUEST, f"no HTTP version in {shown(self.requestline)!r}")
+            hosts = self.headers.get_all("Host") or []
+            if len(hosts) > 1:  # which one a proxy or this server would go by differs: answered for neither
+                raise RequestError(HTTPStatus.BAD_REQUEST, f"the request has {len(hosts)} Host headers "
+                                   f"({', '.join(repr(shown(host)) for host in hosts[:4])}): send exactly one")
             if not self.server.serves_host(self.headers.get("Host")):
                 raise RequestError(HTTPStatus.MISDIRECTED_REQUEST, self.other_host())
             body, content_type = respond(parts.path, query)

@@ -179,3 +179,27 @@ def test_the_decoding_settings_given_replace_the_checkpoints(tiny_runs):
     assert captioner.module.decoder.attention.eval_context == "argmax", "the decoder decodes with it"
     with pytest.raises(ConfigError, match="length_penalty"):
         Captioner.from_checkpoint(tiny_runs["hard"], decoding={"length_penalty": -1.0})
+
+
+def test_every_command_taking_a_config_takes_it_as_fit_does_and_prints_its_options(options):
+    """-c beside --config wherever --config is; --print_config in every command but migrate-config (files in, files
+    out) and export."""
+    for name, offered in options.items():
+        if "--config" in offered:
+            assert "-c" in offered, f"caption {name} takes --config but not -c"
+        if name not in ("migrate-config",):
+            assert "--print_config" in offered, f"caption {name} has no --print_config"
+
+
+@pytest.mark.parametrize("command, args, out", [
+    ("evaluate", ["--ckpt_path", "runs/shapes_soft"], "eval/shapes_soft"),
+    ("evaluate", ["--ckpt_path", "runs/shapes_soft/checkpoints/best-epoch=3.ckpt"], "eval/shapes_soft"),
+    ("evaluate", ["--ckpt_path", "https://example.org/models/soft.ckpt"], "eval/soft"),
+    ("evaluate", ["--ckpt_path", "runs/a", "--predictions.out", "mine"], "mine"),
+    ("compare", ["runs/a", "runs/b"], "reports/compare"),
+])
+def test_evaluate_and_compare_write_to_a_default_folder_print_config_shows(command, args, out, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, *args, "-c", "shapes_soft", "--print_config"])
+    printed = capsys.readouterr().out
+    assert exit_.value.code == 0 and f"predictions:\n  out: {out}\n" in printed and "config: shapes_soft" in printed

@@ -38,7 +38,7 @@ ON_OBJECTS = {
     "_signal_connector": "training/preemption.py: Trainer()._signal_connector.received_sigterm",
     "_subcommands_action": "cli/lightning/commands.py, class_paths.py: the parser of each subcommand",
     "_name_parser_map": "cli/lightning/commands.py, class_paths.py: the parser of each subcommand",
-    "_actions": "cli/lightning/class_paths.py: the parser's options",
+    "_actions": "cli/lightning/class_paths.py: the parser's options; cli/options.py: those --print_config prints",
     "_action_groups": "cli/lightning/short_help.py: the parser's groups",
     "_group_actions": "cli/lightning/short_help.py: a group's options",
     "_showwarnmsg_impl": "config/console.py: Python's own printer of warnings (the console replaces only that one)",

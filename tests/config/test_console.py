@@ -14,11 +14,14 @@ import pytest
 from kit.cli import PATIENCE_S, REPO, caption, environment
 from kit.tiny import fit_args
 
+from caption.cli import COMMANDS
 from caption.config.console import console
 from caption.evaluation.ptb_tokenizer import ptb_tokenize
 
 # every command whose --help needs no model (fit, validate, test and predict: the kept short help)
-LIGHT_COMMANDS = ("fit", "validate", "test", "predict", "describe", "evaluate", "compare", "features", "migrate-config")
+LIGHT_COMMANDS = ("fit", "validate", "test", "predict", "pretrain-encoder", "describe", "evaluate", "compare",
+                  "features", "serve", "migrate-config")
+HELP_LIMIT_S = 0.5  # a command's --help, once `caption` itself is imported
 HEAVY_MODULES = ("torch", "lightning", "matplotlib", "pycocoevalcap", "PIL")
 HELP_PROGRAM = """
 import sys
@@ -38,6 +41,25 @@ def test_help_loads_neither_torch_nor_lightning(command):
     *help_text, loaded = run.stdout.strip().splitlines()
     assert f"usage: caption {command}" in "\n".join(help_text)
     assert loaded == "[]", f"`caption {command} --help` imported {loaded}"
+
+
+TIMED_HELP_PROGRAM = """
+import contextlib, io, sys, time
+from caption.cli import main
+start = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main([sys.argv[1], "--help"])
+print(time.perf_counter() - start)
+"""
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_answers_in_half_a_second(command):
+    """Each command's --help, timed in its own process after `caption.cli` is imported (what every command pays)."""
+    run = subprocess.run([sys.executable, "-c", TIMED_HELP_PROGRAM, command], cwd=REPO, env=environment(),
+                         capture_output=True, text=True, timeout=120, check=True)
+    seconds = float(run.stdout.strip().splitlines()[-1])
+    assert seconds < HELP_LIMIT_S, f"`caption {command} --help` took {seconds:.2f} s"
 
 
 @pytest.mark.slow
@@ -185,3 +207,16 @@ def test_dependency_deprecations_and_tips_are_left_out_unless_verbose(caplog):
         notes.info("GPU available: True (cuda), used: True")
     assert [record.getMessage() for record in caplog.records] == ["GPU available: True (cuda), used: True"]
     assert not notes.filters, "the console's filter goes with the command"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["validate", "test"])
+def test_validate_and_test_leave_out_lightnings_words_on_the_seed_and_the_checkpoints_callbacks(command, tiny_runs,
+                                                                                               tmp_path):
+    result = caption(command, "--ckpt_path", str(tiny_runs["soft"] / "checkpoints" / "last.ckpt"),
+                     "--trainer.default_root_dir", str(tmp_path), "--trainer.logger", "false",
+                     "--trainer.enable_progress_bar", "false")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "No seed found" not in output and "Be aware that when using `ckpt_path`" not in output, output[-3000:]
+    assert f"{command.replace('validate', 'val')}/bleu4" in output

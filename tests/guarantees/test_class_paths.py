@@ -144,3 +144,64 @@ def test_a_config_value_that_holds_itself_is_one_line(tmp_path):
     file.write_text("trainer: &loop\n  callbacks: [*loop]\n")
     line = failed(command("fit", tmp_path, str(file)))
     assert f"config {file}: trainer.callbacks[0] holds itself (a YAML alias inside its own anchor)" in line, line
+
+
+# os.system reached through modules that may be imported (and one that may not): each resolves to an object defined
+# outside the project, Lightning, torch and torchvision
+ALIASES = ["torch.os.system", "lightning.pytorch.os.system", "torch.serialization.os.system",
+           "caption.io.outputs.os.system", "numpy.os.system"]
+
+
+@pytest.fixture
+def system_calls(monkeypatch) -> list[tuple]:
+    """The calls os.system would have received (it is replaced: nothing is run)."""
+    calls: list[tuple] = []
+    monkeypatch.setattr("os.system", lambda *args: calls.append(args) or 0)
+    return calls
+
+
+def lambda_callback(tmp_path: Path, callable_path: str) -> str:
+    """A config whose callback calls `callable_path` at fit start."""
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump({"trainer": {"callbacks": [{
+        "class_path": "lightning.pytorch.callbacks.LambdaCallback",
+        "init_args": {"on_fit_start": callable_path}}]}}))
+    return str(file)
+
+
+@pytest.mark.parametrize("alias", ALIASES)
+@pytest.mark.parametrize("name", ["fit", "validate", "test", "predict", "features"])
+def test_a_callable_is_judged_by_where_it_is_defined_not_the_path_that_reached_it(tmp_path, system_calls, name,
+                                                                                 alias):
+    file = lambda_callback(tmp_path, alias)
+    line = failed(command(name, tmp_path, file))
+    assert file in line and f" is '{alias}'" in line, line
+    assert not system_calls and not (tmp_path / "run").exists(), "os.system reached"
+
+
+def test_a_class_path_is_judged_by_where_its_class_is_defined(tmp_path, system_calls):
+    file = tmp_path / "borrowed.yaml"
+    file.write_text(yaml.safe_dump({"lr_scheduler": {"class_path": "torch.optim.optimizer.torch.os.system"}}))
+    line = failed(command("fit", tmp_path, str(file)))
+    assert f"config {file}: lr_scheduler.class_path is 'torch.optim.optimizer.torch.os.system', which is " in line, line
+    assert not system_calls
+
+
+def test_jsonargparse_itself_refuses_a_callable_defined_elsewhere(tmp_path, system_calls, monkeypatch):
+    """Behind the walk of the configs, jsonargparse's own import judges the object it found by its module."""
+    monkeypatch.setattr("caption.cli.lightning.commands.check_configs", lambda args, parser: None)
+    file = lambda_callback(tmp_path, "torch.os.system")
+    line = failed(command("fit", tmp_path, file))
+    assert "'torch.os.system', which is " in line and "defined outside the project" in line, line
+    assert not system_calls and not (tmp_path / "run").exists()
+
+
+def test_a_callable_of_an_allowed_module_still_passes_the_walk(tmp_path):
+    from caption.cli.lightning.class_paths import check_configs
+
+    check_configs(["fit", "--config", lambda_callback(tmp_path, "torch.manual_seed")], parser=None)
+
+
+def test_import_is_taken_before_the_command_too(tmp_path):
+    line = failed(["--import", "no_such_module_anywhere", "describe", str(tmp_path / "photo.png")])
+    assert "--import no_such_module_anywhere: cannot import it" in line and "unknown command" not in line, line

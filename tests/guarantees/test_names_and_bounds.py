@@ -181,3 +181,12 @@ def test_a_non_utf8_name_in_an_error_line_is_written_as_its_bytes(tmp_path):
     assert line == (f"caption: error: caption describe: {tmp_path}/{SHOWN} holds no image files (of the kinds Pillow "
                     "reads: .png, .jpg, ...)")
     line.encode("utf-8")  # printable as it is
+
+
+def test_a_missing_name_that_is_not_utf8_is_written_as_its_bytes(tmp_path):
+    from caption.errors import ConfigError
+
+    missing = tmp_path / os.fsdecode(b"\xff\xfe.png")
+    with pytest.raises(ConfigError) as raised:
+        image_files([missing])
+    assert str(raised.value) == f"{tmp_path}/\\xff\\xfe.png: no such image file or folder"

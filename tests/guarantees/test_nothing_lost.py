@@ -332,3 +332,39 @@ def test_parse_errors_are_one_line_naming_the_file_or_key(tmp_path):
     (tmp_path / "broken.yaml").write_text("model:\n  beam_size: [3\n")
     assert str(tmp_path / "broken.yaml") in failed(["fit", "--config", str(tmp_path / "broken.yaml")])
     assert "--model.beam_sise" in failed(["fit", *fit_args(tmp_path / "run", "--model.beam_sise", "3")])
+
+
+def test_a_second_fit_into_a_folder_in_use_is_refused_naming_the_folder_and_its_holder(tmp_path):
+    from filelock import FileLock
+
+    from caption.cli.lightning.run_folders import RUN_HOLDER, RUN_LOCK
+
+    run = tmp_path / "run"
+    run.mkdir()
+    held = FileLock(run / RUN_LOCK, timeout=0)  # as a `caption fit` running there holds it
+    held.acquire()
+    (run / RUN_HOLDER).write_text(json.dumps({"host": "lab-pc", "pid": 4242}))
+    try:
+        line = failed(["fit", *fit_args(run)])
+    finally:
+        held.release()
+    assert f"trainer.default_root_dir {run} is in use by another `caption fit` (process 4242 on lab-pc)" in line, line
+    assert not (run / "checkpoints" / "last.ckpt").exists()
+
+
+def test_a_run_folder_is_released_however_the_command_ends_and_a_dead_holder_is_taken_over(tmp_path):
+    from filelock import FileLock
+
+    from caption.cli.lightning.run_folders import RUN_HOLDER, RUN_LOCK, claim_run_folder, releasing_run_folders
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / RUN_LOCK).write_text("")  # left by a run that was killed: no process holds it
+    (tmp_path / RUN_HOLDER).write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout)}))
+    with pytest.raises(RuntimeError), releasing_run_folders():
+        claim_run_folder(str(tmp_path))
+        assert json.loads((tmp_path / RUN_HOLDER).read_text())["pid"] == os.getpid()
+        raise RuntimeError("the run failed")
+    assert not (tmp_path / RUN_HOLDER).exists()
+    lock = FileLock(tmp_path / RUN_LOCK, timeout=0)
+    lock.acquire()  # free again
+    lock.release()

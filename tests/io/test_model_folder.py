@@ -4,6 +4,7 @@ refused in one line naming the file."""
 
 import io
 import json
+import math
 import pickle
 import shutil
 import struct
@@ -17,7 +18,7 @@ from kit.data import write_image
 from safetensors.torch import load, load_file, save_file
 
 from caption import Captioner
-from caption.errors import CaptionError, CheckpointError
+from caption.errors import CaptionError, CaptionWarning, CheckpointError
 from caption.io.checkpoints import find_checkpoint
 from caption.io.model_folder import weights_bytes
 
@@ -80,6 +81,24 @@ def damaged(folder, tmp_path, damage: str):
     shutil.copytree(folder, copy)
     config_path, weights_path = copy / "config.json", copy / "model.safetensors"
     config = json.loads(config_path.read_text())
+    if damage == "a flipped byte in the weights":
+        data = bytearray(weights_path.read_bytes())
+        data[-len(data) // 4] ^= 0x10  # inside the last weights' values: safetensors reads it as another number
+        weights_path.write_bytes(bytes(data))
+        return copy, [f"{weights_path}: damaged: its bytes no longer match the SHA-256 config.json records"]
+    if damage == "an edited vocabulary":
+        config["vocabulary"][-1] = "tampered"
+        config_path.write_text(json.dumps(config))
+        return copy, [f"{config_path}: damaged or edited: its settings no longer match the SHA-256"]
+    if damage == "a vocabulary entry that is no word":
+        config["vocabulary"][2] = 7
+        config_path.write_text(json.dumps(config))
+        return copy, [f"{config_path}: vocabulary[2] is 7, not a word"]
+    if damage == "an infinite setting":
+        config["model"]["attention"]["inverse_temperature"] = math.inf
+        config_path.write_text(json.dumps(config))
+        return copy, [f"{config_path}: model.attention.inverse_temperature is inf, not a finite number"]
+    config.pop("sha256")  # what follows makes a folder as an export before checksums, whose parts disagree
     if damage == "no weights":
         weights_path.unlink()
         return copy, [f"{copy}: no model.safetensors beside config.json"]
@@ -100,6 +119,12 @@ def damaged(folder, tmp_path, damage: str):
         weights_path.write_bytes(weights_path.read_bytes()[:100])
         return copy, [f"{weights_path}: not a readable safetensors file (truncated or corrupt?)"]
     weights = load_file(weights_path)
+    if damage == "an all-NaN weight":
+        largest = max(weights, key=lambda name: weights[name].numel())
+        weights[largest] = torch.full_like(weights[largest], math.nan)
+        save_file(weights, weights_path)
+        config_path.write_text(json.dumps(config))
+        return copy, [f"{weights_path}: weight {largest} holds {weights[largest].numel()} NaN or infinite values"]
     if damage == "a missing weight":
         del weights["decoder.output_words.bias"]
         need = ["missing decoder.output_words.bias (1)"]
@@ -108,14 +133,16 @@ def damaged(folder, tmp_path, damage: str):
         need = ["unexpected decoder.extra (1)"]
     else:  # another model's settings: a wider LSTM in config.json
         config["model"]["decoder"]["hidden_dim"] = 32
-        config_path.write_text(json.dumps(config))
         need = ["decoder.init_h.weight is (16,", "but (32,"]
+    config_path.write_text(json.dumps(config))
     save_file(weights, weights_path)
     return copy, [f"{weights_path} does not fit the model {config_path} describes", *need]
 
 
 DAMAGES = ["no weights", "no config", "another library's config", "a format from the future", "a foreign class",
-           "weights cut short", "a missing weight", "an unexpected weight", "another model's settings"]
+           "weights cut short", "a missing weight", "an unexpected weight", "another model's settings",
+           "a flipped byte in the weights", "an edited vocabulary", "an infinite setting", "an all-NaN weight",
+           "a vocabulary entry that is no word"]
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -129,7 +156,8 @@ def test_a_missing_or_foreign_part_is_one_line_naming_the_file(exported, tmp_pat
     assert "\n" not in str(raised.value)
 
 
-@pytest.mark.parametrize("damage", ["another model's settings", "a format from the future"])
+@pytest.mark.parametrize("damage", ["another model's settings", "a format from the future",
+                                    "a flipped byte in the weights", "an all-NaN weight"])
 def test_the_lightning_commands_refuse_them_as_well(exported, tmp_path, damage):
     folder, named = damaged(exported["soft"], tmp_path, damage)
     line = failed(["test", "--ckpt_path", str(folder), "--trainer.accelerator", "cpu"])
@@ -146,7 +174,7 @@ def test_a_folder_that_is_no_model_folder_and_a_name_that_is_no_hub_id(tiny_runs
 HUB_PROGRAM = """
 import json, sys
 from caption import Captioner
-from caption.errors import CaptionError, CheckpointError
+from caption.errors import CaptionError, CaptionWarning, CheckpointError
 found = {}
 for revision in (None, sys.argv[2]):
     captioner = Captioner.from_pretrained("owner/name", device="cpu", revision=revision)
@@ -236,3 +264,21 @@ def test_a_new_model_starts_from_the_folder_as_from_a_checkpoint(exported):
     module = CaptionModule(vocabulary=config["vocabulary"], **groups)
     load_weights(module, str(folder))
     assert all(torch.equal(tensor, weights[name]) for name, tensor in module.state_dict().items())
+
+
+def test_a_folder_exported_before_checksums_loads_without_a_word(exported, tmp_path, recwarn):
+    copy = tmp_path / "model"
+    shutil.copytree(exported["soft"], copy)
+    config = json.loads((copy / "config.json").read_text())
+    assert set(config.pop("sha256")) == {"config.json", "model.safetensors", "README.md"}
+    (copy / "config.json").write_text(json.dumps(config))
+    Captioner.from_pretrained(copy, device="cpu")
+    assert not [warning for warning in recwarn if "sha256" in str(warning.message).lower()]
+
+
+def test_an_edited_model_card_is_one_warning_and_the_model_loads(exported, tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(exported["soft"], copy)
+    (copy / "README.md").write_text("edited on the Hub\n")
+    with pytest.warns(CaptionWarning, match=r"README.md: damaged: .* the model card.*loaded regardless"):
+        Captioner.from_pretrained(copy, device="cpu")

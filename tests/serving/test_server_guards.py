@@ -48,6 +48,14 @@ def test_only_requests_that_name_this_server_are_answered(tmp_path, capfd):
     assert capfd.readouterr().err == ""
 
 
+def test_a_request_with_more_than_one_host_header_is_a_400(tmp_path, capfd):
+    with serving(tmp_path / "data") as server:
+        for hosts in (("127.0.0.1", "evil.example"), ("evil.example", "127.0.0.1"), ("127.0.0.1", "127.0.0.1")):
+            request = get("/api/about", hosts[0], headers=f"Host: {hosts[1]}\r\n")
+            one_line_error(exchange(server, request), 400, "the request has 2 Host headers", "send exactly one")
+    assert capfd.readouterr().err == ""
+
+
 def test_listening_on_every_address_also_answers_a_host_that_is_an_ip_address(tmp_path):
     server = AttentionServer(("0.0.0.0", 0), AttentionViewer.__new__(AttentionViewer), max_upload_bytes=1)
     try:  # never served: only its rule is asked

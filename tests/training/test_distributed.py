@@ -16,6 +16,7 @@ from kit.tiny import HARD_FROM_SCRATCH, config, run_args, tiny_args
 
 from caption.cli import main
 from caption.evaluation.metrics import METRICS
+from caption.evaluation.report import GREEDY_METRICS
 from caption.inference import load_trained
 
 LOCALISATION = ("attention_accuracy", "attention_other_object", "attention_background", "attention_absent",
@@ -121,7 +122,8 @@ def test_two_process_evaluation_equals_one_process(ddp_fit, monkeypatch):
         return metrics
 
     single = test_metrics("probe_test1", 0)
-    assert set(single) == {f"test/{name}" for name in (*METRICS, *LOCALISATION, *HABITS, "alpha_entropy")}
+    greedy = {f"test/greedy/{name}" for name in (*GREEDY_METRICS, *LOCALISATION, *HABITS, "alpha_entropy")}
+    assert set(single) == {f"test/{name}" for name in (*METRICS, *LOCALISATION, *HABITS, "alpha_entropy")} | greedy
     for probe, rank in [("probe_test2", 0), ("probe_test2", 1), ("probe", 0), ("probe", 1)]:
         assert test_metrics(probe, rank) == single, (probe, rank)
 

@@ -10,9 +10,12 @@ what it found, so the rule is applied before the parser sees anything:
   line gives itself (`--trainer.callbacks+=mylab.Probe`): the user named those too;
 - `check_configs` walks every `--config` file (and every small file a value names, which jsonargparse would read as a
   nested config: `--trainer trainer.yaml`) and refuses a class path whose module may not be imported, in one line
-  naming the file, the key and the value; a file that is no YAML mapping is refused in one line naming it;
-- `resolving_safely`, around the whole command, makes jsonargparse's own `import_object` refuse the same for any
-  value the walk does not reach (the message then names the value and the file being parsed).
+  naming the file, the key and the value, and one that resolves, through an allowed module, to an object defined
+  outside them (`torch.os.system` is os.system: `caption.io.class_paths.outside_allowed`); a file that is no YAML
+  mapping is refused in one line naming it;
+- `resolving_safely`, around the whole command, makes jsonargparse's own `import_object` refuse the same (both: the
+  module before importing, the object it found by its `__module__`) for any value the walk does not reach (the
+  message then names the value and the file being parsed).
 """
 
 from __future__ import annotations
@@ -29,8 +32,16 @@ from typing import Any
 
 import yaml
 
+from caption.config.keys import non_finite_message
 from caption.errors import CaptionWarning, ConfigError
-from caption.io.class_paths import ForeignClassError, may_import, module_of, not_importable
+from caption.io.class_paths import (
+    ForeignClassError,
+    checked_resolution,
+    may_import,
+    module_of,
+    not_importable,
+    outside_allowed,
+)
 
 DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")  # a class path: identifiers joined by dots
 NESTED_CONFIG_LIMIT = 1 << 20  # a file a value names is read as a nested config when no larger than this
@@ -44,7 +55,9 @@ class RefusedImport(ForeignClassError, ImportError):
     """A class path jsonargparse was about to import, refused by `resolving_safely`."""
 
 
-REFUSED: list[str] = []  # the class paths `resolving_safely` refused during the current parse
+NOT_IMPORTED = object()  # in REFUSED: a path refused before anything was imported
+# (class path, what it resolved to or NOT_IMPORTED) of each `resolving_safely` refused during the current parse
+REFUSED: list[tuple[str, Any]] = []
 
 
 def command_parser(parser: Any, args: list[str]) -> Any:
@@ -85,7 +98,8 @@ def option_values(args: list[str]) -> Iterator[tuple[str, str]]:
 def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, folder: Path | None,
                    seen: set[Path], inside: tuple[int, ...] = ()) -> Iterator[tuple[str, str, str]]:
     """(origin, key, class path) of every class path in settings `node` found at `key`: each `class_path`'s value,
-    a dotted string where a class is expected (`keys`), and those of a small file a string value names (a nested
+    a dotted string where a class is expected (`keys`) or that starts with a module `may_import` allows (a callable
+    given by its path, `on_fit_start: torch.os.system`), and those of a small file a string value names (a nested
     config, with that file as origin). `inside`: the ids of the mappings and lists around `node`; a YAML alias inside
     its own anchor (a value holding itself, which jsonargparse recurses into without end) is a ConfigError."""
     if isinstance(node, (dict, list)):
@@ -106,9 +120,13 @@ def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, fo
                                       inside=inside)
     elif isinstance(node, str):
         takes_class = re.sub(r"\[\d+\]", "", key) in keys
-        if takes_class and DOTTED.fullmatch(node):
+        dotted = DOTTED.fullmatch(node) is not None
+        if takes_class and dotted:
             yield origin, key, node
-        elif key not in NOT_CONFIGS:
+            return
+        if dotted and may_import(node):  # perhaps a callable given by its path (`on_fit_start: torch.os.system`)
+            yield origin, key, node
+        if key not in NOT_CONFIGS:
             nested = nested_config(node, folder, any_name=takes_class)
             if nested is not None and nested not in seen:
                 seen.add(nested)
@@ -178,6 +196,9 @@ def check_configs(args: list[str], *, parser: Any) -> None:
             if settings is not None and not isinstance(settings, dict):
                 raise ConfigError(f"config file {value}: not a YAML mapping of settings (it reads as "
                                   f"{type(settings).__name__}): a config holds `key: value` lines")
+            non_finite = non_finite_message(f"config file {value}", settings)
+            if non_finite is not None:  # YAML's .inf and .nan
+                raise ConfigError(non_finite)
             seen.add(path)
             found += class_paths_in(settings, "", keys=keys, origin=f"config {value}", folder=path.parent, seen=seen)
         elif value[:1] in "{[":  # inline YAML or JSON (a named run's own settings)
@@ -195,6 +216,8 @@ def check_configs(args: list[str], *, parser: Any) -> None:
     for origin, key, class_path in found:
         if "." in class_path and not may_import(class_path):
             raise not_importable(class_path, key=key, origin=origin)
+        if DOTTED.fullmatch(class_path):  # what it resolves to, whatever path reached it (`torch.os.system`)
+            checked_resolution(class_path, key=key, origin=origin)
 
 
 @contextmanager
@@ -218,9 +241,14 @@ def resolving_safely() -> Iterator[None]:
     def import_object(name: Any, *args: Any, **kwargs: Any) -> Any:
         from_value = kwargs.get("check_path", args[0] if args else True)
         if from_value and isinstance(name, str) and "." in name and not may_import(name):
-            REFUSED.append(name)
+            REFUSED.append((name, NOT_IMPORTED))
             raise RefusedImport(str(not_importable(name, key="a class path", origin="the settings")))
-        return original(name, *args, **kwargs)
+        found = original(name, *args, **kwargs)
+        outside = outside_allowed(name, found, key="a class path", origin="the settings") if from_value else None
+        if outside is not None:  # defined elsewhere, reached through an allowed module: `torch.os.system`
+            REFUSED.append((name, found))
+            raise RefusedImport(str(outside))
+        return found
 
     patched = [module for module in modules if vars(module).get("import_object") is original]
     for module in patched:
@@ -239,5 +267,8 @@ def refusal(where: str) -> str | None:
     (e.g. "config file x.yaml"), or None if it refused none."""
     if not REFUSED:
         return None
-    return str(not_importable(REFUSED[-1], key="a class path", origin=where or "the settings"))
+    name, found = REFUSED[-1]
+    if found is NOT_IMPORTED:
+        return str(not_importable(name, key="a class path", origin=where or "the settings"))
+    return str(outside_allowed(name, found, key="a class path", origin=where or "the settings"))
 

@@ -41,7 +41,13 @@ from caption.cli.lightning.console import lightning_console, quiet_lightning
 from caption.cli.lightning.parser import CaptionArgumentParser
 from caption.cli.lightning.predict_arguments import predict_arguments, scoring_arguments
 from caption.cli.lightning.run_files import SaveConfig, atomic_logger_files, guard_logger_writes
-from caption.cli.lightning.run_folders import check_output_folders, checkpoints_under_root, logs_follow_root
+from caption.cli.lightning.run_folders import (
+    check_output_folders,
+    checkpoints_under_root,
+    claim_run_folder,
+    logs_follow_root,
+    releasing_run_folders,
+)
 from caption.config.console import verbose
 from caption.config.packaged import encoder_run, with_packaged_configs
 from caption.data.datamodule import DATA_LINKS, CaptionDataModule
@@ -144,6 +150,8 @@ class CaptionCLI(LightningCLI):
             self.save_config_callback = None
         else:  # validate and test save no checkpoints, and without a logger no config either
             check_output_folders(config, checkpoints=self.subcommand == "fit")
+            if self.subcommand == "fit":  # one run at a time in a folder: its last.ckpt is that run's own
+                claim_run_folder(config.trainer.default_root_dir)
             if self.subcommand != "fit" and config.trainer.logger is False:
                 self.save_config_callback = None
         apply_decoding_overrides(config, overrides=self.decoding_overrides)
@@ -238,8 +246,8 @@ def main(argv: list[str]) -> None:
     """`caption fit|validate|test|predict ...` (argv starts with the subcommand; its `--help` is answered before
     Lightning is imported, and `--help-all` reaches here as jsonargparse's `--help`:
     `caption.cli.lightning.short_help`)."""
-    with (lightning_console(verbose=verbose()),
-          quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext()):
+    with (lightning_console(verbose=verbose(), command=argv[0] if argv else "fit"),
+          quiet_lightning() if argv[:1] == ["predict"] else contextlib.nullcontext(), releasing_run_folders()):
         CaptionCLI(CaptionModule, CaptionDataModule, args=argv, **CLI_SETTINGS)
     leave_process_group()
 

@@ -5,7 +5,9 @@ results, each on a line of its own, and only those the researcher needs.
 lines, the example captions among them) go to stdout, through `caption.config.console.write_line`, so that a
 progress bar is never glued to them and the end summary (stdout too) follows them in order; unless `caption -v`,
 Lightning's warning about modules in eval mode is left out, because the only such modules are a frozen encoder's,
-in eval mode on purpose (`caption.model.encoder`: its BatchNorm keeps the statistics it was trained with).
+in eval mode on purpose (`caption.model.encoder`: its BatchNorm keeps the statistics it was trained with); in
+`validate` and `test`, its warnings that no seed was given (scoring a checkpoint draws nothing at random) and that the
+callbacks which wrote the checkpoint are not all there (their states matter to resuming a fit, not to scoring).
 `quiet_lightning` leaves out Lightning's info lines altogether (devices, seed, tips, restoring states) and its
 warnings about training-only state of the checkpoint: `caption predict` says what it wrote, and `fit`'s test of the
 best checkpoint says it in the end summary.
@@ -26,6 +28,9 @@ LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fa
                           "lightning.fabric.utilities.seed")
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")  # the two Lightning gives a stream handler on import
 FROZEN_IN_EVAL_MODE = r"Found \d+ module\(s\) in eval mode at the start of training"  # Lightning's words
+# Lightning's words when validate or test score a checkpoint: no seed_everything, and a fit's callbacks not made again
+SCORING_CHATTER = ("No seed found, seed set to ", "Be aware that when using `ckpt_path`, callbacks used to create")
+SCORING_COMMANDS = ("validate", "test")
 
 
 class OwnLinesOnly(logging.Filter):
@@ -40,9 +45,10 @@ def writes_to_a_terminal_stream(handler: logging.Handler) -> bool:
 
 
 @contextlib.contextmanager
-def lightning_console(*, verbose: bool) -> Iterator[None]:
+def lightning_console(*, verbose: bool, command: str = "fit") -> Iterator[None]:
     """Lightning's log lines on stdout, each on a line of its own; unless `verbose`, its warning about the frozen
-    encoder's modules in eval mode left out. Lightning's handlers are given back on the way out."""
+    encoder's modules in eval mode left out, and in validate and test its two about the seed and the checkpoint's
+    callbacks. Lightning's handlers are given back on the way out."""
     saved = {name: logging.getLogger(name).handlers[:] for name in LIGHTNING_LOGGERS}
     for name, handlers in saved.items():  # a logger without a handler of its own (propagating to the root's) is left
         for handler in filter(writes_to_a_terminal_stream, handlers):
@@ -54,6 +60,8 @@ def lightning_console(*, verbose: bool) -> Iterator[None]:
         with warnings.catch_warnings():
             if not verbose:
                 warnings.filterwarnings("ignore", message=FROZEN_IN_EVAL_MODE)
+                for chatter in SCORING_CHATTER if command in SCORING_COMMANDS else ():
+                    warnings.filterwarnings("ignore", message=chatter)
             yield
     finally:
         for name, handlers in saved.items():

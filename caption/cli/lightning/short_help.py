@@ -32,9 +32,14 @@ KEPT = Path(__file__).with_name("short_help.json")  # {command: its short help, 
 PROJECT_GROUPS = ("--model.", "--data.", "--predictions.")
 GENERAL = ("--config", "--print_config", "--seed_everything", "--ckpt_path", "--keep_freed_memory")
 TRAINER_BASICS = ("accelerator", "devices", "num_nodes", "precision", "default_root_dir", "enable_progress_bar")
-TRAINING = ("--trainer.max_epochs", "--trainer.max_time", "--trainer.check_val_every_n_epoch", "--checkpoint.monitor",
-            "--checkpoint.mode", "--periodic_checkpoint.every_n_train_steps", "--early_stopping.patience")  # fit's
-RUN = TRAINING[3:]  # the short help's group of checkpoints and stopping
+# fit's: how long it trains, how often it validates and logs; its checkpoints and stopping (a group of their own)
+FIT_TRAINER = ("max_epochs", "max_time", "max_steps", "check_val_every_n_epoch", "val_check_interval",
+               "log_every_n_steps")
+RUN = ("--checkpoint.monitor", "--checkpoint.mode", "--periodic_checkpoint.every_n_train_steps",
+       "--early_stopping.patience")
+TRAINING = (*(f"--trainer.{name}" for name in FIT_TRAINER), *RUN)
+# the splits whose batches each command runs: --trainer.limit_<split>_batches (a short run, a smoke test)
+LIMITED_SPLITS = {"fit": ("train", "val", "test"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}
 LEFT_OUT = ("--data.source.init_args",)  # a data source's settings: `--data.source.help <source>`
 # jsonargparse's help of --config, as `caption` reads it (caption.config.packaged)
 OWN_HELP = {"--config": "a YAML config: a file, or a packaged config or named run by name (shapes_soft, coco_hard, "
@@ -64,7 +69,9 @@ def shown_default(value: Any) -> str | None:
 
 def in_short_help(option: str, command: str) -> bool:
     trainer = option.removeprefix("--trainer.")
-    return (option in GENERAL or trainer in TRAINER_BASICS or option in TRAINING and command == "fit"
+    limits = {f"limit_{split}_batches" for split in LIMITED_SPLITS.get(command, ())}
+    return (option in GENERAL or trainer in TRAINER_BASICS or trainer in limits
+            or option in TRAINING and command == "fit"
             or option.startswith(PROJECT_GROUPS) and not option.startswith(LEFT_OUT))
 
 

@@ -163,7 +163,7 @@ def image_files(inputs: Sequence[str | os.PathLike[str]], *, required: str | Non
         elif path.is_file():
             files[path.resolve()] = True
         else:
-            raise ConfigError(f"{path}: no such image file or folder")
+            raise ConfigError(f"{readable_name(path)}: no such image file or folder")
     if required is not None and not files:
         named = ", ".join(readable_name(path) for path in inputs)
         raise ConfigError(f"{required}: {named} holds no image files (of the kinds Pillow reads: .png, .jpg, ...)"
