@@ -1,9 +1,13 @@
-"""What several benchmarks share (a helper, not a script): COCO-like caption lengths and captions of word ids, and the
-overrides that shrink a `caption fit` of the shapes configs for a smoke run. tests/kit/lengths.py reads the lengths and
-captions from here; benchmarks never import from tests/."""
+"""What several benchmarks share (a helper, not a script): COCO-like caption lengths and captions of word ids, a
+`caption` command in its own process, and the overrides that shrink a `caption fit` of the shapes configs for a smoke
+run. tests/kit/lengths.py reads the lengths and captions from here; benchmarks never import from tests/."""
 
 import platform
+import subprocess
+import sys
+import time
 from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
 
@@ -68,3 +72,13 @@ def cpu_name() -> str:
             return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
+
+
+def caption(command: list[str], log: Path) -> float:
+    """One `caption` command in its own process (its output in `log`); returns its wall seconds."""
+    started = time.perf_counter()
+    with log.open("w") as file:
+        if subprocess.run([sys.executable, "-m", "caption.cli", *command], stdout=file,
+                          stderr=subprocess.STDOUT).returncode:
+            raise SystemExit(f"caption {' '.join(command)} failed; see {log}")
+    return time.perf_counter() - started

@@ -21,13 +21,10 @@ accuracy, and the paired test of hard − soft on each. Writes OUT/seeds.json an
 
 import argparse
 import json
-import subprocess
-import sys
-import time
 from datetime import date
 from pathlib import Path
 
-from _helpers import SMOKE_FIT, SMOKE_SPLITS, cpu_name
+from _helpers import caption, SMOKE_FIT, SMOKE_SPLITS, cpu_name
 from two_stage import SMOKE_ENCODER, data_config
 
 FIGURES = {"bleu4": "BLEU-4", "cider": "CIDEr-D", "attention_accuracy": "attention accuracy",
@@ -35,15 +32,6 @@ FIGURES = {"bleu4": "BLEU-4", "cider": "CIDEr-D", "attention_accuracy": "attenti
 GENERATED = ("positions", "silhouettes")
 CAPTION_LENGTH = {"positions": 24, "silhouettes": 24}
 
-
-def caption(command: list[str], log: Path) -> float:
-    """One `caption` command in its own process (its output in `log`); its wall seconds."""
-    started = time.perf_counter()
-    with log.open("w") as file:
-        if subprocess.run([sys.executable, "-m", "caption.cli", *command], stdout=file,
-                          stderr=subprocess.STDOUT).returncode:
-            raise SystemExit(f"caption {' '.join(command)} failed; see {log}")
-    return time.perf_counter() - started
 
 
 def data_configs(name: str, out: Path, *, smoke: bool) -> list[str]:
@@ -125,7 +113,7 @@ def table(name: str, comparisons: dict[tuple[str, str], dict], seeds: int) -> st
                      for split in splits for figure in FIGURES]
             lines.append(f"| {name} | {objective} | {kind} | " + " | ".join(cells) + " |")
         cells = [paired_cell(comparisons[objective, split], figure) for split in splits for figure in FIGURES]
-        lines.append(f"| | | hard − soft (paired, 95%) | " + " | ".join(cells) + " |")
+        lines.append("| | | hard − soft (paired, 95%) | " + " | ".join(cells) + " |")
     return "\n".join([f"{seeds} seeds each; mean ± 95% Student-t interval over seeds; hard − soft: the paired "
                       "bootstrap over seeds and images, its 95% interval (* : outside zero)", "", *lines])
 

@@ -19,25 +19,13 @@ the run it started from, attention accuracy no more than 0.02 below it, distinct
 import argparse
 import csv
 import json
-import subprocess
-import sys
-import time
 from datetime import date
 from pathlib import Path
 
-from _helpers import SMOKE_FIT, SMOKE_SPLITS
+from _helpers import caption, SMOKE_FIT, SMOKE_SPLITS
 
 GOALS = {"cider_gain": 0.05, "accuracy_drop": 0.02, "wall_seconds": 600}
 
-
-def caption(command: list[str], log: Path) -> float:
-    """One `caption` command in its own process (its output in `log`); returns its wall seconds."""
-    started = time.perf_counter()
-    with log.open("w") as file:
-        if subprocess.run([sys.executable, "-m", "caption.cli", *command], stdout=file,
-                          stderr=subprocess.STDOUT).returncode:
-            raise SystemExit(f"caption {' '.join(command)} failed; see {log}")
-    return time.perf_counter() - started
 
 
 def kind_of(run: Path) -> str:
