@@ -26,9 +26,10 @@ import torch
 import torch.nn.functional as F
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
+from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure, SubFigure
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Patch, Rectangle
 from torch import Tensor
 
 from caption.evaluation.grid import attention_grid
@@ -106,8 +107,22 @@ def panel_rows(words: int, columns: int) -> int:
     return math.ceil((words + 1) / columns)
 
 
+NAMED_BOX = "the object the word names"  # its box, dashed lime
+CHOSEN_CELL = "the cell hard attention chose"  # outlined cyan
+
+
+def marker_legend(ax: Axes, *, boxes: bool, cells: bool) -> None:
+    """Under the image's panel (`ax`), what the markers on the word panels are, for those drawn."""
+    handles = ([Patch(fill=False, edgecolor="lime", linestyle="--", linewidth=1.2, label=NAMED_BOX)] if boxes else [])
+    handles += [Patch(fill=False, edgecolor="cyan", linewidth=1.5, label=CHOSEN_CELL)] if cells else []
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.02), fontsize=7, frameon=False,
+                  borderaxespad=0.0, handlelength=1.5)
+
+
 def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int, vmax: float) -> ScalarMappable:
-    """Draw the image, then one panel per word, wrapping every `columns` panels; returns the colour mapping."""
+    """Draw the image, then one panel per word, wrapping every `columns` panels, the markers' legend under the
+    image (`marker_legend`); returns the colour mapping."""
     image_size = overlay.image.shape[:2]
     mappable = ScalarMappable(Normalize(0.0, vmax), COLORMAP)
     axes = figure.subplots(panel_rows(len(overlay.words), columns), columns, squeeze=False).ravel()
@@ -135,6 +150,8 @@ def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int,
             cell_h, cell_w = image_size[0] / grid[0], image_size[1] / grid[1]
             corner = (column * cell_w - 0.5, row * cell_h - 0.5)  # pixel centres are at integers
             ax.add_patch(Rectangle(corner, cell_w, cell_h, fill=False, color="cyan", linewidth=1.5))
+    boxes = any(box is not None for box in overlay.boxes[:len(overlay.words)])
+    marker_legend(axes[0], boxes=boxes, cells=overlay.location is not None and bool(overlay.words))
     figure.suptitle(textwrap.fill(readable_name(overlay.title), width=20 * columns), fontsize=11)
     return mappable
 

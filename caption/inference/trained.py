@@ -95,7 +95,7 @@ def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,
             model.decoder.step = torch.compile(model.decoder.step)
         return model
 
-    return with_checkpoint_weights(build, weights, path=path)
+    return with_checkpoint_weights(build, weights, path=path, hyperparameters=hyperparameters)
 
 
 def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike,

@@ -159,10 +159,14 @@ def without_encoder_download(checkpoint: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_checkpoint_weights(build: Callable[[], ModuleT], weights: Mapping[str, Tensor], *,
-                            path: str | Path) -> ModuleT:
+                            path: str | Path, hyperparameters: Mapping[str, Any] | None = None) -> ModuleT:
     """`build()`, a model from the settings of the checkpoint `path`, with `weights` loaded strictly, in eval mode. A
     setting refused by name (a CaptionError) is raised as it is; any other failure is a CheckpointError naming
-    `path`: for a model folder of `caption export` whose weights do not fit its config.json, what differs."""
+    `path`: for a model folder of `caption export` whose weights do not fit its config.json, what differs. With
+    `hyperparameters` (the settings `build` reads), every size they set is checked against the weights' shapes
+    first (`size_problem`), so that a size no weight has is refused before anything of it is allocated."""
+    if hyperparameters is not None:
+        check_sizes(hyperparameters, weights, path=path)
     model: ModuleT | None = None
     try:
         model = build()
@@ -179,3 +183,118 @@ def with_checkpoint_weights(build: Callable[[], ModuleT], weights: Mapping[str, 
             "was it written by another version of this project?"
         ) from error
     return model.eval()
+
+
+def check_sizes(hyperparameters: Mapping[str, Any], weights: Mapping[str, Tensor], *, path: str | Path) -> None:
+    """A CheckpointError naming the checkpoint `path` (a model folder's config.json) when a size its settings set is
+    not the one its weights have (`size_problem`): before a model of that size is built."""
+    problem = size_problem(hyperparameters, {name: tuple(tensor.shape) for name, tensor in weights.items()})
+    if problem is not None:
+        origin = Path(path) / CONFIG if is_model_folder(path) else path
+        raise CheckpointError(f"{origin}: {problem}")
+
+
+MAX_IMAGE_SIDE = 8192  # the largest input side a model's settings may name: 4x the 2048 of the largest ones trained
+# the total downsampling of each torchvision encoder's annotations: VGG's conv5 (4 max-pools), ResNet's layer4
+DOWNSAMPLING = {"vgg16": 16, "vgg19": 16, "resnet50": 32, "resnet101": 32, "resnet152": 32}
+ANNOTATION_DIM = {"vgg16": 512, "vgg19": 512, "resnet50": 2048, "resnet101": 2048, "resnet152": 2048}
+Shapes = Mapping[str, tuple[int, ...]]
+
+
+def size_problem(hyperparameters: Mapping[str, Any], shapes: Shapes) -> str | None:
+    """What is wrong when a size the settings set (the vocabulary's, the decoder's, f_att's, the encoder's channels,
+    kernels and annotation size, the input image's) differs from the one the weights of `shapes` were trained with,
+    or names an input the encoder cannot have been trained on; None when they agree. Read from the settings and the
+    weights' shapes alone: nothing is built."""
+    groups = {field.name: hyperparameters[field.name] for field in fields(ModelSettings)
+              if field.name in hyperparameters}
+    settings = ModelSettings.of(**groups)  # dataclasses only: their range checks, no tensor
+    found = [*decoder_sizes(settings, len(hyperparameters.get("vocabulary") or ()), shapes),
+             *encoder_sizes(settings.encoder, shapes)]
+    mismatch = next(((key, value, trained, weight) for key, value, trained, weight in found
+                     if trained is not None and not same_size(value, trained)), None)
+    if mismatch is not None:
+        key, value, trained, weight = mismatch
+        return (f"{key} is {value!r}, but the weights were trained with {trained!r} ({weight}): the settings are not "
+                "those of these weights; export the model again")
+    return input_size_problem(settings.encoder, hyperparameters.get("image_size"))
+
+
+def same_size(value: Any, trained: Any) -> bool:
+    """Whether a setting's `value` is the `trained` one, in type too (1e9 read from JSON is a float, 16.0 no int)."""
+    if isinstance(trained, tuple):
+        return isinstance(value, tuple) and len(value) == len(trained) and all(map(same_size, value, trained))
+    return type(value) is type(trained) and value == trained
+
+
+SizeEvidence = tuple[str, Any, Any, str]  # (setting's key, its value, what the weights say, the weight that says it)
+
+
+def axis(shapes: Shapes, weight: str, index: int) -> tuple[Any, str]:
+    """The size along `index` of weight `weight` (None when it is not there) and how to name it."""
+    shape = shapes.get(weight)
+    if shape is None or len(shape) <= index:
+        return None, weight
+    return shape[index], f"{weight} is {shape}"
+
+
+def numbered(shapes: Shapes, prefix: str, suffix: str = ".weight") -> list[str]:
+    """The weights `prefix`N`suffix` of `shapes`, by N."""
+    names = [name for name in shapes if name.startswith(prefix) and name.endswith(suffix)
+             and name[len(prefix):-len(suffix)].isdigit()]
+    return sorted(names, key=lambda name: int(name[len(prefix):-len(suffix)]))
+
+
+def decoder_sizes(settings: ModelSettings, vocabulary_size: int, shapes: Shapes) -> list[SizeEvidence]:
+    """The decoder's and f_att's sizes beside those of the weights (`decoder.*`)."""
+    decoder, attention = settings.decoder, settings.attention
+    evidence = [("the vocabulary's size", vocabulary_size, *axis(shapes, "decoder.embedding.weight", 0)),
+                ("model.decoder.embed_dim", decoder.embed_dim, *axis(shapes, "decoder.embedding.weight", 1)),
+                ("model.decoder.hidden_dim", decoder.hidden_dim, *axis(shapes, "decoder.init_h.weight", 0)),
+                ("model.attention.dim", attention.dim, *axis(shapes, "decoder.scorer.score.weight", 1))]
+    if "decoder.init_h.weight" in shapes:
+        init = numbered(shapes, "decoder.init_hidden_layers.")
+        projections = numbered(shapes, "decoder.scorer.annotation_projection.")
+        evidence += [("model.decoder.init_layers", decoder.init_layers, len(init) + 1,
+                      f"{len(init)} decoder.init_hidden_layers"),
+                     ("model.attention.layers", attention.layers, len(projections),
+                      f"{len(projections)} decoder.scorer.annotation_projection layers")]
+    return evidence
+
+
+def encoder_sizes(encoder: EncoderSettings, shapes: Shapes) -> list[SizeEvidence]:
+    """The encoder's sizes beside those of the weights: small_vgg's channels, kernels and input channels, a
+    torchvision encoder's annotation size (D, as f_init reads it: `decoder.init_h.weight`)."""
+    annotation_dim, weight = axis(shapes, "decoder.init_h.weight", 1)
+    if encoder.name in ANNOTATION_DIM:
+        return [(f"the annotation size of model.encoder.name {encoder.name!r}", ANNOTATION_DIM[encoder.name],
+                 annotation_dim, weight)]
+    convolutions = [name for name in numbered(shapes, "encoder.features.") if len(shapes[name]) == 4]
+    if not convolutions:
+        return []
+    named = f"{len(convolutions)} convolutions encoder.features.*.weight"
+    kernels = encoder.kernel_sizes if encoder.kernel_sizes is not None else (3,) * len(encoder.channels)
+    return [("model.encoder.channels", tuple(encoder.channels), tuple(shapes[name][0] for name in convolutions), named),
+            ("model.encoder.kernel_sizes", tuple(kernels), tuple(shapes[name][2] for name in convolutions), named),
+            ("model.encoder.coordinates", encoder.coordinates, shapes[convolutions[0]][1] == 5,
+             f"{convolutions[0]} is {shapes[convolutions[0]]}")]
+
+
+def downsampling(encoder: EncoderSettings) -> int:
+    """How many input pixels one annotation steps over: small_vgg's max-pools, VGG's 16, ResNet's 32."""
+    return DOWNSAMPLING.get(encoder.name, 2 ** (len(encoder.channels) - 1))
+
+
+def input_size_problem(encoder: EncoderSettings, image_size: Any) -> str | None:
+    """What is wrong with the model's `image_size` (H, W of the inputs it was trained on; None: not recorded): not
+    two whole numbers, smaller than the encoder's downsampling (no annotation at all) or larger than
+    `MAX_IMAGE_SIDE`; None when it could have been trained on."""
+    if image_size is None:
+        return None
+    least = downsampling(encoder)
+    sides = tuple(image_size) if isinstance(image_size, (list, tuple)) else ()
+    if len(sides) == 2 and all(type(side) is int and least <= side <= MAX_IMAGE_SIDE for side in sides):
+        return None
+    return (f"model.image_size is {image_size!r}, but encoder {encoder.name} was trained on inputs of two whole "
+            f"sides (H, W) of {least} (its downsampling) to {MAX_IMAGE_SIDE} pixels: the settings are damaged; "
+            "export the model again")

@@ -1,6 +1,7 @@
 """`caption compare`'s figures: the same images captioned by each model, overlays side by side, and the training
 curves of each run from its CSV or TensorBoard logs (`caption.reports.logs`); with groups of runs (seeds), each
-group's mean curve over the band from its lowest to its highest run."""
+group's mean curve over the band from its lowest to its highest run. The attention accuracy's chance levels are
+reference lines on its panel, not curves of their own."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from caption.reports.logs import Curves, UnreadableLogs, in_order, read_curves
@@ -35,6 +39,11 @@ def logged_curves(models: list[Model]) -> tuple[dict[str, Curves], dict[str, str
     return curves, left_out
 
 
+ACCURACY = "val/attention_accuracy"
+# the accuracy of a uniformly random location and of a uniformly chosen object on the same words
+# (`caption.evaluation.grounding.Localisation`): dashed lines on the accuracy's panel, each in its run's colour
+CHANCE_LEVELS = {"val/attention_chance_location": ("chance: random location", "--"),
+                 "val/attention_chance_object": ("chance: random object", (0, (1, 2)))}
 MARKED = 30  # a curve of fewer points gets a marker at each (one validation of a one-epoch run is a dot)
 PANELS_PER_ROW = 4
 
@@ -67,10 +76,12 @@ def panel_lines(curves: dict[str, Curves], name: str, groups: dict[str, list[str
 
 
 def curves_figure(curves: dict[str, Curves], groups: dict[str, list[str]] | None = None) -> Figure | None:
-    """One panel per logged quantity (the training loss, then each validation figure: `caption.reports.logs`), one
-    line per model (with `groups`, per group: `panel_lines`), over the optimizer steps of every run on one integer
-    axis from 0; None when no model has curves."""
-    names = in_order({name for logged in curves.values() for name in logged})
+    """One panel per logged quantity (the negative log-likelihood, each objective's terms, each validation figure:
+    `caption.reports.logs`), one line per model (with `groups`, per group: `panel_lines`), over the optimizer steps
+    of every run on one integer axis from 0, the chance levels on the attention accuracy's panel (`draw_chance`);
+    None when no model has curves."""
+    names = [name for name in in_order({name for logged in curves.values() for name in logged})
+             if name not in CHANCE_LEVELS]
     if not names:
         return None
     last_step = max(step for logged in curves.values() for points in logged.values() for step, _ in points)
@@ -78,20 +89,42 @@ def curves_figure(curves: dict[str, Curves], groups: dict[str, list[str]] | None
     rows = math.ceil(len(names) / columns)
     figure = Figure(figsize=(4.2 * columns, 3.2 * rows), layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    cycle = [style["color"] for style in matplotlib.rcParams["axes.prop_cycle"]]
+    labels = list(dict.fromkeys(line.label for name in names for line in panel_lines(curves, name, groups)))
+    palette = {label: cycle[index % len(cycle)] for index, label in enumerate(labels)}  # one colour a model, everywhere
     for ax, name in zip(axes, names):
+        colours = {}
         for line in panel_lines(curves, name, groups):
             drawn = ax.plot(line.steps, line.values, marker="o" if len(line.steps) < MARKED else None, markersize=4,
-                            label=line.label)
+                            label=line.label, color=palette[line.label])
+            colours[line.label] = drawn[0].get_color()
             if line.band is not None:
                 ax.fill_between(line.steps, *line.band, color=drawn[0].get_color(), alpha=0.2, linewidth=0)
+        handles = draw_chance(ax, curves, groups, colours) if name == ACCURACY else []
         ax.set_title(name)
         ax.set_xlabel("step")
         ax.set_xlim(-0.03 * max(1, last_step), max(1, last_step) * 1.03)  # from step 0, a marker there whole
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend()
+        ax.legend(handles=ax.get_legend_handles_labels()[0] + handles)
     for ax in axes[len(names):]:
         ax.set_visible(False)
     return figure
+
+
+def draw_chance(ax: Axes, curves: dict[str, Curves], groups: dict[str, list[str]] | None,
+                colours: dict[str, str]) -> list[Line2D]:
+    """Each run's (or group's) chance levels at its last validation, as horizontal lines across `ax` in the colour
+    of its accuracy curve (`colours`, by label), each marked with its kind (`Line2D.get_gid`: the logged name); the
+    legend's entries for the kinds drawn, one each."""
+    handles = []
+    for name, (kind, style) in CHANCE_LEVELS.items():
+        lines = panel_lines(curves, name, groups)
+        for line in lines:
+            ax.axhline(line.values[-1], color=colours.get(line.label, "grey"), linestyle=style, linewidth=1,
+                       label=f"_{kind} ({line.label})", gid=name)
+        if lines:
+            handles.append(Line2D([], [], color="grey", linestyle=style, linewidth=1, label=kind))
+    return handles
 
 
 def write_curves(models: list[Model], out: Path,

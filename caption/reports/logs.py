@@ -1,9 +1,11 @@
 """The training curves of the runs `caption compare` puts side by side, from their logs: a CSVLogger's metrics.csv
 or TensorBoard's event files (read with tensorboard's `EventAccumulator`; tensorboard is the optional extra
-`show-attend-tell[tensorboard]`). The curves are the training loss (`train/loss`, what the optimizer minimises:
-`CaptionModule.training_step`) and every figure validation logs (`val/...`), each at the steps it was logged, without
-the points a run logged as NaN (METEOR without Java, attention accuracy without object words). A run whose curves
-cannot be read is named, with the reason."""
+`show-attend-tell[tensorboard]`). The curves are the negative log-likelihood every objective shares (`train/nll`),
+the terms of each objective (`OBJECTIVE_TERMS`: a panel each, drawn for the runs that log them) and every figure
+validation logs (`val/...`), each at the steps it was logged, without the points a run logged as NaN (METEOR without
+Java, attention accuracy without object words). The training loss (`train/loss`) is not one of them: soft's (eq. 14)
+and hard's (eq. 12's surrogate) are different objectives, on scales that share no axis. A run whose curves cannot be
+read is named, with the reason."""
 
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ import csv
 import math
 from pathlib import Path
 
-TRAINING_LOSS = "train/loss"
+NLL = "train/nll"  # -log p(y|a) (hard: -log p(y|s̃,a)), what soft's and hard's objectives share
+# the objectives' own terms (`caption.model.objectives.LossTerms`): the doubly stochastic penalty (soft trains it,
+# hard reports it), hard's REINFORCE term, entropy, reward, baseline and what the baseline leaves
+OBJECTIVE_TERMS = tuple(f"train/{name}" for name in (
+    "doubly_stochastic", "reinforce", "entropy", "reward", "baseline", "advantage_square"))
 VALIDATION = "val/"  # every figure logged under it is drawn
-# drawn first, in this order, when logged: the loss, the paper's metrics, where the model looks, how sharp its
-# attention is; the other validation figures after them, by name
-FIRST = (TRAINING_LOSS, "val/bleu4", "val/cider", "val/attention_accuracy", "val/alpha_entropy")
+# drawn first, in this order, when logged: the likelihood, the paper's metrics, where the model looks, how sharp its
+# attention is; the objectives' terms and the other validation figures after them, by name
+FIRST = (NLL, "val/bleu4", "val/cider", "val/attention_accuracy", "val/alpha_entropy")
 EVENT_FILES = "events.out.tfevents.*"
 
 Curves = dict[str, list[tuple[int, float]]]  # logged name -> [(step, value)]
@@ -41,8 +47,8 @@ def find_logs(path: Path, checkpoint: Path) -> Path | None:
 
 
 def drawn(name: str) -> bool:
-    """Whether a logged quantity is one of the curves: the training loss or a validation figure."""
-    return name == TRAINING_LOSS or name.startswith(VALIDATION)
+    """Whether a logged quantity is one of the curves: the likelihood, an objective's term or a validation figure."""
+    return name == NLL or name in OBJECTIVE_TERMS or name.startswith(VALIDATION)
 
 
 def in_order(names: set[str]) -> list[str]:
@@ -58,7 +64,7 @@ def read_curves(logs: Path) -> Curves:
               for name, points in curves.items()}
     curves = {name: curves[name] for name in in_order(set(curves)) if curves[name]}
     if not curves:
-        raise UnreadableLogs(f"{logs} holds neither {TRAINING_LOSS} nor a {VALIDATION}... figure")
+        raise UnreadableLogs(f"{logs} holds neither {NLL} nor a {VALIDATION}... figure")
     return curves
 
 

@@ -139,6 +139,16 @@ def beside_greedy(models: list[Model], evaluations: list[Evaluation], seeds: See
     return [f"- {name}: {line or 'greedy decoding itself'}" for name, line in found]
 
 
+OVERLAY_MARKERS = ("Each word's panel: its attention α, upsampled and smoothed, over the grey image, on one colour "
+                   "scale for every model; the cell hard attention chose for the word is outlined in cyan, and the box "
+                   "of the object the word names (on data with boxes) is dashed in lime, as the legend under the image "
+                   "says.")
+CURVES = ("The negative log-likelihood `train/nll` is the panel soft and hard attention share (their losses are "
+          "different objectives); each objective's own terms have panels of their own, for the runs that log them; "
+          "the dashed lines on the attention accuracy's panel are each run's chance levels at its last validation "
+          "(random location, random object).")
+
+
 def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset: str | None, split: str,
                  figures: list[Path], curves: Path | None, curves_left_out: dict[str, str], out: Path,
                  seeds: SeedComparison | None = None) -> Path:
@@ -163,6 +173,7 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         *([] if seeds is None else seeds_sections(seeds, models, evaluations)),
         "## Captions and attention",
         "",
+        *([OVERLAY_MARKERS, ""] if figures else []),
         *(f"![{path.stem}]({path.name})" for path in figures),
         "",
     ]
@@ -170,7 +181,8 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
         lines += ["## Training curves", ""]
         band = "" if seeds is None else ("A group of several runs: their mean, over the band from the lowest to the "
                                          "highest run at each step (min–max over seeds).")
-        lines += [] if curves is None else [f"![training curves]({curves.name})", "", *([band, ""] if band else [])]
+        lines += [] if curves is None else [f"![training curves]({curves.name})", "", CURVES, "",
+                                            *([band, ""] if band else [])]
         lines += [f"- {name}: not drawn, {why}" for name, why in curves_left_out.items()]
         lines += [""] if curves_left_out else []
     lines += ["## Beam search beside greedy decoding", "",

@@ -3,7 +3,8 @@
 An image (an upload, or a test image of the first model's data) is captioned by every model with `Captioner`; each
 word's panel is drawn as `captioner.plot` draws it (`caption.evaluation.overlays.overlay_pixels`: the heat map of α,
 upsampled and smoothed, over the grey image the encoder saw) and sent as a PNG, on one colour scale for all the
-panels of a model: each model's column is the figure `captioner.plot(image, num_captions=k)` draws.
+panels of every model (soft's and hard's side by side read alike): the columns are the blocks of the figure
+`caption compare` draws of the image (`caption.evaluation.overlays.comparison_figure`).
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ class AttentionViewer:
 
     def caption_image(self, image: Image.Image, *, num_captions: int) -> dict[str, Any]:
         """Every model's `num_captions` best captions of `image`, each word with its overlay (a PNG data URL), its
-        gate β and, for hard attention, the grid cell it chose; `colours`: the colour map, from 0 to each model's
-        `vmax`."""
+        gate β and, for hard attention, the grid cell it chose; `colours`: the colour map, from 0 to `vmax`, the top
+        of the one colour scale of every model's panels."""
         num_captions = page_num_captions(num_captions)
         answers = []
         with self.lock:
@@ -127,16 +128,18 @@ class AttentionViewer:
                 pixels = model.captioner.prepare(image)  # (3, H, W)
                 ranked = model.captioner.caption_batch({"image": pixels[None]}, num_captions=num_captions)[0]
                 answers.append((model, [model.captioner.overlay(pixels, caption) for caption in ranked], ranked))
+        vmax = shared_vmax([overlay for _, overlays, _ in answers for overlay in overlays])
         return {
             "colours": [to_hex(colormaps[COLORMAP](x)) for x in np.linspace(0.0, 1.0, COLOUR_BAR_STOPS)],
-            "models": [model_answer(model, overlays, ranked) for model, overlays, ranked in answers],
+            "vmax": vmax,
+            "models": [model_answer(model, overlays, ranked, vmax=vmax) for model, overlays, ranked in answers],
         }
 
 
-def model_answer(model: Model, overlays: list[Overlay], ranked: list[Caption]) -> dict[str, Any]:
-    """One model's part of an answer: the image it saw, its attention grid, the top of its colour scale (the largest
-    smoothed α of its panels, as `captioner.plot` scales them) and its ranked captions."""
-    image, vmax = overlays[0].image, shared_vmax(overlays)
+def model_answer(model: Model, overlays: list[Overlay], ranked: list[Caption], *, vmax: float) -> dict[str, Any]:
+    """One model's part of an answer: the image it saw, its attention grid, the top of the colour scale its panels
+    are drawn on (`vmax`: the largest smoothed α of every model's panels) and its ranked captions."""
+    image = overlays[0].image
     grid = attention_grid(ranked[0].alpha.shape[-1], image.shape[:2])
     return {
         "name": model.name,

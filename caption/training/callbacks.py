@@ -132,10 +132,13 @@ def logs_this_step(trainer: L.Trainer, *, stepped: bool) -> bool:
 class LoggingInterval(Callback):
     """The training figures logged at least once an epoch: `trainer.log_every_n_steps` lowered to an epoch's batches
     when an epoch is shorter than it (Lightning would log none of a short run's steps, and warn that it does not;
-    the check passes here, before the batches are counted, then the interval is set once they are)."""
+    the check passes here, before the batches are counted, then the interval is set once they are); and logged at
+    the run's first optimizer step and at its last one (`trainer.max_steps`), so a run shorter than the interval
+    still has training curves from step 0 (the interval is 1 for the batches of those steps only)."""
 
     def __init__(self) -> None:
         self.interval: int | None = None  # the configured one, while the batches are being counted
+        self.between: int | None = None  # the interval to restore after a step logged out of turn
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.log_every_n_steps > 1:
@@ -147,6 +150,24 @@ class LoggingInterval(Callback):
         batches = trainer.num_training_batches
         per_epoch = int(batches) if 0 < batches < float("inf") else self.interval
         trainer.log_every_n_steps, self.interval = min(self.interval, per_epoch), None
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        self.restore(trainer)
+        if trainer.log_every_n_steps > 1 and is_first_or_last_step(trainer):
+            self.between, trainer.log_every_n_steps = trainer.log_every_n_steps, 1
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.restore(trainer)
+
+    def restore(self, trainer: L.Trainer) -> None:
+        if self.between is not None:
+            trainer.log_every_n_steps, self.between = self.between, None
+
+
+def is_first_or_last_step(trainer: L.Trainer) -> bool:
+    """Whether the coming batch is part of the run's first optimizer step or of its last (`trainer.max_steps`)."""
+    return trainer.global_step == 0 or trainer.global_step == trainer.max_steps - 1
 
 
 class TokensPerSecond(Callback):

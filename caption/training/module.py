@@ -273,7 +273,7 @@ class CaptionModule(L.LightningModule):
         """Score the epoch's captions (`caption.evaluation.scoring`; `captions`, the greedy ones beside the beam's)
         and log every score as split/prefix+name."""
         data = self.trainer.datamodule  # its source says which words name which boxes
-        evaluation = (captions or self._epoch_captions).score(
+        evaluation = (self._epoch_captions if captions is None else captions).score(
             self.trainer, split=split, beam_size=beam_size, metrics=metrics, image_size=self.hparams.image_size,
             word_labels=data.source.word_labels if data is not None else {},
         )
@@ -364,7 +364,7 @@ def trained_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> Capti
         module.on_load_checkpoint(checkpoint)  # an old checkpoint's baseline moved into the objective, in place
         return module
 
-    return with_checkpoint_weights(build, checkpoint["state_dict"], path=path)
+    return with_checkpoint_weights(build, checkpoint["state_dict"], path=path, hyperparameters=hyperparameters)
 
 
 MODULE_ARGUMENTS = tuple(inspect.signature(CaptionModule.__init__).parameters)[1:]  # those a checkpoint may set

@@ -1,5 +1,6 @@
 """Attention overlays (sec. 5.4) and `caption describe` on real and awkward images."""
 
+import dataclasses
 import json
 import math
 
@@ -16,7 +17,8 @@ import caption.evaluation.overlays
 from caption.cli import main
 from caption.data.sources.karpathy import KarpathySource
 from caption.data.synthetic.shapes import ShapesSource
-from caption.evaluation.overlays import Overlay, attention_map, comparison_figure, overlay_figure, to_uint8
+from caption.evaluation.overlays import (CHOSEN_CELL, NAMED_BOX, Overlay, attention_map, comparison_figure,
+                                         overlay_figure, to_uint8)
 
 
 def overlay(words, *, grid=8, size=64, hard=False, seed=0):
@@ -78,6 +80,16 @@ def test_hard_attention_outlines_the_chosen_location():
         (box,) = [p for p in ax.patches if isinstance(p, Rectangle)]
         row, column = divmod(int(item.location[t]), 8)
         assert box.get_xy() == (column * 8 - 0.5, row * 8 - 0.5) and box.get_width() == 8
+
+
+def test_the_markers_are_named_in_a_legend_under_the_image():
+    """Hard attention's chosen cell and the named object's box, each in the legend when drawn; soft draws neither."""
+    soft, hard = overlay(["a", "red", "circle"]), overlay(["a", "circle"], hard=True, seed=1)
+    hard = dataclasses.replace(hard, boxes=[None, (8.0, 8.0, 24.0, 24.0)])
+    figure = comparison_figure([soft, hard])
+    images = [ax for ax in figure.axes if ax.get_label() != "word" and ax.get_images()]
+    legends = [[text.get_text() for text in ax.get_legend().get_texts()] if ax.get_legend() else [] for ax in images]
+    assert legends == [[], [NAMED_BOX, CHOSEN_CELL]]
 
 
 def test_comparison_figure_shows_each_model_with_one_scale(tmp_path):

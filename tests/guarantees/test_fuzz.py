@@ -1,13 +1,19 @@
 """A bounded, seeded fuzz pass over the files a user is handed: random byte flips, replaced bytes and cuts of a real
 tiny checkpoint each end in a one-line CheckpointError or a load equal to the original's (never a traceback, never a
-silently changed weight); random mutations of the shipped shapes configs, of their YAML tree and of their text, each
-parsed by `caption fit`'s own parser (no training) end in a one-line error or a valid config, never a traceback,
-never an import of a module outside the project, Lightning, torch and torchvision, never a file written."""
+silently changed weight), and so do those of a model folder of `caption export` (its model.safetensors and
+config.json; a safetensors header that lies about a weight's shape, offsets or type, a NaN or infinite value: one
+line naming the file, with the folder's checksums and without); random mutations of the shipped shapes configs, of
+their YAML tree and of their text, each parsed by `caption fit`'s own parser (no training) end in a one-line error or
+a valid config, never a traceback, never an import of a module outside the project, Lightning, torch and torchvision,
+never a file written."""
 
 import contextlib
 import copy
+import json
 import math
 import random
+import shutil
+import struct
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,7 +23,9 @@ import pytest
 import torch
 import yaml
 from kit.planted import planted_modules
+from safetensors.torch import load_file, save_file
 
+from caption import Captioner
 from caption.cli.lightning.class_paths import resolving_safely
 from caption.cli.lightning.commands import CaptionCLI
 from caption.cli.lightning.parser import CaptionArgumentParser
@@ -26,6 +34,7 @@ from caption.data.datamodule import CaptionDataModule
 from caption.errors import CaptionError
 from caption.io.checkpoints import read_checkpoint
 from caption.io.class_paths import TRUSTED_PACKAGES
+from caption.io.model_folder import CONFIG, WEIGHTS
 from caption.training.module import CaptionModule
 
 SEED = 0
@@ -203,3 +212,92 @@ def test_a_mutated_config_is_one_line_or_valid_and_never_imports_or_writes(tmp_p
         assert new <= set(TRUSTED_PACKAGES), (path, mutated, new)
         assert not list(work.iterdir()), (path, mutated, "wrote", list(work.iterdir()))
     assert outcomes["valid"] and outcomes["error line"] and outcomes["refused"], outcomes
+
+
+FOLDER_MUTATIONS = 300  # of model.safetensors and config.json together; about 10 ms each on the tiny export
+
+
+def test_a_damaged_model_folder_is_refused_in_one_line_or_loads_as_it_was(exported, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(exported["soft"], folder)
+    files = {name: (folder / name).read_bytes() for name in (WEIGHTS, CONFIG)}
+    original, rng, outcomes = read_checkpoint(folder), random.Random(SEED), Counter()
+    for _ in range(FOLDER_MUTATIONS):
+        name = rng.choice(sorted(files))
+        what, mutated = damaged(files[name], rng)
+        (folder / name).write_bytes(mutated)
+        try:
+            loaded = read_checkpoint(folder)
+        except CaptionError as error:
+            message = str(error)
+            assert str(folder) in message and "\n" not in message, (name, what, message)
+            outcomes[f"{name} refused"] += 1
+        else:
+            assert same(loaded, original), f"{name}, {what}: loaded, but not as it was"
+            outcomes["whole"] += 1  # JSON's whitespace: config.json's checksum is over its settings
+        (folder / name).write_bytes(files[name])
+    assert outcomes[f"{WEIGHTS} refused"] > FOLDER_MUTATIONS // 3 and outcomes[f"{CONFIG} refused"], outcomes
+
+
+def lying_header(data: bytes, lie: str) -> bytes:
+    """model.safetensors whose JSON header says something else of decoder.init_h.weight than its bytes hold."""
+    size, = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    entry = header["decoder.init_h.weight"]
+    if lie == "a shape of as many values":
+        entry["shape"] = entry["shape"][::-1]
+    elif lie == "a larger shape":
+        entry["shape"] = [entry["shape"][0] * 1000, entry["shape"][1]]
+    elif lie == "offsets past the end":
+        entry["data_offsets"] = [entry["data_offsets"][0], len(data) * 10]
+    elif lie == "overlapping offsets":
+        entry["data_offsets"] = [0, entry["data_offsets"][1] - entry["data_offsets"][0]]
+    else:  # a dtype of another width
+        entry["dtype"] = "F64"
+    text = json.dumps(header).encode("utf-8")
+    return struct.pack("<Q", len(text)) + text + data[8 + size:]
+
+
+LIES = ["a shape of as many values", "a larger shape", "offsets past the end", "overlapping offsets",
+        "a dtype of another width"]
+
+
+@pytest.mark.parametrize("checksums", [True, False], ids=["with checksums", "exported before checksums"])
+@pytest.mark.parametrize("lie", LIES)
+def test_a_safetensors_header_that_lies_is_one_line(exported, tmp_path, lie, checksums):
+    folder = tmp_path / "model"
+    shutil.copytree(exported["soft"], folder)
+    (folder / WEIGHTS).write_bytes(lying_header((folder / WEIGHTS).read_bytes(), lie))
+    if not checksums:  # safetensors' own checks and the shapes against the settings, without the SHA-256 to catch it
+        config = json.loads((folder / CONFIG).read_text())
+        config.pop("sha256")
+        (folder / CONFIG).write_text(json.dumps(config))
+    with pytest.raises(CaptionError) as raised:
+        Captioner.from_pretrained(folder, device="cpu")
+    message = str(raised.value)
+    assert str(folder) in message and "\n" not in message, message
+
+
+NON_FINITE = {"a NaN weight": (WEIGHTS, math.nan), "an infinite weight": (WEIGHTS, -math.inf),
+              "a NaN setting": (CONFIG, "NaN"), "an infinite setting": (CONFIG, "-Infinity")}
+
+
+@pytest.mark.parametrize("where", NON_FINITE)
+def test_a_non_finite_value_in_a_model_folder_is_one_line(exported, tmp_path, where):
+    folder = tmp_path / "model"
+    shutil.copytree(exported["soft"], folder)
+    name, value = NON_FINITE[where]
+    config = json.loads((folder / CONFIG).read_text())
+    config.pop("sha256")  # a folder whose values were never checksummed: the values themselves are judged
+    text = json.dumps(config)
+    if name == WEIGHTS:
+        weights = load_file(folder / WEIGHTS)
+        weights["decoder.init_h.weight"][0, 0] = value
+        save_file(weights, folder / WEIGHTS)
+    else:
+        text = text.replace('"inverse_temperature": 1.0', f'"inverse_temperature": {value}')
+    (folder / CONFIG).write_text(text)
+    with pytest.raises(CaptionError) as raised:
+        Captioner.from_pretrained(folder, device="cpu")
+    message = str(raised.value)
+    assert str(folder / name) in message and "\n" not in message, message

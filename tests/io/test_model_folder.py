@@ -131,16 +131,47 @@ def damaged(folder, tmp_path, damage: str):
     elif damage == "an unexpected weight":
         weights["decoder.extra"] = torch.zeros(2)
         need = ["unexpected decoder.extra (1)"]
-    else:  # another model's settings: a wider LSTM in config.json
-        config["model"]["decoder"]["hidden_dim"] = 32
-        need = ["decoder.init_h.weight is (16,", "but (32,"]
+    elif damage in SIZES:  # another model's settings: refused from the shapes, before the model is built
+        group, key, value, named = SIZES[damage]
+        if key is None:
+            config["model"][group] = value
+        else:
+            config["model"][group][key] = value
+        config_path.write_text(json.dumps(config))
+        return copy, [f"{config_path}: {named}"]
     config_path.write_text(json.dumps(config))
     save_file(weights, weights_path)
     return copy, [f"{weights_path} does not fit the model {config_path} describes", *need]
 
 
-DAMAGES = ["no weights", "no config", "another library's config", "a format from the future", "a foreign class",
-           "weights cut short", "a missing weight", "an unexpected weight", "another model's settings",
+# damage -> (group, key, value in config.json, what the line says): sizes the weights' shapes contradict
+SIZES = {
+    "another model's settings": ("decoder", "hidden_dim", 32, ("model.decoder.hidden_dim is 32, but the weights were "
+                                 "trained with 16 (decoder.init_h.weight is (16, 8))")),
+    "a hidden size of 1e9": ("decoder", "hidden_dim", 1e9, ("model.decoder.hidden_dim is 1000000000.0, but the weights "
+                             "were trained with 16")),
+    "a wider embedding": ("decoder", "embed_dim", 10**6, ("model.decoder.embed_dim is 1000000, but the weights were "
+                          "trained with 8 (decoder.embedding.weight is (")),
+    "a wider attention": ("attention", "dim", 10**6, ("model.attention.dim is 1000000, but the weights were trained "
+                          "with 8")),
+    "more attention layers": ("attention", "layers", 10**6, ("model.attention.layers is 1000000, but the weights were "
+                              "trained with 1 (1 decoder.scorer.annotation_projection layers)")),
+    "more f_init layers": ("decoder", "init_layers", 10**6, ("model.decoder.init_layers is 1000000, but the weights "
+                           "were trained with ")),
+    "other encoder channels": ("encoder", "channels", [4, 10**6, 8], (
+        "model.encoder.channels is (4, 1000000, 8), but the weights were trained with (4, 8, 8)")),
+    "other kernels": ("encoder", "kernel_sizes", [3, 1, 3], (
+        "model.encoder.kernel_sizes is (3, 1, 3), but the weights were trained with (3, 3, 3)")),
+    "another encoder": ("encoder", "name", "resnet152", ("the annotation size of model.encoder.name 'resnet152' is "
+                        "2048, but the weights were trained with 8")),
+}
+for side in ([1, 1], [64, 10**9], [64.0, 64.0]):
+    SIZES[f"an image size of {side}"] = ("image_size", None, side, (f"model.image_size is {tuple(side)!r}, but encoder "
+                                         "small_vgg was trained on inputs of two whole sides (H, W) of 4 (its "
+                                         "downsampling) to 8192 pixels"))
+
+DAMAGES = [*SIZES, "no weights", "no config", "another library's config", "a format from the future", "a foreign class",
+           "weights cut short", "a missing weight", "an unexpected weight",
            "a flipped byte in the weights", "an edited vocabulary", "an infinite setting", "an all-NaN weight",
            "a vocabulary entry that is no word"]
 

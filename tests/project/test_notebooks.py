@@ -51,6 +51,16 @@ def test_the_outputs_name_no_path_of_the_machine_they_ran_on(name):
     assert ABSOLUTE_PATH.findall(text) == []
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_committed_outputs_come_from_models_that_look(name):
+    """`python scripts/run_notebooks.py` beside the quick start's runs (runs/shapes_soft, runs/shapes_hard): the
+    figures show models that look, not a tiny model's warning that it does not."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    text = "\n".join(output_text(output) for cell in notebook.cells if cell.cell_type == "code"
+                     for output in cell.outputs)
+    assert "is not looking" not in text and "attention accuracy 0.000" not in text
+
+
 def test_the_path_check_finds_the_paths_it_is_for():
     found = ABSOLUTE_PATH.findall("/home/me/.venv/lib/python3.11/site-packages/lightning/fit_loop.py:321: The number "
                                   "in PosixPath('/tmp/caption-notebook-x1/soft') and C:\\Users\\me\\run, not "

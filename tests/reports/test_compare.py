@@ -1,6 +1,7 @@
-"""`caption compare` draws the training curves of runs logged to CSV or to TensorBoard (the training loss and every
-validation figure, over integer steps from 0, a marker at each point of a short curve), names a run it cannot draw
-and why, and calls two runs trained on other data only when what defines the data differs, not its folder."""
+"""`caption compare` draws the training curves of runs logged to CSV or to TensorBoard (the negative log-likelihood,
+the objective's terms and every validation figure, the chance levels as reference lines, over integer steps from 0,
+a marker at each point of a short curve), names a run it cannot draw and why, and calls two runs trained on other
+data only when what defines the data differs, not its folder."""
 
 import csv
 import math
@@ -12,7 +13,8 @@ import pytest
 import torch
 
 from caption.cli import main
-from caption.reports.figures import MARKED, curves_figure, logged_curves
+from caption.reports.figures import CHANCE_LEVELS, MARKED, curves_figure, logged_curves
+from caption.reports.logs import drawn as is_curve
 from caption.reports.runs import data_differences, model_names, read_models
 from caption.errors import ConfigError
 
@@ -38,7 +40,7 @@ def logged_to_tensorboard_only(run):
         metrics.unlink()
     with SummaryWriter(str(run / "tb" / "version_0")) as writer:
         for step, (nll, bleu4) in enumerate([(3.0, 0.1), (2.0, 0.3), (1.5, 0.5)]):
-            writer.add_scalar("train/loss", nll, step * 10)
+            writer.add_scalar("train/nll", nll, step * 10)
             writer.add_scalar("val/bleu4", bleu4, step * 10)
 
 
@@ -68,26 +70,29 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
     rows = list(csv.DictReader((tiny_runs["soft"] / "logs" / "version_0" / "metrics.csv").open()))
     logged = {name: [(int(row["step"]), float(row[name])) for row in rows
                      if row.get(name) not in (None, "") and math.isfinite(float(row[name]))]
-              for name in rows[0] if name == "train/loss" or name.startswith("val/")}
-    assert list(curves["csv"])[:3] == ["train/loss", "val/bleu4", "val/cider"], "the loss, then the paper's metrics"
+              for name in rows[0] if is_curve(name)}
+    assert "train/loss" not in curves["csv"], "soft's and hard's objectives share no axis"
+    assert list(curves["csv"])[:3] == ["train/nll", "val/bleu4", "val/cider"], "the likelihood, then the metrics"
     assert curves["csv"] == {name: points for name, points in logged.items() if points}, "every point of metrics.csv"
-    assert len(curves["csv"]["train/loss"]) >= 4 and len(curves["csv"]["val/bleu4"]) == 2, "4 epochs, validated twice"
+    assert len(curves["csv"]["train/nll"]) >= 4 and len(curves["csv"]["val/bleu4"]) == 2, "4 epochs, validated twice"
 
     panels = {ax.get_title(): ax for ax in curves_figure(curves).axes if ax.get_visible()}
-    assert list(panels) == list(curves["csv"]), "a panel per curve"
+    assert list(panels) == [name for name in curves["csv"] if name not in CHANCE_LEVELS], "a panel per curve"
     for name, ax in panels.items():
-        drawn = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in ax.get_lines()}
+        drawn = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in ax.get_lines()
+                 if line.get_gid() not in CHANCE_LEVELS}
         expected = {model: points for model, logged_by in curves.items() if (points := logged_by.get(name))}
         assert drawn == expected, name
-        assert all(line.get_marker() == "o" for line in ax.get_lines()), "a few points each: a marker at each"
+        assert all(line.get_marker() == "o" for line in ax.get_lines() if line.get_gid() not in CHANCE_LEVELS), \
+            "a few points each: a marker at each"
         assert ax.get_xlim()[0] <= 0 and all(tick == int(tick) for tick in ax.get_xticks()), "whole steps from 0"
 
 
 def test_a_curve_of_many_points_is_a_line_without_markers():
     """Fifty epochs' validations: lines; a run with one validation: its dot, on the same axis of whole steps."""
-    long = {"train/loss": [(step, 1 / (1 + step)) for step in range(0, 5000, 10)],
+    long = {"train/nll": [(step, 1 / (1 + step)) for step in range(0, 5000, 10)],
             "val/bleu4": [(100 * epoch, epoch / 50) for epoch in range(1, 51)]}
-    short = {"train/loss": [(3, 2.0)], "val/bleu4": [(3, 0.1)]}
+    short = {"train/nll": [(3, 2.0)], "val/bleu4": [(3, 0.1)]}
     figure = curves_figure({"fifty epochs": long, "one epoch": short})
     for ax in figure.axes[:2]:
         markers = {line.get_label(): line.get_marker() for line in ax.get_lines()}

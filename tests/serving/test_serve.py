@@ -72,6 +72,7 @@ def test_an_uploaded_image_gets_each_models_ranked_captions_and_a_panel_per_word
     answer = json.loads(body)
     assert status == 200 and [model["name"] for model in answer["models"]] == ["soft", "hard"]
     assert len(answer["colours"]) > 2
+    assert {model["vmax"] for model in answer["models"]} == {answer["vmax"]}, "one colour scale for every model"
     for model, served in zip(server.viewer.models, answer["models"]):
         expected = model.captioner(photo, num_captions=2)
         assert [caption["text"] for caption in served["captions"]] == [caption.text for caption in expected]

@@ -23,7 +23,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from caption.evaluation.grid import attention_grid
-from caption.evaluation.overlays import COLORMAP, HEAT_OPACITY, grey, to_uint8
+from caption.evaluation.overlays import COLORMAP, HEAT_OPACITY, comparison_figure, grey, to_uint8
 from caption.inference import Captioner
 from caption.io.checkpoints import find_checkpoint
 
@@ -118,6 +118,11 @@ def test_a_dropped_image_is_captioned_and_a_hovered_word_shows_the_overlay_capti
     WebDriverWait(browser, WAIT_S).until(lambda page: captions_shown(page, "hard"))
     assert {kind: captions_shown(browser, kind) for kind in expected} == {
         kind: [caption.text] for kind, caption in expected.items()}, "each model's caption, side by side"
+    link = browser.find_element(By.CSS_SELECTOR, "#download_json")
+    assert link.is_displayed() and link.get_attribute("href").startswith("blob:"), "the answer can be downloaded"
+    downloaded = browser.execute_async_script("fetch(arguments[0]).then(r => r.json()).then(arguments[1])",
+                                              link.get_attribute("href"))
+    assert [model["name"] for model in downloaded["models"]] == ["soft", "hard"] and downloaded["vmax"] > 0
 
     soft = expected["soft"]
     assert soft.words, "the tiny soft model says something about the photo"
@@ -132,11 +137,13 @@ def test_a_dropped_image_is_captioned_and_a_hovered_word_shows_the_overlay_capti
     image = to_uint8(captioners["soft"].prepare(str(photo)), *captioners["soft"].normalization)  # what the model saw
     size = image.shape[:2]
     on_page = colour_levels(np.asarray(screen.resize(size[::-1], Image.Resampling.BOX)), image)
-    in_figure = colour_levels(figure_panel(captioners["soft"].plot(str(photo)), t, size), image)
+    overlays = [captioner.overlay(captioner.prepare(str(photo)), expected[kind])
+                for kind, captioner in captioners.items()]
+    in_figure = colour_levels(figure_panel(comparison_figure(overlays), t, size), image)  # soft's block comes first
     peak_page, peak_figure = (np.unravel_index(levels.argmax(), size) for levels in (on_page, in_figure))
     # the attention peak on the page is where the figure's is (a tiny model's may be a ridge: at its top, anywhere)
     assert in_figure[peak_page] >= in_figure.max() - 0.03 and on_page[peak_figure] >= on_page.max() - 0.03
-    assert np.abs(on_page - in_figure).mean() < 0.05, "the same overlay, on the same colour scale"
+    assert np.abs(on_page - in_figure).mean() < 0.05, "the same overlay, on the colour scale compare's figure shares"
     assert np.corrcoef(on_page.ravel(), in_figure.ravel())[0, 1] > 0.9
 
     hard = expected["hard"]

@@ -1,0 +1,62 @@
+"""The panels of `caption compare`'s curves for soft against hard attention: the negative log-likelihood both
+objectives share on one panel, never their losses; each objective's own terms on panels of their own, drawn for the
+runs that log them; the attention accuracy's chance levels as dashed reference lines on its panel, one per run in
+the run's colour, and no panel of their own; groups of seeds keep their band."""
+
+import pytest
+
+from caption.reports.figures import CHANCE_LEVELS, curves_figure
+
+
+def logged(nll: list[float], **terms: list[float]) -> dict[str, list[tuple[int, float]]]:
+    steps = [0, 50, 100]
+    curves = {"train/nll": list(zip(steps, nll))} | {f"train/{name}": list(zip(steps, values))
+                                                     for name, values in terms.items()}
+    return curves | {"val/attention_accuracy": [(100, 0.4)], "val/attention_chance_location": [(100, 0.05)],
+                     "val/attention_chance_object": [(100, 0.3)], "val/bleu4": [(100, 0.2)]}
+
+
+SOFT = logged([30.0, 20.0, 15.0], doubly_stochastic=[2.0, 1.0, 0.5])
+HARD = logged([32.0, 25.0, 18.0], doubly_stochastic=[3.0, 2.0, 1.0], reinforce=[-275.0, 10.0, 70.0],
+              entropy=[40.0, 30.0, 20.0], baseline=[-30.0, -25.0, -20.0])
+
+
+def panels(figure) -> dict:
+    return {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
+
+
+def curve_labels(ax) -> list[str]:
+    return [line.get_label() for line in ax.get_lines() if line.get_gid() not in CHANCE_LEVELS]
+
+
+def test_soft_and_hard_share_the_likelihood_and_each_objective_keeps_its_own_terms():
+    drawn = panels(curves_figure({"soft": SOFT, "hard": HARD}))
+    assert list(drawn)[:2] == ["train/nll", "val/bleu4"], "the likelihood first"
+    assert curve_labels(drawn["train/nll"]) == ["soft", "hard"]
+    assert curve_labels(drawn["train/doubly_stochastic"]) == ["soft", "hard"]
+    for term in ("train/reinforce", "train/entropy", "train/baseline"):
+        assert curve_labels(drawn[term]) == ["hard"], f"{term}: only the run that logs it"
+    assert not set(CHANCE_LEVELS) & set(drawn), "chance levels are no curves"
+
+
+def test_chance_levels_are_reference_lines_on_the_accuracy_panel():
+    ax = panels(curves_figure({"soft": SOFT, "hard": HARD}))["val/attention_accuracy"]
+    colours = {line.get_label(): line.get_color() for line in ax.get_lines() if line.get_gid() is None}
+    for name, (kind, style) in CHANCE_LEVELS.items():
+        lines = [line for line in ax.get_lines() if line.get_gid() == name]
+        assert [line.get_color() for line in lines] == [colours["soft"], colours["hard"]], "in each run's colour"
+        for line in lines:
+            assert list(line.get_ydata()) == [SOFT[name][-1][1]] * 2, "horizontal, at the last validation's level"
+            assert line.get_linestyle() != "-", "dashed"
+        assert kind in [text.get_text() for text in ax.get_legend().get_texts()], "named once in the legend"
+    assert "soft" in [text.get_text() for text in ax.get_legend().get_texts()]
+
+
+def test_groups_of_seeds_draw_their_chance_level_in_the_groups_colour():
+    curves = {"soft/seed0": SOFT, "soft/seed1": logged([28.0, 19.0, 14.0], doubly_stochastic=[1.0, 1.0, 1.0])}
+    curves["soft/seed1"]["val/attention_chance_location"] = [(100, 0.07)]
+    ax = panels(curves_figure(curves, {"soft": ["soft/seed0", "soft/seed1"]}))["val/attention_accuracy"]
+    assert curve_labels(ax) == ["soft (mean of 2 runs)"]
+    (location,) = [line for line in ax.get_lines() if line.get_gid() == "val/attention_chance_location"]
+    assert location.get_ydata()[0] == pytest.approx(0.06), "the mean of the group's runs"
+    assert location.get_color() == ax.get_lines()[0].get_color()
