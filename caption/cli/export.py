@@ -5,10 +5,11 @@
 
 RUN_OR_CKPT is a checkpoint file or a run folder (its newest best-*.ckpt, as every command picks it:
 `caption.io.checkpoints.find_checkpoint`). OUT gets model.safetensors (the weights only), config.json (the model's
-settings, vocabulary and data settings) and README.md (the model card, with the Hub's metadata:
-`caption.reports.model_card`), each written atomically (`caption.io.model_folder`). Every command's `--ckpt_path`
-and `Captioner.from_pretrained` load such a folder; `--push owner/name` uploads it to the Hugging Face Hub
-(`caption.io.hub`, the extra `show-attend-tell[hub]`). The format: docs/sharing.md.
+settings, vocabulary and data settings), README.md (the model card, with the Hub's metadata:
+`caption.reports.model_card`) and, when the run saved its config, training_config.yaml, each written atomically
+(`caption.io.model_folder`). Every command's `--ckpt_path` and `Captioner.from_pretrained` load such a folder;
+`--push owner/name` uploads it to the Hugging Face Hub (`caption.io.hub`, the extra `show-attend-tell[hub]`). The
+format: docs/sharing.md.
 """
 
 from __future__ import annotations
@@ -64,16 +65,21 @@ def main(argv: list[str]) -> None:
     from caption.training.module import trained_module
 
     module = trained_module(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
-    card = card_text(args, checkpoint_path, checkpoint, module)
-    write_model_folder(args.out, weights=weights_bytes(module.state_dict()), config=config, card=card)
-    print(f"wrote {args.out}: model.safetensors, config.json and README.md, from {checkpoint_path}")
+    run = run_folder(args.model, checkpoint_path)
+    saved = saved_config(run) if run is not None else None
+    card = card_text(args, checkpoint_path, checkpoint, module, saved=saved)
+    write_model_folder(args.out, weights=weights_bytes(module.state_dict()), config=config, card=card,
+                       training_config=saved.read_bytes() if saved is not None else None)
+    files = "model.safetensors, config.json, README.md" + (" and training_config.yaml" if saved is not None else "")
+    print(f"wrote {args.out}: {files}, from {checkpoint_path}")
     if api is not None:
         print(f"uploaded to {upload_model_folder(args.out, args.push, api=api, private=args.private)}")
 
 
 def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any],
-              module: CaptionModule) -> str:
-    """The model card of the checkpoint, with what its run recorded: its saved config and its test figures."""
+              module: CaptionModule, *, saved: Path | None) -> str:
+    """The model card of the checkpoint, with what its run recorded: its saved config (`saved`) and its test
+    figures."""
     import caption
     from caption.reports.logs import find_logs
     from caption.reports.model_card import CardFacts, evaluated, last_test_row, model_card
@@ -91,12 +97,11 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
         test = last_test_row(metrics_csv)
     else:
         test = None
-    saved = sorted(run.glob("**/config.yaml"), key=lambda path: path.stat().st_mtime) if run is not None else []
     return model_card(CardFacts(
         name=args.model_name or args.push or args.out.resolve().name, settings=module.settings,
         vocabulary_size=len(module.vocabulary), data=checkpoint.get("datamodule_hyper_parameters"),
         version=caption.__version__, test=test, epoch=checkpoint.get("epoch"), steps=checkpoint.get("global_step"),
-        config=str(saved[0].relative_to(run)) if saved else None,
+        config=str(saved.relative_to(run)) if saved is not None and run is not None else None,
         lr_scheduler=checkpoint["hyper_parameters"].get("lr_scheduler"), license=args.license,
     ))
 
@@ -107,6 +112,12 @@ def run_folder(given: Path, checkpoint_path: Path) -> Path | None:
     if given.is_dir():
         return given
     return checkpoint_path.parent.parent if checkpoint_path.parent.name == "checkpoints" else None
+
+
+def saved_config(run: Path) -> Path | None:
+    """The config `caption fit` saved in the run folder (logs/version_*/config.yaml; the oldest, the run's first)."""
+    saved = sorted(run.glob("**/config.yaml"), key=lambda path: path.stat().st_mtime)
+    return saved[0] if saved else None
 
 
 def metrics_checkpoint(path: Path) -> str | None:

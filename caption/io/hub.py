@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from caption.errors import CaptionError, CheckpointError, ConfigError
-from caption.io.model_folder import CARD, CONFIG, LIBRARY, WEIGHTS, is_model_folder
+from caption.io.model_folder import CARD, CONFIG, LIBRARY, TRAINING_CONFIG, WEIGHTS, is_model_folder
 
-FILES = [WEIGHTS, CONFIG, CARD]
+FILES = [WEIGHTS, CONFIG, CARD, TRAINING_CONFIG]  # the last only when the run saved its config
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the Hub spells repository ids
 INSTALL = f'pip install "{LIBRARY}[hub]"'
 

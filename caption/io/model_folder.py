@@ -4,6 +4,7 @@
     config.json         every setting group of the model as its checkpoint stores them, the vocabulary, the data
                         settings inference needs (the source, hence the image transform), the versions
     README.md           the model card `caption export` writes, with the Hub's YAML metadata on top
+    training_config.yaml  the config the run was trained with (its saved config.yaml), when the run kept one
 
 `caption export` writes one (`model_files`, then `write_model_folder`); `read_model_folder` reads one back into the
 dict `caption.io.checkpoints.read_checkpoint` returns for a checkpoint file, so every reader of a checkpoint (the
@@ -36,6 +37,9 @@ from caption.io.class_paths import checked, checked_if_expected, scheduler_bases
 from caption.io.outputs import write_atomically, write_text
 
 WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "README.md"
+TRAINING_CONFIG = "training_config.yaml"  # the run's saved config.yaml, for `caption fit --config` to train it again
+# the files nothing reads to caption: one whose bytes changed (edited on the Hub, say) is a warning, not a refusal
+NOT_READ_TO_CAPTION = (CARD, TRAINING_CONFIG)
 LIBRARY = "show-attend-tell"  # config.json's "library_name": the project's distribution name, as on the Hub
 FORMAT_VERSION = 1  # config.json's "format_version": raised when a reader of this version could not read the folder
 # hyperparameters of a checkpoint that are no setting of the model: the vocabulary (its own key) and Lightning's
@@ -87,8 +91,10 @@ def weights_bytes(state_dict: Mapping[str, Tensor]) -> bytes:
     return safetensors_bytes(tensors, metadata={"format": "pt"})  # "pt": what the Hub's readers look for
 
 
-def write_model_folder(out: Path, *, weights: bytes, config: Mapping[str, Any], card: str) -> None:
-    """The three files in `out`, each written atomically, config.json holding the SHA-256 of each (`CHECKSUMS`).
+def write_model_folder(out: Path, *, weights: bytes, config: Mapping[str, Any], card: str,
+                       training_config: bytes | None = None) -> None:
+    """The files in `out`, each written atomically, config.json holding the SHA-256 of each (`CHECKSUMS`):
+    the weights, the card, the run's saved config when given (an old one removed otherwise), then config.json.
     config.json goes last and an old one is removed first, so an interrupted export leaves a folder without
     config.json, refused in one line, and never new weights beside old settings."""
     (out / CONFIG).unlink(missing_ok=True)
@@ -96,6 +102,11 @@ def write_model_folder(out: Path, *, weights: bytes, config: Mapping[str, Any], 
     write_text(out / CARD, card)
     config = {key: value for key, value in config.items() if key != CHECKSUMS}
     digests = {WEIGHTS: hashlib.sha256(weights).hexdigest(), CARD: hashlib.sha256(card.encode("utf-8")).hexdigest()}
+    if training_config is None:
+        (out / TRAINING_CONFIG).unlink(missing_ok=True)  # not another run's config beside this model
+    else:
+        write_atomically(out / TRAINING_CONFIG, training_config, what="training config")
+        digests[TRAINING_CONFIG] = hashlib.sha256(training_config).hexdigest()
     write_text(out / CONFIG, json.dumps({**config, CHECKSUMS: {**digests, CONFIG: config_digest(config)}}, indent=2)
                + "\n")
 
@@ -198,8 +209,9 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 def check_files(folder: Path, config: Mapping[str, Any]) -> None:
     """Each file's SHA-256 against config.json's `CHECKSUMS`: a CheckpointError naming config.json or the weights
-    whose bytes changed since `caption export` wrote them, a warning for the model card (edited on the Hub, say:
-    nothing reads it to caption). A folder without checksums (exported before they were written) is not checked."""
+    whose bytes changed since `caption export` wrote them, a warning for the model card and the training config
+    (edited on the Hub, say: nothing reads them to caption). A folder without checksums (exported before they were
+    written) is not checked."""
     checksums = config.get(CHECKSUMS)
     if checksums is None:
         return
@@ -211,13 +223,14 @@ def check_files(folder: Path, config: Mapping[str, Any]) -> None:
         raise CheckpointError(f"{path}: damaged or edited: its settings no longer match the SHA-256 written with "
                               "them by `caption export`; export the model again (or, if you edited it on purpose, "
                               f"delete its \"{CHECKSUMS}\" entry for {CONFIG})")
-    for name, what in ((WEIGHTS, "the model's weights"), (CARD, "the model card")):
+    for name, what in ((WEIGHTS, "the model's weights"), (CARD, "the model card"),
+                       (TRAINING_CONFIG, "the run's training config")):
         file = folder / name
         if name not in checksums or not file.is_file() or file_digest(file) == checksums[name]:
             continue
         message = (f"{file}: damaged: its bytes no longer match the SHA-256 {CONFIG} records for {what}; copy the "
                    "folder again or export the model again")
-        if name != CARD:
+        if name not in NOT_READ_TO_CAPTION:
             raise CheckpointError(message)
         warnings.warn(f"{message} (not read to caption: loaded regardless)", CaptionWarning, stacklevel=2)
 

@@ -29,14 +29,18 @@ import yaml
 from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, format_score
-from caption.io.model_folder import LIBRARY
+from caption.io.model_folder import LIBRARY, TRAINING_CONFIG
 from caption.reports.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
 from caption.training.module_settings import ModuleSettings
 
 COLUMNS = (*METRICS, "attention_accuracy", "alpha_entropy")  # the card's test table
 DATASET_NAMES = {"coco": "COCO", "flickr8k": "Flickr8k", "flickr30k": "Flickr30k", "shapes": "shapes (built-in)"}
+# the Hub's metric type of each figure; attention accuracy is a metric of its own, not the classification "accuracy"
 HUB_METRICS = {"bleu1": "bleu", "bleu2": "bleu", "bleu3": "bleu", "bleu4": "bleu", "meteor": "meteor",
-               "rouge_l": "rouge", "cider": "cider", "attention_accuracy": "accuracy"}
+               "rouge_l": "rouge", "cider": "cider", "attention_accuracy": "attention_accuracy"}
+# the Hub's datasets of the data the paper used, for the card's `datasets`; COCO's is the Karpathy-split COCO on the
+# Hub, the split the paper and this project train and test on
+HUB_DATASETS = {"coco": "yerevann/coco-karpathy", "flickr8k": "jxie/flickr8k", "flickr30k": "nlphuji/flickr30k"}
 PAPER = "[Show, Attend and Tell](https://arxiv.org/abs/1502.03044) (Xu et al., ICML 2015)"
 DISTRIBUTION = "show-attend-tell"  # [project] name of pyproject.toml
 SOURCE_URL_LABEL = "Source"  # the [project.urls] entry the card installs from
@@ -67,7 +71,7 @@ class CardFacts:
     test: TestFigures | None = None
     epoch: int | None = None  # the checkpoint's, counted from 0 as in its file name
     steps: int | None = None  # the optimizer steps it was trained for
-    config: str | None = None  # the run's saved config, relative to the run folder
+    config: str | None = None  # the run's saved config, relative to the run folder (in the folder as TRAINING_CONFIG)
     lr_scheduler: dict[str, Any] | None = None
     license: str = "mit"
 
@@ -116,27 +120,60 @@ def dataset_of(facts: CardFacts) -> str | None:
 
 
 def metadata(facts: CardFacts) -> dict[str, Any]:
-    """The YAML block the Hub reads (`huggingface_hub.ModelCardData`'s fields)."""
+    """The YAML block the Hub reads, built with `huggingface_hub.ModelCardData` and its `EvalResult`s when
+    huggingface_hub is installed (an optional extra), else written by hand to the same dict."""
+    try:
+        from huggingface_hub import EvalResult, ModelCardData
+    except ImportError:
+        return hand_written_metadata(facts)
+    results = [EvalResult(task_type="image-to-text", task_name="Image captioning", dataset_type=dataset_type,
+                          dataset_name=dataset_title, dataset_split=split, metric_type=HUB_METRICS[name],
+                          metric_name=METRIC_NAMES[name], metric_value=value)
+               for name, value, dataset_type, dataset_title, split in eval_results(facts)]
+    fields = metadata_fields(facts)
+    return ModelCardData(**fields, model_name=facts.name, eval_results=results or None).to_dict()
+
+
+def metadata_fields(facts: CardFacts) -> dict[str, Any]:
+    """The metadata but the model-index: library, license, language, pipeline, tags, metrics, the Hub's datasets."""
     kind, dataset = facts.settings.attention.kind, dataset_of(facts)
-    found = {
+    fields: dict[str, Any] = {
         "library_name": LIBRARY,
         "license": facts.license,
+        "language": "en",
         "pipeline_tag": "image-to-text",
         "tags": ["image-captioning", "show-attend-tell", f"{kind}-attention", "visual-attention", "pytorch",
                  "lightning"],
         "metrics": sorted(set(HUB_METRICS.values())),
     }
-    if dataset in ("coco", "flickr8k", "flickr30k"):
-        found["datasets"] = [dataset]
-    scores = {name: number(value) for name, value in (facts.test.scores if facts.test else {}).items()
-              if number(value) is not None and name in HUB_METRICS}
-    if scores:
+    if dataset in HUB_DATASETS:  # none for the built-in data or the user's own
+        fields["datasets"] = [HUB_DATASETS[dataset]]
+    return fields
+
+
+def eval_results(facts: CardFacts) -> list[tuple[str, float, str, str, str]]:
+    """(metric, value in %, dataset type, dataset name, split) of each measured figure the Hub has a metric for."""
+    if facts.test is None:
+        return []
+    dataset = dataset_of(facts)
+    dataset_type = HUB_DATASETS.get(dataset or "", dataset or "custom")
+    dataset_title = DATASET_NAMES.get(dataset or "", "its own data")
+    return [(name, round(100 * value, 2), dataset_type, dataset_title, facts.test.split)
+            for name, value in ((name, number(value)) for name, value in facts.test.scores.items())
+            if value is not None and name in HUB_METRICS]
+
+
+def hand_written_metadata(facts: CardFacts) -> dict[str, Any]:
+    """The metadata as `ModelCardData.to_dict` writes it, for an install without huggingface_hub."""
+    found = metadata_fields(facts)
+    results = eval_results(facts)
+    if results:
+        _, _, dataset_type, dataset_title, split = results[0]
         found["model-index"] = [{"name": facts.name, "results": [{
             "task": {"type": "image-to-text", "name": "Image captioning"},
-            "dataset": {"type": dataset or "custom", "name": DATASET_NAMES.get(dataset or "", "its own data"),
-                        "split": facts.test.split},
-            "metrics": [{"type": HUB_METRICS[name], "name": METRIC_NAMES[name], "value": round(100 * value, 2)}
-                        for name, value in scores.items()],
+            "dataset": {"name": dataset_title, "type": dataset_type, "split": split},
+            "metrics": [{"type": HUB_METRICS[name], "value": value, "name": METRIC_NAMES[name]}
+                        for name, value, *_ in results],
         }]}]
     return found
 
@@ -192,7 +229,9 @@ def body(facts: CardFacts) -> str:
         "## Files",
         "",
         ("`model.safetensors` (the weights only: loading runs no code), `config.json` (the settings, the vocabulary "
-         "and the data settings), this card. The format: docs/sharing.md of show-attend-tell."),
+         "and the data settings), "
+         + (f"`{TRAINING_CONFIG}` (the config the run was trained with), " if facts.config is not None else "")
+         + "this card. The format: docs/sharing.md of show-attend-tell."),
         "",
         "## Citation",
         "",
@@ -246,8 +285,8 @@ def training(facts: CardFacts) -> list[str]:
         f"- decoding: beam {settings.decoding.beam_size}, at most {settings.decoding.max_caption_length} words",
     ]
     if facts.config is not None:
-        lines.append(f"- the run saved its whole config as `{facts.config}`: `caption fit --config {facts.config}` "
-                     "trains it again (on the data at the paths it names)")
+        lines.append(f"- the run saved its whole config as `{facts.config}`, in this folder as `{TRAINING_CONFIG}`: "
+                     f"`caption fit --config {TRAINING_CONFIG}` trains it again (with the data at the paths it names)")
     else:
         lines.append("- the run's config was not found beside its checkpoint")
     return lines

@@ -2,6 +2,7 @@
 lists the run's measured figures under metadata the Hub's own parser reads."""
 
 import csv
+import hashlib
 import json
 import math
 import shutil
@@ -94,6 +95,7 @@ def test_the_card_lists_the_measured_test_figures_and_its_metadata_parses(tiny_r
     card = ModelCard.load(tmp_path / "model" / "README.md")  # huggingface_hub's own parser of the metadata block
     assert card.data.library_name == "show-attend-tell" and card.data.license == "mit"
     assert card.data.pipeline_tag == "image-to-text" and "hard-attention" in card.data.tags
+    assert card.data.language == "en"
     assert card.data.datasets is None, "the built-in data is no Hub dataset"
     results = {result.metric_name: result.metric_value for result in card.data.eval_results}
     expected = {name: round(100 * value, 2) for name, value in measured.items()
@@ -108,10 +110,33 @@ def test_the_card_lists_the_measured_test_figures_and_its_metadata_parses(tiny_r
     assert cells[-1] == f"{measured['alpha_entropy']:.2f}"
     assert "(paper, Table 1)" not in card.text, "the paper has no figures for the built-in data"
     assert "beam 3" in card.text and "8 images" in card.text and "metrics.json of `caption evaluate`" in card.text
-    assert "`caption fit --config logs/version_0/config.yaml`" in card.text, "the run's saved config"
+    assert "`caption fit --config training_config.yaml`" in card.text, "the run's saved config, in the folder"
     cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
     assert all(author["family-names"] in card.text for author in cff["preferred-citation"]["authors"])
     assert cff["preferred-citation"]["url"] in card.text
+
+
+def test_the_folder_carries_the_runs_saved_config_under_its_checksum(tiny_runs, exported):
+    folder = exported["soft"]
+    saved = (tiny_runs["soft"] / "logs" / "version_0" / "config.yaml").read_bytes()
+    assert (folder / "training_config.yaml").read_bytes() == saved
+    checksums = json.loads((folder / "config.json").read_text())["sha256"]
+    assert checksums["training_config.yaml"] == hashlib.sha256(saved).hexdigest()
+    card = (folder / "README.md").read_text()
+    assert "`caption fit --config training_config.yaml` trains it again" in card
+    assert "`training_config.yaml` (the config the run was trained with)" in card, "listed among the files"
+
+
+def test_a_run_without_its_saved_config_exports_without_one(tiny_runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_runs["soft"], run)
+    for saved in run.glob("**/config.yaml"):
+        saved.unlink()
+    main(["export", str(run), str(tmp_path / "model")])
+    assert not (tmp_path / "model" / "training_config.yaml").exists()
+    assert "training_config.yaml" not in json.loads((tmp_path / "model" / "config.json").read_text())["sha256"]
+    assert "the run's config was not found beside its checkpoint" in (tmp_path / "model" / "README.md").read_text()
+    Captioner.from_pretrained(tmp_path / "model", device="cpu")
 
 
 NAMES = {"bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4", "meteor": "METEOR",

@@ -46,7 +46,8 @@ def test_tied_and_strided_weights_are_saved_each_with_its_values():
 
 def test_the_folder_holds_no_pickle_and_nothing_that_runs(exported):
     folder = exported["soft"]
-    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    assert sorted(path.name for path in folder.iterdir()) == ["README.md", "config.json", "model.safetensors",
+                                                               "training_config.yaml"]
     for path in folder.iterdir():
         assert not path.read_bytes().startswith(PICKLE_OR_ZIP), f"{path.name} is a pickle or a zip archive"
         with pytest.raises(pickle.UnpicklingError):  # not even a pickle of plain values (of protocol 0 or 1)
@@ -301,7 +302,7 @@ def test_a_folder_exported_before_checksums_loads_without_a_word(exported, tmp_p
     copy = tmp_path / "model"
     shutil.copytree(exported["soft"], copy)
     config = json.loads((copy / "config.json").read_text())
-    assert set(config.pop("sha256")) == {"config.json", "model.safetensors", "README.md"}
+    assert set(config.pop("sha256")) == {"config.json", "model.safetensors", "README.md", "training_config.yaml"}
     (copy / "config.json").write_text(json.dumps(config))
     Captioner.from_pretrained(copy, device="cpu")
     assert not [warning for warning in recwarn if "sha256" in str(warning.message).lower()]
@@ -313,3 +314,13 @@ def test_an_edited_model_card_is_one_warning_and_the_model_loads(exported, tmp_p
     (copy / "README.md").write_text("edited on the Hub\n")
     with pytest.warns(CaptionWarning, match=r"README.md: damaged: .* the model card.*loaded regardless"):
         Captioner.from_pretrained(copy, device="cpu")
+
+
+def test_an_edited_training_config_is_one_warning_and_the_model_loads(exported, tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(exported["soft"], copy)
+    (copy / "training_config.yaml").write_text("trainer: {max_epochs: 1}\n")
+    with pytest.warns(CaptionWarning, match=r"training_config.yaml: damaged: .* training config.*loaded regardless") \
+            as warned:
+        Captioner.from_pretrained(copy, device="cpu")
+    assert len([warning for warning in warned if "damaged" in str(warning.message)]) == 1
