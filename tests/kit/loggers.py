@@ -123,3 +123,28 @@ class NoImages(QuietLogger, Logger):
     @property
     def experiment(self) -> None:
         return None
+
+
+class Recording(Logger):
+    """Keeps what the trainer writes to its loggers: [(step, {name: value})]."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[tuple[int, dict[str, float]]] = []
+
+    @property
+    def name(self) -> str:
+        return "recording"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.rows.append((step, dict(metrics)))
+
+    def values(self, name: str) -> list[tuple[int, float]]:
+        return [(step, float(metrics[name])) for step, metrics in self.rows if name in metrics]

@@ -6,33 +6,10 @@ from typing import Any
 import lightning as L
 import pytest
 import torch
-from lightning.pytorch.loggers import Logger
+from kit.loggers import Recording
 from torch.utils.data import DataLoader
 
 from caption.training.callbacks import LoggingInterval
-
-
-class Recording(Logger):
-    """Keeps the steps at which the trainer wrote `train/nll`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps: list[int] = []
-
-    @property
-    def name(self) -> str:
-        return "recording"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        if "train/nll" in metrics:
-            self.steps.append(step)
 
 
 class Toy(L.LightningModule):
@@ -58,7 +35,7 @@ def logged_steps(*, max_steps: int, every: int, accumulate: int = 1, batches: in
                         enable_model_summary=False, callbacks=[LoggingInterval()], default_root_dir=tmp_path)
     trainer.fit(Toy(), DataLoader(torch.ones(batches, 1), batch_size=1))
     assert trainer.log_every_n_steps == min(every, batches), "the interval is left as it was set"
-    return logger.steps
+    return [step for step, _ in logger.values("train/nll")]
 
 
 @pytest.mark.parametrize("accumulate", [1, 2])

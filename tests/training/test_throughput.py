@@ -9,9 +9,9 @@ from typing import Any
 import lightning as L
 import pytest
 import torch
+from kit.loggers import Recording
 from kit.models import TINY_GROUPS, tiny_module
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.loggers import Logger
 from lightning.pytorch.trainer.states import RunningStage
 from torch.utils.data import DataLoader
 
@@ -24,31 +24,6 @@ from caption.training import callbacks
 from caption.training.callbacks import ModelFlopsUtilization, TokensPerSecond
 
 PAD = Vocabulary.PAD
-
-
-class Recording(Logger):
-    """Keeps what the trainer writes to its loggers: [(step, {name: value})]."""
-
-    def __init__(self):
-        super().__init__()
-        self.rows: list[tuple[int, dict[str, float]]] = []
-
-    @property
-    def name(self) -> str:
-        return "recording"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        self.rows.append((step, dict(metrics)))
-
-    def values(self, name: str) -> list[tuple[int, float]]:
-        return [(step, float(metrics[name])) for step, metrics in self.rows if name in metrics]
 
 
 class Toy(L.LightningModule):
