@@ -122,12 +122,12 @@ def decoded_scores(captioner: Captioner, data, split: str, beam: int, rule: Rule
     data.setup("test" if split == "test" else "validate")
     captioned = []
     for batch in data.test_dataloader() if split == "test" else data.val_dataloader():
+        annotations = captioner.annotations(batch)  # encoded once, for the search and the rule
         if rule is None:
-            captions = captioner.caption_batch(batch, beam_size=beam)
+            captions = captioner.caption_batch({"annotations": annotations}, beam_size=beam)
         else:
-            inputs = {key: batch[key].to(captioner.device) for key in ("image", "annotations") if key in batch}
-            beams = captioner.caption_batch(batch, beam_size=beam, num_captions=beam)
-            captions = rule(captioner, captioner.module.annotations(inputs), beams)
+            beams = captioner.caption_batch({"annotations": annotations}, beam_size=beam, num_captions=beam)
+            captions = rule(captioner, annotations, beams)
         captioned += captioned_batch(batch, captions, keep_attention=True)
     evaluation = score_split(captioned, split=split, beam_size=beam, image_size=tuple(data.image_size),
                              word_labels=data.source.word_labels, metrics=("bleu4", "cider"),

@@ -162,6 +162,14 @@ class Captioner:
         return to_pil_image(image.cpu()).convert("RGB")
 
     @torch.inference_mode()
+    def annotations(self, batch: dict[str, Tensor]) -> Tensor:
+        """The (B, L, D) annotations of a batch as `caption_batch` takes it, on the model's device: the encoder's for
+        {"image": ...}, the cache's for {"annotations": ...}. `caption_batch({"annotations": ...})` then decodes them
+        as often as asked without encoding again."""
+        inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
+        return self.module.annotations(inputs)
+
+    @torch.inference_mode()
     def caption_batch(
         self, batch: dict[str, Tensor], *, beam_size: int | None = None, max_length: int | None = None,
         num_captions: int | None = None,
@@ -172,8 +180,7 @@ class Captioner:
         is then at least n wide); fewer when the search holds fewer than n distinct hypotheses (a short `max_length`,
         a small vocabulary), never a repeated or impossible one (log-probability -inf)."""
         check_decoding_arguments(beam_size=beam_size, max_length=max_length, num_captions=num_captions)
-        inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
-        decoded = self.module.generate(self.module.annotations(inputs), beam_size=beam_size, max_length=max_length,
+        decoded = self.module.generate(self.annotations(batch), beam_size=beam_size, max_length=max_length,
                                        num_captions=num_captions or 1)
         captions = decoded.captions(self.module.vocabulary)
         if num_captions is None:

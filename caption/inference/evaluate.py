@@ -76,10 +76,11 @@ def evaluate(
     with tqdm(total=len(data.usable(split)), desc=description, unit="image") as progress:
         for batch in loader:
             batch = data.count_skipped(batch)
-            captions = captioner.caption_batch(batch, beam_size=beam_size, max_length=max_length)
+            encoded = {"annotations": captioner.annotations(batch)}  # once for the beam and greedy decoding
+            captions = captioner.caption_batch(encoded, beam_size=beam_size, max_length=max_length)
             captioned += captioned_batch(batch, captions, keep_attention=True)
             if greedy_too:
-                captions = captioner.caption_batch(batch, beam_size=1, max_length=max_length)
+                captions = captioner.caption_batch(encoded, beam_size=1, max_length=max_length)
                 greedy += captioned_batch(batch, captions, keep_attention=False)
             progress.update(len(batch["image_id"]))
     data.report_skipped()
