@@ -42,7 +42,6 @@ from caption.evaluation.scoring import captioned_batch, score_split
 from caption.inference import Captioner, training_data
 from caption.io.checkpoints import find_checkpoint
 from caption.model.captions import Caption
-from caption.model.search import _next_log_probs
 from caption.model.vocabulary import Vocabulary
 from caption.reports.intervals import seed_interval
 
@@ -52,16 +51,13 @@ FIGURES = ("bleu4", "cider", "attention_accuracy")
 
 
 def forced_log_prob(decoder, annotations: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log p(tokens | annotations), each row's words forced: annotations (R, L, D), tokens (R, T) ending in <pad>."""
-    projected, state = decoder.project_annotations(annotations), decoder.init_state(annotations)
-    words = torch.full((tokens.shape[0],), Vocabulary.START, dtype=torch.long, device=annotations.device)
-    total = torch.zeros(tokens.shape[0], device=annotations.device)
-    for t in range(tokens.shape[1]):
-        log_probs, out = _next_log_probs(decoder, words, state, annotations, projected)  # (R, V)
-        word = tokens[:, t]
-        total += log_probs.gather(1, word[:, None]).squeeze(1).masked_fill(word == Vocabulary.PAD, 0.0)
-        words, state = word, out.state
-    return total
+    """log p(tokens | annotations), each row's words forced (`Decoder.forward`), <pad> and <start> never generated
+    as in the search: annotations (R, L, D), tokens (R, T) ending in <pad>."""
+    start = torch.full((tokens.shape[0], 1), Vocabulary.START, dtype=torch.long, device=tokens.device)
+    logits = decoder(annotations, torch.cat([start, tokens], dim=1)).logits.float()  # (R, T, V)
+    logits[..., [Vocabulary.PAD, Vocabulary.START]] = float("-inf")
+    word = logits.log_softmax(dim=-1).gather(2, tokens[..., None]).squeeze(2)  # (R, T)
+    return word.masked_fill(tokens == Vocabulary.PAD, 0.0).sum(dim=1)
 
 
 def focus(caption: Caption) -> float:
