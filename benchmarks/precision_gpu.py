@@ -1,9 +1,12 @@
-"""Training speed and peak GPU memory at the paper's COCO sizes: fp32 against bf16-mixed, soft and hard.
+"""Training and beam-search speed and peak GPU memory at the paper's COCO sizes: fp32 against bf16-mixed.
 
 Synthetic features stand in for COCO (nothing to download): annotations of 14×14×512 (L=196, D=512,
 VGG conv5 at 224×224), captions of 16 words plus <end> over 10,000 words, batch 64, word embedding 512,
 LSTM 1800, attention 512 (the original code's COCO config). Every run is a short `Trainer.fit` of the
-real CaptionModule (encoder skipped: the batches carry annotations, as with the feature cache).
+real CaptionModule (encoder skipped: the batches carry annotations, as with the feature cache), soft and hard; then
+beam search (3 and 5) over 64 images of random annotations, 20 words each (<end> made impossible), under the same
+autocast (`caption.model.precision`). `python benchmarks/speed.py --device cuda` gives the same cases as a fraction of
+the GPU's matmul rate in each precision.
 
     python benchmarks/precision_gpu.py                          # on a GPU: prints a Markdown table
     python benchmarks/precision_gpu.py --device cpu --tiny      # smoke test of the script itself
@@ -16,6 +19,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from caption.model.precision import autocast
 from caption.model.vocabulary import Vocabulary
 from caption.training.module import CaptionModule
 
@@ -82,6 +86,33 @@ def measure(attention: str, precision: str, args: argparse.Namespace) -> tuple[f
     return 1.0 / timer.seconds_per_step, peak
 
 
+def measure_search(precision: str, beam_size: int, args: argparse.Namespace) -> tuple[float, float]:
+    """(images/s, peak GiB) of beam search over `args.images` images in `precision`, after one untimed run."""
+    decoder, dim = (dict(embed_dim=8, hidden_dim=16), 8) if args.tiny else (dict(embed_dim=512, hidden_dim=1800), 512)
+    words, locations = (50, 9) if args.tiny else (10_000, 196)
+    vocabulary = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(words - len(Vocabulary.SPECIALS))]
+    module = CaptionModule(vocabulary=vocabulary, encoder={"name": "vgg16", "weights": "none"}, decoder=decoder,
+                           attention={"kind": "soft", "dim": dim}, decoding={"max_caption_length": 20})
+    module = module.to(args.device).eval()
+    with torch.no_grad():
+        module.decoder.output_words.bias[Vocabulary.END] = float("-inf")  # every hypothesis runs to the cap
+    annotations = torch.randn(args.images, locations, module.encoder.dim, device=args.device)
+    timer = Timer(0)
+
+    def run() -> None:
+        with torch.no_grad(), autocast(args.device, precision):
+            module.generate(annotations, beam_size=beam_size)
+
+    run()
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    started = timer._now(module)
+    run()
+    seconds = timer._now(module) - started
+    peak = torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else float("nan")
+    return args.images / seconds, peak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -89,18 +120,25 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (allocator, kernel selection)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--length", type=int, default=16, help="words per caption (plus <end>)")
+    parser.add_argument("--images", type=int, default=64, help="images each beam search captions")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, to check the script runs")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("no CUDA device here: `--device cpu --tiny` checks the script on the CPU")
     device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     print(f"{device}, batch {args.batch_size}, {args.length + 1} target words per caption, {args.steps} timed steps")
-    print("| attention | precision | steps/s | captions/s | peak memory (GiB) |\n|---|---|---|---|---|")
+    print("| attention | precision | steps/s | captions/s | tokens/s | peak memory (GiB) |\n|---|---|---|---|---|---|")
     for attention in ("soft", "hard"):
         for precision in ("32-true", "bf16-mixed"):
             steps_per_second, peak = measure(attention, precision, args)
-            print(f"| {attention} | {precision} | {steps_per_second:.2f} | {steps_per_second * args.batch_size:.0f} "
-                  f"| {peak:.2f} |")
+            captions = steps_per_second * args.batch_size
+            print(f"| {attention} | {precision} | {steps_per_second:.2f} | {captions:.0f} "
+                  f"| {captions * (args.length + 1):.0f} | {peak:.2f} |")
+    print("\n| search | precision | images/s | peak memory (GiB) |\n|---|---|---|---|")
+    for beam_size in (3, 5):
+        for precision in ("32-true", "bf16-mixed"):
+            images_per_second, peak = measure_search(precision, beam_size, args)
+            print(f"| beam {beam_size} | {precision} | {images_per_second:.1f} | {peak:.2f} |")
 
 
 if __name__ == "__main__":

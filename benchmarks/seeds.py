@@ -53,11 +53,12 @@ def data_configs(name: str, out: Path, *, smoke: bool) -> list[str]:
     return ["--config", str(data_config(files, image_size=size, caption_length=CAPTION_LENGTH[name], out=out))]
 
 
-def train_seed(seed: int, out: Path, data: list[str], *, self_critical: bool, smoke: bool) -> dict[str, float]:
+def train_seed(seed: int, out: Path, data: list[str], *, self_critical: bool, smoke: bool,
+               precision: str) -> dict[str, float]:
     """The stages of one seed, each skipped when already trained; {stage: wall seconds} of those run."""
     walls: dict[str, float] = {}
-    common = ["--seed_everything", str(seed), "--trainer.enable_progress_bar", "false", *data,
-              *(SMOKE_FIT if smoke else ())]
+    common = ["--seed_everything", str(seed), "--trainer.enable_progress_bar", "false", "--trainer.precision",
+              precision, *data, *(SMOKE_FIT if smoke else ())]
 
     def fit(stage: str, config: str, start: list[str]) -> None:
         run = out / f"{stage}_seed{seed}"
@@ -71,7 +72,8 @@ def train_seed(seed: int, out: Path, data: list[str], *, self_critical: bool, sm
     else:
         if not (encoder / "encoder.json").is_file():
             walls["encoder"] = caption(["pretrain-encoder", "--config", "shapes_encoder", *data, "--seed_everything",
-                                        str(seed), "--trainer.default_root_dir", str(encoder),
+                                        str(seed), "--trainer.precision", precision,
+                                        "--trainer.default_root_dir", str(encoder),
                                         *(SMOKE_ENCODER if smoke else ())], out / f"{encoder.name}.log")
         start = ["--model.encoder.weights", str(encoder)]
     on_soft = ["--model.encoder.weights", str(out / f"soft_seed{seed}")]  # hard's encoder: soft's, frozen
@@ -140,14 +142,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="default: runs/seeds/<data> (--smoke: runs/seeds_smoke)")
     parser.add_argument("--train-only", action="store_true", help="train the seeds, compare nothing")
     parser.add_argument("--smoke", action="store_true", help="two seeds of a tiny model on 8 images, no encoder stage")
+    parser.add_argument("--precision", default="32-true", choices=("32-true", "bf16-mixed"),
+                        help="every stage's --trainer.precision (default: 32-true)")
     args = parser.parse_args()
     if args.smoke:
         args.seeds = args.seeds if len(args.seeds) == 2 else [0, 1]
-    out = args.out or (Path("runs/seeds_smoke") if args.smoke else Path("runs/seeds") / args.data)
+    suffix = "" if args.precision == "32-true" else "-bf16"
+    out = args.out or (Path("runs/seeds_smoke") if args.smoke else Path("runs/seeds") / (args.data + suffix))
     out.mkdir(parents=True, exist_ok=True)
     data = data_configs(args.data, out, smoke=args.smoke)
-    walls = {seed: train_seed(seed, out, data, self_critical=args.self_critical, smoke=args.smoke)
-             for seed in args.seeds}
+    walls = {seed: train_seed(seed, out, data, self_critical=args.self_critical, smoke=args.smoke,
+                              precision=args.precision) for seed in args.seeds}
     if args.train_only:
         return
     objectives = ["cross-entropy", *(["self-critical"] if args.self_critical else [])]

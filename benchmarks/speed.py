@@ -3,6 +3,7 @@
     python benchmarks/speed.py                  # the suite: about 1 minute on 2 quiet CPU cores, plus 3-5 for `input`
     python benchmarks/speed.py --quick          # configuration (a), fewer steps: about 30 seconds
     python benchmarks/speed.py --only train decode --profile   # and where the time goes
+    python benchmarks/speed.py --only train decode --precision fp32 bf16   # fp32 beside bf16-mixed, (a) and (b)
     python benchmarks/speed.py --device cuda --only train decode padding   # one GPU: (b) in fp32 and bf16
 
 Sections (--only):
@@ -14,7 +15,7 @@ Sections (--only):
            time, the timed lengths being evenly spaced quantiles of the epoch's.
   decode   greedy and beam search (beam 3 and 5) over 64 images (--decode-images), capped at 20 words;
            <end> is made impossible so that random weights run every hypothesis to the cap; images/s.
-           At configuration (a) on CPU, (b) on GPU.
+           At each configuration.
   padding  padded target slots in one epoch of 566,435 COCO-like captions: same-length batches
            versus shuffled ones.
   self_critical  one self-critical training step at the paper's COCO sizes (configuration b, soft and hard): 10
@@ -28,9 +29,13 @@ Configurations, both with L=196 locations of D=512 and a 10,000-word vocabulary:
 embedding = attention = LSTM = 512; (b) the paper's COCO model: B=64, embedding 512, LSTM 1800,
 attention 512, two-layer f_att and f_init (the original code's COCO settings, coco_soft).
 
-ratio = achieved FLOP/s ÷ the reference matrix product's FLOP/s, measured right before every timed
-step or run (CPU: a 2048³ fp32 `torch.matmul` on the same threads; GPU: 8192³ in bf16), median over
-the steps, so that figures stay comparable on a shared machine. FLOPs are counted analytically from
+Precisions (--precision): fp32, and bf16 (`--trainer.precision bf16-mixed`: the training step and the search under
+bf16 autocast, `caption.model.precision`); by default both where the hardware has bf16 matrix units (the header names
+them: AMX, AVX-512 BF16, a GPU's sm_XY, or none), else fp32 alone. With both, a last table gives bf16 ÷ fp32 per case.
+
+ratio = achieved FLOP/s ÷ the reference matrix product's FLOP/s in the case's own precision, measured right before
+every timed step or run (CPU: a 2048³ `torch.matmul` on the same threads; GPU: 8192³), median over the steps, so that
+figures stay comparable on a shared machine. FLOPs are counted analytically from
 the dimensions, only where the model needs them (the annotation projection once per image; real
 tokens only): see caption/model/flops.py. tokens/s, captions/s and images/s are totals over the timed
 steps. Peak memory is the process's peak resident memory (CPU) or peak allocated CUDA memory in
@@ -60,6 +65,7 @@ from torch.utils.data import DistributedSampler
 from caption.data.sampler import LengthBatchSampler
 from caption.evaluation.cider_reward import CiderD
 from caption.model.flops import DecoderFlops
+from caption.model.precision import autocast, bf16_support
 from caption.model.search import sample
 from caption.model.vocabulary import Vocabulary
 from caption.training.allocator import configure_allocator
@@ -177,13 +183,12 @@ def caption_batch(batch_size: int, words: int, device: torch.device) -> dict[str
     return {"annotations": annotations.to(device), "caption": captions.to(device)}
 
 
-def autocast(device: torch.device, precision: str):
-    """bf16: mixed precision as Lightning's `bf16-mixed` runs it; fp32: nothing."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+PRECISIONS = {"fp32": "32-true", "bf16": "bf16-mixed"}  # this script's names -> `--trainer.precision`'s
+REFERENCE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def train_step(module: CaptionModule, optimizer: torch.optim.Optimizer, batch: dict, precision: str) -> None:
-    with autocast(module.device, precision):
+    with autocast(module.device, PRECISIONS[precision]):  # as Lightning's bf16-mixed runs training_step
         loss = module.training_step(batch, 0)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -302,7 +307,7 @@ def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, d
         decoded = []
 
         def work():
-            with autocast(device, precision):
+            with autocast(device, PRECISIONS[precision]):
                 decoded.append(module.generate(annotations, beam_size=beam))
 
         work()  # warm-up (and compilation)
@@ -403,6 +408,20 @@ def bench_input(args, train_results: dict) -> None:
                   f"({fastest}) consumes: {train_results[fastest]['captions']:,.1f} captions/s")
 
 
+def print_speedups(results: dict[str, dict], support: str) -> None:
+    """bf16-mixed against fp32, case by case: the ratio of their tokens/s (training) or images/s (decoding)."""
+    print(f"\n## bf16-mixed ÷ fp32, same cases, same process (bf16 matrix units: {support})\n")
+    print(row("case", "fp32", "bf16-mixed", "bf16 ÷ fp32"))
+    print(row(*["---"] * 4))
+    for case, fp32 in results.items():
+        bf16 = results.get(case.removesuffix(" fp32") + " bf16")
+        if not case.endswith(" fp32") or bf16 is None:
+            continue
+        unit = "tokens" if case.startswith("train") else "images"
+        print(row(case.removesuffix(" fp32"), f"{fp32[unit]:,.1f} {unit}/s", f"{bf16[unit]:,.1f} {unit}/s",
+                  f"{bf16[unit] / fp32[unit]:.2f}x"))
+
+
 def allocator_setting(device: torch.device) -> str:
     """Keep freed memory for reuse as `--keep_freed_memory true` does (CPU runs on glibc), and say what it did."""
     knobs = configure_allocator(device.type)
@@ -419,7 +438,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), help="default: a b on CPU, b on GPU")
     parser.add_argument("--attention", nargs="+", choices=["soft", "hard"], default=["soft", "hard"])
-    parser.add_argument("--precision", nargs="+", choices=["fp32", "bf16"], help="default: fp32 on CPU, both on GPU")
+    parser.add_argument("--precision", nargs="+", choices=sorted(PRECISIONS),
+                        help="default: both where the hardware has bf16 matrix units, else fp32")
     parser.add_argument("--steps", type=int, help="timed training steps per case (default 8; --quick 3)")
     parser.add_argument("--repeats", type=int, help="timed decoding runs per case (default 3; --quick 1)")
     parser.add_argument("--decode-images", type=int, default=DECODE_IMAGES,
@@ -436,8 +456,9 @@ def main() -> None:
     device = torch.device(args.device)
     malloc = "glibc default" if args.default_malloc else allocator_setting(device)
     cuda = device.type == "cuda"
+    support = bf16_support(device)
     args.configs = args.configs or (["b"] if cuda else ["a"] if args.quick else ["a", "b"])
-    args.precision = args.precision or (["fp32", "bf16"] if cuda else ["fp32"])
+    args.precision = args.precision or (["fp32"] if support == "none" else ["fp32", "bf16"])
     args.steps = args.steps or (3 if args.quick else 8)
     args.repeats = args.repeats or (1 if args.quick else 3)
     if args.threads:
@@ -445,16 +466,14 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=".*self.log.*")  # training_step runs without a Trainer here
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
-    reference = (torch.bfloat16, 8192) if cuda else (torch.float32, 2048)
-    clock = Clock(device, *reference)
-    print(header(args, device) + f"; malloc: {malloc}")
-    print(f"# reference: {reference[1]}³ {str(reference[0]).removeprefix('torch.')} matmul; "
-          f"ratio = achieved FLOP/s ÷ reference FLOP/s measured right before each timed step")
-    if cuda:
-        print(f"# for scale: {reference[1]}³ fp32 matmul (no TF32) "
-              f"{Clock(device, torch.float32, reference[1]).matmul_rate() / 1e12:,.1f} TFLOP/s")
+    size = 8192 if cuda else 2048
+    clocks = {precision: Clock(device, REFERENCE_DTYPES[precision], size) for precision in args.precision}
+    print(header(args, device) + f"; malloc: {malloc}; bf16 matrix units: {support}")
+    print(f"# reference: {size}³ matmul in the case's precision ("
+          + ", ".join(f"{precision} {clock.matmul_rate() / 1e9:,.0f} GFLOP/s" for precision, clock in clocks.items())
+          + "); ratio = achieved FLOP/s ÷ that reference's FLOP/s, measured right before each timed step")
     print()
-    train_results = {}
+    results: dict[str, dict] = {}
     if {"train", "decode"} & set(args.only):
         print(row(*COLUMNS))
         print(row(*["---"] * len(COLUMNS)))
@@ -462,18 +481,22 @@ def main() -> None:
         for config in args.configs:
             for attention in args.attention:
                 for precision in args.precision:
-                    train_results[f"{config} {attention} {precision}"] = bench_train(args, clock, config, attention,
-                                                                                     precision)
+                    results[f"train ({config}) {attention} {precision}"] = bench_train(
+                        args, clocks[precision], config, attention, precision)
     if "decode" in args.only:
-        for config in ["b"] if cuda else ["a"]:
+        for config in args.configs:
             for precision in args.precision:
-                bench_decode(args, clock, config, precision)
+                for beam, result in bench_decode(args, clocks[precision], config, precision).items():
+                    results[f"decode ({config}) {'greedy' if beam == 1 else f'beam {beam}'} {precision}"] = result
+    if len(args.precision) == 2:
+        print_speedups(results, support)
+    train_results = {case: result for case, result in results.items() if case.startswith("train")}
     if "padding" in args.only:
         bench_padding([32, 64])
     if "self_critical" in args.only:
         print("\n| case | step (median) | reward | notes |\n|---|---:|---|---|")
         for attention in args.attention:
-            bench_self_critical(args, clock, attention)
+            bench_self_critical(args, clocks[args.precision[0]], attention)
     if "input" in args.only:
         bench_input(args, train_results)
     print(f"\n# load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")

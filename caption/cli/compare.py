@@ -73,10 +73,10 @@ def main(argv: list[str]) -> None:
     groups = None
     if args.against is None:
         models = read_models(args.models, names=args.names, device=device(args), config=args.config,
-                             decoding=decoding)
+                             decoding=decoding, precision=args.precision)
     else:
         groups = read_groups([args.models, *args.against], names=args.names, device=device(args), config=args.config,
-                             decoding=decoding)
+                             decoding=decoding, precision=args.precision)
         models = [model for group in groups for model in group.models]
     if models[0].captioner.data is None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "

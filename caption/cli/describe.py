@@ -55,7 +55,7 @@ def main(argv: list[str]) -> None:
     files = image_files(args.inputs, required="caption describe")  # none: one error line, before the model is read
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config,
-                                          decoding=given_decoding(args))
+                                          decoding=given_decoding(args), precision=args.precision)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
     writable_folder(args.out, what="--predictions.out")
     decoding = given_decoding(args)

@@ -43,7 +43,7 @@ def main(argv: list[str]) -> None:
 
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config,
-                                          decoding=decoding)
+                                          decoding=decoding, precision=args.precision)
     data = training_data(captioner)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
     writable_folder(out, what="--predictions.out")

@@ -5,17 +5,19 @@
 
 RUN_OR_CKPT is a checkpoint file or a run folder (its newest best-*.ckpt, as every command picks it:
 `caption.io.checkpoints.find_checkpoint`). OUT gets model.safetensors (the weights only), config.json (the model's
-settings, vocabulary and data settings), README.md (the model card, with the Hub's metadata:
-`caption.reports.model_card`) and, when the run saved its config, training_config.yaml, each written atomically
-(`caption.io.model_folder`). Every command's `--ckpt_path` and `Captioner.from_pretrained` load such a folder;
-`--push owner/name` uploads it to the Hugging Face Hub (`caption.io.hub`, the extra `show-attend-tell[hub]`). The
-format: docs/sharing.md.
+settings, vocabulary, data settings and the input's preprocessing, no file of this machine), README.md (the model
+card, with the Hub's metadata: `caption.reports.model_card`) and, when the run saved its config,
+training_config.yaml, each written atomically (`caption.io.model_folder`). Every command's `--ckpt_path` and
+`Captioner.from_pretrained` load such a folder; `--push owner/name` uploads it to the Hugging Face Hub
+(`caption.io.hub`, the extra `show-attend-tell[hub]`). The format: docs/sharing.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,14 @@ from caption.errors import CaptionWarning, ConfigError
 from caption.io.outputs import writable_folder
 
 if TYPE_CHECKING:
+    from PIL import Image
+    from torch import Tensor
+
+    from caption.data.sources.base import CaptionSource
     from caption.training.module import CaptionModule
+
+    # an input transform, its per-channel (mean, std) in 0..1 pixel units, and the (height, width) of what it gives
+    Inputs = tuple[Callable[[Image.Image], Tensor], tuple[tuple[float, ...], tuple[float, ...]], tuple[int, int]]
 
 
 def main(argv: list[str]) -> None:
@@ -61,13 +70,16 @@ def main(argv: list[str]) -> None:
                           "--ckpt_path of that run still means its checkpoints")
     writable_folder(args.out, what="OUT")  # errors (CaptionError) are printed in one line by `caption`
     checkpoint = read_checkpoint(checkpoint_path)
-    config = model_config(checkpoint, version=caption.__version__)  # before building the model changes any setting
+    source, inputs = model_inputs(checkpoint_path, checkpoint)  # as `Captioner` builds them
+    paths = None if source is None else source_paths(source, checkpoint["datamodule_hyper_parameters"]["source"])
+    config = model_config(checkpoint, version=caption.__version__,  # before building the model changes any setting
+                          source_paths=paths, preprocessing=None if inputs is None else preprocessing(*inputs))
     from caption.training.module import trained_module
 
     module = trained_module(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
     run = run_folder(args.model, checkpoint_path)
     saved = saved_config(run) if run is not None else None
-    card = card_text(args, checkpoint_path, checkpoint, module, saved=saved)
+    card = card_text(args, checkpoint_path, checkpoint, module, saved=saved, preprocessing=config["preprocessing"])
     write_model_folder(args.out, weights=weights_bytes(module.state_dict()), config=config, card=card,
                        training_config=saved.read_bytes() if saved is not None else None)
     files = "model.safetensors, config.json, README.md" + (" and training_config.yaml" if saved is not None else "")
@@ -77,9 +89,9 @@ def main(argv: list[str]) -> None:
 
 
 def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any],
-              module: CaptionModule, *, saved: Path | None) -> str:
+              module: CaptionModule, *, saved: Path | None, preprocessing: dict[str, Any] | None = None) -> str:
     """The model card of the checkpoint, with what its run recorded: its saved config (`saved`) and its test
-    figures."""
+    figures, and config.json's `preprocessing`."""
     import caption
     from caption.reports.logs import find_logs
     from caption.reports.model_card import CardFacts, evaluated, last_test_row, model_card
@@ -103,7 +115,73 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
         version=caption.__version__, test=test, epoch=checkpoint.get("epoch"), steps=checkpoint.get("global_step"),
         config=str(saved.relative_to(run)) if saved is not None and run is not None else None,
         lr_scheduler=checkpoint["hyper_parameters"].get("lr_scheduler"), license=args.license,
+        preprocessing=preprocessing,
     ))
+
+
+def model_inputs(checkpoint_path: Path, checkpoint: dict[str, Any]) -> tuple[CaptionSource | None, Inputs | None]:
+    """The data source of the checkpoint (None when it records none) and the input transform `Captioner` gives its
+    model, with the transform's normalization and input size (None without data, for small_vgg, which has no
+    preset)."""
+    from caption.data.sources.image_source import image_transform
+    from caption.inference.trained import data_settings, inference_source
+
+    encoder = checkpoint["hyper_parameters"]["encoder"]["name"]
+    try:
+        data = data_settings(checkpoint, checkpoint_path, None)
+    except ConfigError:  # as `Captioner.from_checkpoint`: the weights' preset, if the encoder has one
+        if encoder == "small_vgg":
+            return None, None
+        preset = image_transform(encoder=encoder)
+        return None, (preset, (tuple(preset.mean), tuple(preset.std)), (preset.crop_size[0],) * 2)
+    source = inference_source(data, str(checkpoint_path), encoder=encoder)
+    return source, (source.inference_transform(), source.normalization, source.image_size)
+
+
+def source_paths(source: CaptionSource, settings: dict[str, Any]) -> dict[str, Any]:
+    """config.json's value of each path argument of the source (`CaptionSource.path_arguments`) that its `settings`
+    ({class_path, init_args}) set: left out (`DROPPED`) where the source has a default path (the built-in data's
+    root), so that the default applies, else the file's or folder's name alone (dataset_coco.json), so that the
+    source still builds."""
+    from caption.io.model_folder import DROPPED, file_names
+
+    parameters = inspect.signature(type(source)).parameters
+    return {key: DROPPED if key in parameters and isinstance(parameters[key].default, str) else file_names(value)
+            for key, value in (settings.get("init_args") or {}).items() if key in type(source).path_arguments}
+
+
+def preprocessing(transform: Callable[[Image.Image], Tensor], normalization: tuple[tuple[float, ...], ...],
+                  size: tuple[int, int]) -> dict[str, Any] | None:
+    """config.json's `preprocessing` of the model's input transform: read from a torchvision preset (the image-file
+    sources'), else a plain resize to the input `size` (the built-in data's); None, with a warning, when applying it
+    (`apply_preprocessing`) to a probe image does not give what the transform gives."""
+    import numpy as np
+    import torch
+    from PIL import Image
+    from torchvision.transforms._presets import ImageClassification
+
+    from caption.data.sources.image_source import describe_transform
+    from caption.io.model_folder import apply_preprocessing
+
+    mean, std = normalization
+    if isinstance(transform, ImageClassification):
+        settings = describe_transform(transform)
+        (resize,), crop = settings["resize_size"], settings["crop_size"]
+        crop = crop * 2 if len(crop) == 1 else crop  # torchvision's square crop of one side
+        interpolation, antialias = settings["interpolation"], settings["antialias"]
+    else:
+        resize, crop, interpolation, antialias = list(size), list(size), "bilinear", True
+    described = {"channel_order": "RGB", "value_range": [0.0, 1.0],
+                 "resize": {"size": resize, "interpolation": interpolation, "antialias": antialias},
+                 "crop": {"size": crop, "position": "center"}, "mean": list(mean), "std": list(std)}
+    probe = Image.fromarray(np.random.default_rng(0).integers(0, 256, (150, 200, 3), dtype=np.uint8))
+    expected, found = transform(probe), apply_preprocessing(described, probe)
+    if expected.shape == found.shape and torch.allclose(expected, found, atol=1e-5):
+        return described
+    warnings.warn(f"the model's input transform ({type(transform).__name__}) is none config.json can describe: its "
+                  "\"preprocessing\" is null (Captioner still prepares images as the model was trained)",
+                  CaptionWarning)
+    return None
 
 
 def run_folder(given: Path, checkpoint_path: Path) -> Path | None:

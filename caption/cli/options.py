@@ -18,6 +18,7 @@ from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from caption.errors import ConfigError
 from caption.model.decoding import DecodingSettings
+from caption.model.precision import checked_precision
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 
@@ -149,6 +150,18 @@ def add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trainer.devices", dest="devices", type=one_device, default=None, metavar="DEVICES",
                         help="the device, as for `caption fit` but one only: 1 or auto (the first), or a GPU's index "
                              "as [N] or N, (e.g. [1]: cuda:1) (default: auto)")
+    parser.add_argument("--trainer.precision", dest="precision", type=precision_type, default="auto",
+                        metavar="PRECISION", help="32-true, or bf16-mixed (the matrix products in bf16), as for "
+                                                  "`caption fit`; auto: bf16-mixed where the device has bf16 matrix "
+                                                  "units (docs/measurements.md#bf16-against-fp32) (default: auto)")
+
+
+def precision_type(text: str) -> str:
+    """argparse type of --trainer.precision (`caption.model.precision.checked_precision`)."""
+    try:
+        return checked_precision(text, key="--trainer.precision")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def device(args: argparse.Namespace) -> str:

@@ -97,11 +97,11 @@ def main(argv: list[str]) -> None:
     with quiet_lightning():  # the progress bar and the summary; no device lines
         pretrain(config, settings, out=out, images=args.images, seed=args.seed, num_workers=args.num_workers,
                  accelerator=args.accelerator, devices=[args.devices] if args.devices is not None else 1,
-                 command=" ".join(["caption", "pretrain-encoder", *argv]))
+                 precision=args.precision, command=" ".join(["caption", "pretrain-encoder", *argv]))
 
 
 def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path | None, seed: int | None,
-             num_workers: int, accelerator: str, devices: Any, command: str) -> None:
+             num_workers: int, accelerator: str, devices: Any, precision: str, command: str) -> None:
     """Train, then write OUT/encoder.pt and OUT/encoder.json and print the summary (see the module's docstring)."""
     import lightning as L
     import torch
@@ -111,6 +111,7 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     from caption.evaluation.grid import attention_grid
     from caption.inference.evaluate import build_data
     from caption.model.encoder import EncoderSettings, build_encoder
+    from caption.model.precision import trainer_precision
     from caption.training.encoder_pretraining import EncoderClassifier, confusion_table
     from caption.training.progress import ProgressBar
 
@@ -148,8 +149,9 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     if not len(loaders["val"].dataset):
         raise ConfigError("no labelled objects in the validation split: the data's val images have no boxes")
     classifier = EncoderClassifier(encoder=encoder, categories=categories, settings=settings)
-    trainer = L.Trainer(max_epochs=settings.epochs, accelerator=accelerator, devices=devices, logger=False,
-                        enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
+    trainer = L.Trainer(max_epochs=settings.epochs, accelerator=accelerator, devices=devices,
+                        precision=trainer_precision(precision, accelerator),
+                        logger=False, enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
                         callbacks=[ProgressBar(shown=("loss", "val/accuracy"))])
     trainer.fit(classifier, train_dataloaders=loaders["train"], val_dataloaders=loaders["val"])
     best = classifier.best

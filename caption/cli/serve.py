@@ -64,7 +64,8 @@ def main(argv: list[str]) -> None:
     from caption.serving.server import AttentionServer
     from caption.serving.viewer import AttentionViewer
 
-    models = read_models(args.ckpt_paths, names=args.names, device=device(args), config=args.config)
+    models = read_models(args.ckpt_paths, names=args.names, device=device(args), config=args.config,
+                         precision=args.precision)
     viewer = AttentionViewer(models, num_captions=args.num_captions, test_images=args.test_images)
     try:
         server = AttentionServer((args.host, args.port), viewer, max_upload_bytes=int(args.max_upload_mb * 1e6),

@@ -10,22 +10,120 @@ coco-caption's PTB tokenizer first (`caption.evaluation.ptb_tokenizer`), for off
 METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_timeout` seconds,
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced
 (`caption.evaluation.meteor`).
+
+SPICE (`TEST_METRICS`: what `caption test`, `validate` and `evaluate` ask for) is pycocoevalcap's `Spice` scorer, run
+only where Java is on the PATH and its jars are in pycocoevalcap's package folder (`spice_files`: spice-1.0.jar and the
+Stanford CoreNLP 3.6.0 jars, about 400 MB, that pycocoevalcap's `get_stanford_models` downloads). Nothing here ever
+downloads them: `Spice()` itself would (its `__init__` calls `get_stanford_models`), so it is never made. Without
+them, or when its Java run fails, SPICE is absent from the scores and the reason is recorded instead (`absent`;
+metrics.json's "absent_metrics"). How to install them: docs/attention.md, "From the command line".
 """
 
-from collections.abc import Iterable
+import contextlib
+import logging
+import shutil
+import subprocess
+import threading
+import types
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from pycocoevalcap.bleu.bleu_scorer import BleuScorer
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.rouge.rouge import Rouge
+from pycocoevalcap.spice import get_stanford_models as stanford_models
+from pycocoevalcap.spice import spice as pycocoevalcap_spice
 
 from caption.evaluation.image_scores import BLEU_N, ImageScores, bleu_counts
 from caption.evaluation.meteor import meteor_score
 from caption.evaluation.ptb_tokenizer import PTBCache
 
+log = logging.getLogger(__name__)
+
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
+SPICE = "spice"
+TEST_METRICS = (*METRICS, SPICE)  # a test's metrics: SPICE too, where it can run (else absent, with the reason)
 METEOR_TIMEOUT = 120.0  # seconds before METEOR counts as missing (Java hung or too slow)
+SPICE_HOWTO = "docs/attention.md, \"From the command line\""
+_spice_lock = threading.Lock()  # one SPICE call at a time swaps its module's `subprocess`
+
+
+class MetricAbsent(Exception):
+    """A metric that cannot be computed here; the message says why."""
+
+
+class MetricFailed(MetricAbsent):
+    """A metric whose tools are installed but whose run failed; the message says how."""
+
+
+def spice_files() -> tuple[Path, ...]:
+    """The files pycocoevalcap's SPICE runs with, in its package folder: spice-1.0.jar, and the Stanford CoreNLP jar
+    and models jar its `get_stanford_models` downloads into spice/lib."""
+    folder = Path(pycocoevalcap_spice.__file__).parent
+    corenlp = folder / stanford_models.SPICELIB / stanford_models.JAR
+    return (folder / pycocoevalcap_spice.SPICE_JAR, corenlp.with_name(f"{corenlp.name}.jar"),
+            corenlp.with_name(f"{corenlp.name}-models.jar"))
+
+
+def spice_missing() -> str | None:
+    """Why SPICE cannot run here (no Java, or a jar of `spice_files` not installed), or None when it can."""
+    if shutil.which("java") is None:
+        return "no `java` on the PATH"
+    absent = [path for path in spice_files() if not path.is_file()]
+    if absent:
+        names = ", ".join(path.name for path in absent)
+        return (f"{names} not in {absent[0].parent} (pycocoevalcap downloads Stanford CoreNLP, about 400 MB, at "
+                f"SPICE's first run; this project never does: install it once as {SPICE_HOWTO} says)")
+    return None
+
+
+def spice_score(references: dict[int, list[str]], candidates: dict[int, list[str]]) -> float:
+    """pycocoevalcap's SPICE of `candidates` against `references` (tokenised, {image_id: [caption]}); `MetricAbsent`
+    with the reason when it cannot run here (`spice_missing`) or its Java run fails. Never downloads anything."""
+    missing = spice_missing()
+    if missing is not None:
+        raise MetricAbsent(missing)
+    scorer = pycocoevalcap_spice.Spice.__new__(pycocoevalcap_spice.Spice)  # not Spice(): that may download CoreNLP
+    try:
+        with java_output_kept():
+            return float(scorer.compute_score(references, candidates)[0])
+    except subprocess.CalledProcessError as error:
+        java = java_error(error.stderr)
+        raise MetricFailed(f"its Java run failed ({java}; SPICE 1.0 was built for Java 8)") from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise MetricFailed(f"its run failed ({error.__class__.__name__}: {error})") from None
+
+
+def java_error(stderr: bytes | str | None) -> str:
+    """The line of a Java run's stderr that names its error (the first exception or error), else its last line."""
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr or ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    named = [line for line in lines if "Exception" in line or "Error" in line]
+    return (named or lines or ["no error output"])[0][:300]
+
+
+def _check_call_captured(command: list[str], **options: Any) -> None:
+    """`subprocess.check_call` with the output captured: the stderr logged at debug level, kept on a failure."""
+    done = subprocess.run(command, capture_output=True, check=False, **options)
+    log.debug("SPICE: %s", done.stderr.decode(errors="replace").strip())
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, command, done.stdout, done.stderr)
+
+
+@contextlib.contextmanager
+def java_output_kept() -> Iterator[None]:
+    """SPICE's Java run with its output captured, not printed (and its error kept for the reason)."""
+    with _spice_lock:
+        original = pycocoevalcap_spice.subprocess
+        pycocoevalcap_spice.subprocess = types.SimpleNamespace(check_call=_check_call_captured)
+        try:
+            yield
+        finally:
+            pycocoevalcap_spice.subprocess = original
 
 
 def score_captions(
@@ -35,16 +133,19 @@ def score_captions(
     metrics: Iterable[str] = METRICS,
     meteor_timeout: float = METEOR_TIMEOUT,
     per_image: ImageScores | None = None,
+    absent: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """Corpus scores of one tokenised candidate per image against its tokenised references.
 
-    Only the requested `metrics` (names from METRICS) are computed; METEOR is the slow one. `per_image`: filled with
-    the image ids and what BLEU and CIDEr-D are made of, image by image (when they are computed).
+    Only the requested `metrics` (names from TEST_METRICS) are computed; METEOR and SPICE are the slow ones.
+    `per_image`: filled with the image ids and what BLEU and CIDEr-D are made of, image by image (when they are
+    computed). `absent`: filled with {metric: why} for each requested metric left out of the scores (SPICE where it
+    cannot run).
     """
     metrics = set(metrics)
-    unknown = metrics - set(METRICS)
+    unknown = metrics - set(TEST_METRICS)
     if unknown:
-        raise ValueError(f"unknown metrics {sorted(unknown)}; choose from {METRICS}")
+        raise ValueError(f"unknown metrics {sorted(unknown)}; choose from {TEST_METRICS}")
     if set(candidates) != set(references):
         raise ValueError("candidates and references must cover the same image ids")
     if not candidates:
@@ -72,7 +173,23 @@ def score_captions(
         scores["cider"] = float(corpus)
         if per_image is not None:
             per_image.cider = np.asarray(each, dtype=np.float64)
-    return {name: scores[name] for name in METRICS if name in metrics}
+    if SPICE in metrics:
+        try:
+            scores[SPICE] = spice_score(references, hypotheses)
+        except MetricAbsent as why:
+            note_absent(SPICE, why, absent)
+    return {name: scores[name] for name in TEST_METRICS if name in metrics and name in scores}  # SPICE: maybe not
+
+
+def note_absent(metric: str, why: MetricAbsent, absent: dict[str, str] | None) -> None:
+    """Record why `metric` is not in the scores: in `absent`, and in the log; a warning when its run failed (as
+    METEOR's failures are), not when it is only not installed (the default)."""
+    if absent is not None:
+        absent[metric] = str(why)
+    if isinstance(why, MetricFailed):
+        warnings.warn(f"{metric.upper()} is absent: {why}")
+    else:
+        log.info("%s is not computed: %s", metric.upper(), why)
 
 
 def coco_scores(
@@ -83,14 +200,15 @@ def coco_scores(
     meteor_timeout: float = METEOR_TIMEOUT,
     cache: PTBCache | None = None,
     per_image: ImageScores | None = None,
+    absent: dict[str, str] | None = None,
 ) -> tuple[dict[str, float], str]:
     """Official coco-caption numbers: raw candidates and raw references through the PTB tokenizer (`cache`: one
-    that keeps the tokens of earlier calls), then scored (`per_image`: filled as `score_captions` fills it). Returns
-    (scores, the tokenizer used: PTB_JAVA or PTB_PYTHON)."""
+    that keeps the tokens of earlier calls), then scored (`per_image`, `absent`: filled as `score_captions` fills
+    them). Returns (scores, the tokenizer used: PTB_JAVA or PTB_PYTHON)."""
     cache = PTBCache() if cache is None else cache
     tokens = cache.tokenize([*candidates.values(), *(text for texts in references.values() for text in texts)])
     hypotheses = {key: tokens[caption] for key, caption in candidates.items()}
     references = {key: [tokens[text] for text in texts] for key, texts in references.items()}
     scores = score_captions(hypotheses, references, metrics=metrics, meteor_timeout=meteor_timeout,
-                            per_image=per_image)
+                            per_image=per_image, absent=absent)
     return scores, str(cache.tokenizer)

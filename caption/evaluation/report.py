@@ -14,13 +14,13 @@ from typing import Any
 from caption.evaluation.degeneration import habit_warnings, habits
 from caption.evaluation.grounding import Localisation
 from caption.evaluation.image_scores import ImageScores
-from caption.evaluation.metrics import METRICS
+from caption.evaluation.metrics import TEST_METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA
 from caption.model.captions import Caption
 from caption.model.vocabulary import tokenize
 
 METRIC_NAMES = {
-    "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4",
+    "bleu1": "BLEU-1", "bleu2": "BLEU-2", "bleu3": "BLEU-3", "bleu4": "BLEU-4", "spice": "SPICE",
     "meteor": "METEOR", "rouge_l": "ROUGE-L", "cider": "CIDEr", "attention_accuracy": "attention accuracy",
     "attention_other_object": "peak on another object", "attention_background": "peak on the background",
     "attention_absent": "noun of an absent object", "attention_chance_location": "random location",
@@ -52,6 +52,7 @@ class Evaluation:
     greedy: Evaluation | None = field(default=None, repr=False)  # the same split decoded greedily, beside a beam
     # what BLEU, CIDEr-D and attention accuracy are made of, image by image (caption compare's paired test)
     per_image: ImageScores | None = field(default=None, repr=False)
+    absent: dict[str, str] = field(default_factory=dict)  # metric -> why it was not computed (SPICE without its jars)
 
     def attention_scores(self) -> dict[str, float]:
         """α entropy and, with boxes, the localisation shares, under their logged names."""
@@ -87,6 +88,7 @@ class Evaluation:
             "tokenizer": self.tokenizer,
             "object_words": 0 if self.localisation is None else self.localisation.nouns,
             "metrics": {name: None if math.isnan(value) else value for name, value in self.logged().items()},
+            "absent_metrics": dict(self.absent),
             "distinct_captions": self.distinct(),
             "reference_habits": {name: None if math.isnan(value) else value
                                  for name, value in self.reference_habits().items()}
@@ -108,7 +110,7 @@ class Evaluation:
 
     def table(self) -> str:
         """The scores as a two-column text table, in %."""
-        rows = [(METRIC_NAMES[name], format_score(self.scores[name])) for name in METRICS if name in self.scores]
+        rows = [(METRIC_NAMES[name], format_score(self.scores[name])) for name in TEST_METRICS if name in self.scores]
         if self.localisation is not None and not self.localisation.nouns:
             rows.append((METRIC_NAMES["attention_accuracy"], unnamed_labels(self.localisation.box_labels)))
         elif self.localisation is not None:

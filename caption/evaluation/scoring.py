@@ -3,12 +3,13 @@
 Validation and `caption test` (inside Lightning, `EpochCaptions`), `caption evaluate` and `caption compare`
 (`caption.inference.evaluate`) all turn each decoded batch into `Captioned` items (`captioned_batch`), gather them
 by image id (`gather_by_image`, which `caption predict`'s writer uses too) and score them with `score_split`: raw
-candidates and raw references through coco-caption's PTB tokenizer, pycocoevalcap's scorers, the mean entropy of
-α per step and, where the data has object boxes, where each object noun looked
-(`caption.evaluation.grounding.localisation`); what BLEU, CIDEr-D and attention accuracy are made of, image by
-image, is kept beside them (`caption.evaluation.image_scores`: `caption compare`'s paired test resamples it). The
-references' tokens are kept in a `PTBCache`, so each epoch's validation runs the tokenizer (Java) on the new
-candidates only. The result is an `Evaluation`; its table and metrics.json are in `caption.evaluation.report`.
+candidates and raw references through coco-caption's PTB tokenizer, pycocoevalcap's scorers (SPICE only where its
+jars are installed: `caption.evaluation.metrics`), the mean entropy of α per step and, where the data has object
+boxes, where each object noun looked (`caption.evaluation.grounding.localisation`); what BLEU, CIDEr-D and
+attention accuracy are made of, image by image, is kept beside them (`caption.evaluation.image_scores`: `caption
+compare`'s paired test resamples it). The references' tokens are kept in a `PTBCache`, so each epoch's validation
+runs the tokenizer (Java) on the new candidates only. The result is an `Evaluation`; its table and metrics.json are
+in `caption.evaluation.report`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch import Tensor
 from caption.data.sources.records import ObjectBox
 from caption.evaluation.grounding import localisation, mean_entropy, step_entropy
 from caption.evaluation.image_scores import ImageScores
-from caption.evaluation.metrics import METEOR_TIMEOUT, METRICS, coco_scores
+from caption.evaluation.metrics import METEOR_TIMEOUT, TEST_METRICS, coco_scores
 from caption.evaluation.ptb_tokenizer import PTBCache
 from caption.evaluation.report import Evaluation
 from caption.model.captions import Caption
@@ -80,18 +81,19 @@ def gather_by_image(items: dict[Key, Item], *, world_size: int) -> dict[Key, Ite
 
 def score_split(
     captioned: Iterable[Captioned], *, split: str, beam_size: int, image_size: tuple[int, int] | None,
-    word_labels: Mapping[str, str], metrics: tuple[str, ...] = METRICS, meteor_timeout: float = METEOR_TIMEOUT,
+    word_labels: Mapping[str, str], metrics: tuple[str, ...] = TEST_METRICS, meteor_timeout: float = METEOR_TIMEOUT,
     cache: PTBCache | None = None,
 ) -> Evaluation:
     """Score the captions of a split: coco-caption `metrics` (PTB-tokenised candidates and references), the mean
     α entropy per step and, on the images with object boxes when `image_size` (H, W: the boxes' frame) is known,
-    the localisation report of the words `word_labels` maps to a box's label (the data source's)."""
+    the localisation report of the words `word_labels` maps to a box's label (the data source's). A requested metric
+    that cannot run here (SPICE without its jars) is left out, with why (`Evaluation.absent`)."""
     captioned = {item.image_id: item for item in captioned}
-    per_image = ImageScores()
+    per_image, absent = ImageScores(), {}
     scores, tokenizer = coco_scores(
         {image_id: item.caption.text for image_id, item in captioned.items()},
         {image_id: list(item.references) for image_id, item in captioned.items()},
-        metrics=metrics, meteor_timeout=meteor_timeout, cache=cache, per_image=per_image,
+        metrics=metrics, meteor_timeout=meteor_timeout, cache=cache, per_image=per_image, absent=absent,
     )
     boxed = {image_id: (item.caption.words, looked_at(item.caption), item.objects)
              for image_id, item in captioned.items() if item.objects}
@@ -104,7 +106,7 @@ def score_split(
                       found, entropy, tokenizer,
                       references={image_id: item.references for image_id, item in captioned.items()},
                       locations=max((item.locations for item in captioned.values()), default=0),
-                      per_image=per_image)
+                      per_image=per_image, absent=absent)
 
 
 class EpochCaptions:
@@ -121,8 +123,8 @@ class EpochCaptions:
 
     def score(self, trainer: L.Trainer, *, split: str, beam_size: int, metrics: tuple[str, ...],
               image_size: tuple[int, int] | None, word_labels: Mapping[str, str]) -> Evaluation:
-        """The epoch's report, the same on every rank: gathered, then scored once, on rank 0 (the tokenizer and
-        METEOR run Java), and broadcast, so checkpointing and early stopping decide the same everywhere."""
+        """The epoch's report, the same on every rank: gathered, then scored once, on rank 0 (the tokenizer,
+        METEOR and SPICE run Java), and broadcast, so checkpointing and early stopping decide the same everywhere."""
         captioned = gather_by_image(self.captioned, world_size=trainer.world_size)
         self.captioned = {}
         evaluation = None

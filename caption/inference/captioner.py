@@ -52,6 +52,7 @@ from caption.io.checkpoints import download_checkpoint
 from caption.io.hub import pretrained_folder
 from caption.model.caption_model import CaptionModel
 from caption.model.captions import Caption
+from caption.model.precision import Precision, PrecisionSetting, at_least_float32, autocast, resolved_precision
 
 
 def pick_device(name: str | torch.device | None) -> torch.device:
@@ -78,12 +79,15 @@ class Captioner:
         data: the data settings the model was trained with and where they come from (`data_settings`), if known.
         checkpoint: the checkpoint it was loaded from (the file, also for a run folder; the model folder; or the
             URL), if any.
+        precision: "auto" (bf16-mixed where the device has bf16 matrix units, else 32-true), "32-true" or "bf16-mixed"
+            (bf16 autocast; `caption.model.precision`); what it resolves to is `captioner.precision`.
     """
 
     def __init__(self, module: CaptionModel, *, transform: Callable[[Image.Image], Tensor],
                  normalization: Normalization, data: tuple[dict[str, Any], str] | None = None,
-                 checkpoint: str | None = None):
+                 checkpoint: str | None = None, precision: PrecisionSetting = "auto"):
         self.module = module.eval()
+        self.precision: Precision = resolved_precision(precision, self.module.device)
         self.checkpoint = checkpoint
         self.transform = transform
         self.normalization = normalization
@@ -93,6 +97,7 @@ class Captioner:
     def from_checkpoint(
         cls, path: str | os.PathLike, *, device: str | torch.device | None = None, sha256: str | None = None,
         config: str | os.PathLike | None = None, decoding: Mapping[str, Any] | None = None,
+        precision: PrecisionSetting = "auto",
     ) -> Captioner:
         """Load a checkpoint written by `caption fit` (weights_only=True; vocabulary and settings included).
 
@@ -105,6 +110,7 @@ class Captioner:
             config: a YAML with a `data:` section, for checkpoints that do not store their data settings.
             decoding: decoding settings that replace the checkpoint's (`caption.model.decoding.DecodingSettings`'
                 fields, e.g. {"beam_size": 3, "length_penalty": 0.5}).
+            precision: "auto", "32-true" or "bf16-mixed" (as for `Captioner`).
         """
         url = str(path) if str(path).startswith(("https://", "http://")) else None
         trained = load_trained(download_checkpoint(url, sha256=sha256) if url else path, config=config,
@@ -116,14 +122,15 @@ class Captioner:
                 raise ConfigError(trained.data_problem or f"{path}: no data settings")
             transform = image_transform(encoder=encoder)  # the weights' preset
             return cls(module, transform=transform, normalization=(tuple(transform.mean), tuple(transform.std)),
-                       checkpoint=checkpoint)
+                       checkpoint=checkpoint, precision=precision)
         transform, normalization = source_inputs(trained.data, trained.data_origin, encoder=encoder)
         return cls(module, transform=transform, normalization=normalization, data=(trained.data, trained.data_origin),
-                   checkpoint=checkpoint)
+                   checkpoint=checkpoint, precision=precision)
 
     @classmethod
     def from_pretrained(
         cls, name: str | os.PathLike, *, device: str | torch.device | None = None, revision: str | None = None,
+        precision: PrecisionSetting = "auto",
     ) -> Captioner:
         """Load a model folder written by `caption export` (model.safetensors, config.json: nothing is unpickled), from
         this machine or from the Hugging Face Hub; it captions as the checkpoint it was exported from does.
@@ -134,8 +141,9 @@ class Captioner:
                 the cache only). Needs the extra `show-attend-tell[hub]`.
             device: "cpu", "cuda", "cuda:1", ...; None picks the GPU when there is one.
             revision: the Hub repository's branch, tag or commit to load (default: main).
+            precision: "auto", "32-true" or "bf16-mixed" (as for `Captioner`).
         """
-        return cls.from_checkpoint(pretrained_folder(name, revision=revision), device=device)
+        return cls.from_checkpoint(pretrained_folder(name, revision=revision), device=device, precision=precision)
 
     @property
     def device(self) -> torch.device:
@@ -167,7 +175,8 @@ class Captioner:
         {"image": ...}, the cache's for {"annotations": ...}. `caption_batch({"annotations": ...})` then decodes them
         as often as asked without encoding again."""
         inputs = {key: batch[key].to(self.device) for key in ("image", "annotations") if key in batch}
-        return self.module.annotations(inputs)
+        with autocast(self.device, self.precision):
+            return at_least_float32(self.module.annotations(inputs))  # fp32 for any use, as a feature cache's
 
     @torch.inference_mode()
     def caption_batch(
@@ -180,8 +189,10 @@ class Captioner:
         is then at least n wide); fewer when the search holds fewer than n distinct hypotheses (a short `max_length`,
         a small vocabulary), never a repeated or impossible one (log-probability -inf)."""
         check_decoding_arguments(beam_size=beam_size, max_length=max_length, num_captions=num_captions)
-        decoded = self.module.generate(self.annotations(batch), beam_size=beam_size, max_length=max_length,
-                                       num_captions=num_captions or 1)
+        annotations = self.annotations(batch)
+        with autocast(self.device, self.precision):
+            decoded = self.module.generate(annotations, beam_size=beam_size, max_length=max_length,
+                                           num_captions=num_captions or 1)
         captions = decoded.captions(self.module.vocabulary)
         if num_captions is None:
             return captions

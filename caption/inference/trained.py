@@ -136,6 +136,12 @@ def source_inputs(
 ) -> tuple[Callable[[Image.Image], Tensor], Normalization]:
     """The input transform and normalization of the data source in `settings` for `encoder` (the source is built,
     not read: sources load their records lazily, so the dataset's files need not be on this machine)."""
+    source = inference_source(settings, origin, encoder=encoder)
+    return source.inference_transform(), source.normalization
+
+
+def inference_source(settings: dict[str, Any], origin: str, *, encoder: str) -> CaptionSource:
+    """The data source in `settings`, built (not read) and set up for `encoder`, as `source_inputs` takes it."""
     try:
         source = instantiate(settings.get("source"), base=CaptionSource, key="data.source", origin=origin)
     except ForeignClassError:
@@ -143,4 +149,4 @@ def source_inputs(
     except Exception as error:
         raise ConfigError(f"cannot rebuild the data source from {origin}: {error}") from error
     source.use_encoder(encoder)
-    return source.inference_transform(), source.normalization
+    return source

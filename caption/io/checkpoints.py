@@ -11,7 +11,9 @@ word: `zip_damage` checks them first (zipfile's testzip, about half the time of 
 paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used (what an older version
 wrote upgraded first, in one call: `caption.legacy.checkpoints.upgraded`), and `SafeCheckpointIO`
 writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
-previous file whole. What you see for each failure: docs/reliability.md.
+previous file whole. A model is named by a checkpoint file, a run folder, a model folder, or a Hugging Face Hub model
+id (owner/name[@revision], when no such local path exists: `local_model`, which `find_checkpoint` asks first).
+What you see for each failure: docs/reliability.md.
 """
 
 import hashlib
@@ -36,6 +38,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from caption.config.keys import dotted, non_finite_message
 from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import check_checkpoint_classes
+from caption.io.hub import hub_reference, pretrained_folder
 from caption.io.model_folder import CONFIG, is_model_folder, non_finite_weights, read_model_folder
 from caption.io.outputs import write_atomically
 from caption.legacy.checkpoints import upgraded
@@ -154,10 +157,21 @@ def newest_first(paths: Iterable[Path]) -> list[Path]:
     return sorted(paths, key=lambda path: path.stat().st_mtime, reverse=True)
 
 
+def local_model(path: Path) -> Path:
+    """`path` itself; or, when no such local path exists and it is spelled as a Hugging Face Hub model id
+    (owner/name or owner/name@revision), its model folder's snapshot in huggingface_hub's cache
+    (`caption.io.hub.pretrained_folder`, downloaded first if needed). Every command names a model through this rule."""
+    if path.exists() or hub_reference(str(path)) is None:
+        return path
+    return pretrained_folder(str(path))
+
+
 def find_checkpoint(path: Path) -> Path:
-    """A checkpoint file itself, a model folder of `caption export` itself, or a run folder's newest readable
-    best-*.ckpt (else last.ckpt, else any); unreadable ones are skipped with a warning naming them. Every command and
-    `Captioner.from_checkpoint` take a run folder for a checkpoint through this one choice."""
+    """A checkpoint file itself, a model folder of `caption export` itself (a Hub model id: its snapshot,
+    `local_model`), or a run folder's newest readable best-*.ckpt (else last.ckpt, else any); unreadable ones are
+    skipped with a warning naming them. Every command and `Captioner.from_checkpoint` take a run folder for a
+    checkpoint through this one choice."""
+    path = local_model(path)
     if path.is_file() or is_model_folder(path):
         return path
     return run_folder_checkpoint(path)[0]
@@ -166,6 +180,7 @@ def find_checkpoint(path: Path) -> Path:
 def found_checkpoint(path: Path) -> tuple[Path, dict[str, Any]]:
     """The checkpoint `find_checkpoint` picks for `path`, with what `read_checkpoint` read of it: the file is read once
     (`find_checkpoint`, then `read_checkpoint`, would read a run folder's twice)."""
+    path = local_model(path)
     if path.is_file() or is_model_folder(path):
         return path, read_checkpoint(path)
     return run_folder_checkpoint(path)

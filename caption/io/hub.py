@@ -2,13 +2,15 @@
 a folder uploaded, both through `huggingface_hub` (the optional extra `show-attend-tell[hub]`).
 
     folder = pretrained_folder("owner/name", revision="v1")   # the cache's snapshot; a local folder is itself
+    folder = pretrained_folder("owner/name@v1")               # the same: a revision pinned in the name
     api = check_login("owner/name")                             # the package, the id and the login, before any work
     url = upload_model_folder(Path("exports/shapes_soft"), "owner/name", api=api)
 
 Downloads go through `huggingface_hub.snapshot_download`, so its cache (`HF_HUB_CACHE`), offline mode
 (`HF_HUB_OFFLINE=1`: the cached snapshot of the revision, no network) and revision pinning (a branch, tag or commit)
 apply as for any Hub model. Only the model folder's three files are fetched or sent. Every failure (the package
-missing, no login, no network, no such repository or revision) is one `CaptionError` naming the repository.
+missing, no login, no network, no such repository or revision) is one `CaptionError` naming the repository. Every
+command that names a model takes a Hub id too, through `caption.io.checkpoints.local_model`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from caption.io.model_folder import CARD, CONFIG, LIBRARY, TRAINING_CONFIG, WEIG
 
 FILES = [WEIGHTS, CONFIG, CARD, TRAINING_CONFIG]  # the last only when the run saved its config
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the Hub spells repository ids
+REVISION = re.compile(r"[\w.-]+(?:/[\w.-]+)*")  # a branch, tag or commit (refs/pr/1 too)
 INSTALL = f'pip install "{LIBRARY}[hub]"'
 
 
@@ -32,18 +35,27 @@ def is_repo_id(name: str) -> bool:
     return REPO_ID.fullmatch(name) is not None and not name.endswith((".ckpt", ".json", ".safetensors"))
 
 
-def hub(why: str) -> Any:
-    """The `huggingface_hub` module, or a CaptionError saying how to install it."""
+def hub_reference(name: str) -> tuple[str, str | None] | None:
+    """(repository id, revision or None) of `name` spelled owner/name or owner/name@revision; None if it is not."""
+    repo_id, at, revision = name.partition("@")
+    if not is_repo_id(repo_id) or (at and REVISION.fullmatch(revision) is None):
+        return None
+    return repo_id, revision or None
+
+
+def hub(why: str, error: type[CaptionError] = CaptionError) -> Any:
+    """The `huggingface_hub` module, or an `error` saying how to install it."""
     try:
         import huggingface_hub
     except ImportError:
-        raise CaptionError(f"{why} needs huggingface_hub, which is not installed: {INSTALL}") from None
+        raise error(f"{why} needs huggingface_hub, which is not installed: {INSTALL}") from None
     return huggingface_hub
 
 
 def pretrained_folder(name: str | os.PathLike, *, revision: str | None = None) -> Path:
     """The model folder `name` stands for: a local folder of `caption export`, or the snapshot of Hub repository
-    owner/name at `revision` (default: main) in huggingface_hub's cache, downloaded there first if needed."""
+    owner/name at `revision` (default: main, or the one of owner/name@revision) in huggingface_hub's cache,
+    downloaded there first if needed."""
     path = Path(name)
     if path.exists():
         if revision is not None:
@@ -53,17 +65,22 @@ def pretrained_folder(name: str | os.PathLike, *, revision: str | None = None) -
             raise CheckpointError(f"{name}: {what}, not a model folder of `caption export` (for a checkpoint or a run "
                                   "folder: Captioner.from_checkpoint)")
         return path
-    if not is_repo_id(str(name)):
+    reference = hub_reference(str(name))
+    if reference is None:
         raise CheckpointError(f"{name}: no such model folder, and not a Hugging Face Hub model id (owner/name)")
-    return download_model_folder(str(name), revision=revision)
+    repo_id, pinned = reference
+    if pinned is not None and revision is not None and pinned != revision:
+        raise ConfigError(f"{name} pins revision {pinned}, but revision={revision!r} is given too: give one")
+    return download_model_folder(repo_id, revision=revision or pinned)
 
 
 def download_model_folder(repo_id: str, *, revision: str | None) -> Path:
     """The snapshot of `repo_id` at `revision` in huggingface_hub's cache (`snapshot_download`), checked to be a model
     folder."""
-    huggingface_hub = hub(f"loading {repo_id} from the Hugging Face Hub")
-    errors = hub_errors()
     where = f"{repo_id}{'' if revision is None else f' (revision {revision})'}"
+    huggingface_hub = hub(f"{where}: there is no such local path, and loading it from the Hugging Face Hub",
+                          error=CheckpointError)
+    errors = hub_errors()
     try:
         folder = Path(huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns=FILES,
                                                         library_name=LIBRARY))
@@ -76,7 +93,7 @@ def download_model_folder(repo_id: str, *, revision: str | None) -> Path:
     except errors.LocalEntryNotFoundError:
         raise CheckpointError(f"{where}: not in the Hugging Face cache ({hub_cache()}) and the Hub "
                               f"cannot be reached{offline_note()}: download it once with a network, "
-                              "or give the folder") from None
+                              "or give a local model folder (there is no local path of this name)") from None
     except failures() as error:
         raise CheckpointError(f"{where}: cannot be downloaded from the Hugging Face Hub ({one_line(error)})") from None
     if not (folder / WEIGHTS).is_file() or not (folder / CONFIG).is_file():

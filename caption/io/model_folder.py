@@ -2,7 +2,9 @@
 
     model.safetensors   the model's state dict (safetensors: raw tensors behind a JSON header, nothing to unpickle)
     config.json         every setting group of the model as its checkpoint stores them, the vocabulary, the data
-                        settings inference needs (the source, hence the image transform), the versions
+                        settings inference needs (the source, hence the image transform), the versions, and the
+                        input's `preprocessing` for readers outside this code; no file of the machine it was trained
+                        on (`portable_model`, `portable_data`: training_config.yaml keeps the run's config as it was)
     README.md           the model card `caption export` writes, with the Hub's YAML metadata on top
     training_config.yaml  the config the run was trained with (its saved config.yaml), when the run kept one
 
@@ -25,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import lightning
+import numpy as np
 import torch
+from PIL import Image
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
@@ -49,6 +53,17 @@ FOREIGN_MARKS = ("model_type", "_class_name", "architectures", "_name_or_path", 
 # config.json's "sha256": {file: SHA-256 hex digest} of each file of the folder, config.json's own over its other keys
 # (`config_digest`); a folder exported before it existed has none, and loads unchecked
 CHECKSUMS = "sha256"
+# model.encoder.weights that name no file (any other value is a path of the training machine: the weights are in
+# model.safetensors, so an exported model's is "none")
+ENCODER_WEIGHT_NAMES = ("imagenet", "none")
+# data settings that name files of the training machine (the feature cache, what `caption predict` captioned, the
+# checkpoint the vocabulary came from): left out of config.json, so that the data module's defaults apply
+MACHINE_DATA = ("features", "predict", "vocabulary_from")
+# config.json's "preprocessing": how an RGB image becomes the encoder's input (`apply_preprocessing` applies it), as
+# `caption export` describes the model's transform, for readers outside this code; nothing reads it to caption
+PREPROCESSING = "preprocessing"
+INTERPOLATIONS = {"nearest": Image.Resampling.NEAREST, "bilinear": Image.Resampling.BILINEAR,
+                  "bicubic": Image.Resampling.BICUBIC}  # PIL's filter of each interpolation torchvision names
 
 
 def is_model_folder(path: str | os.PathLike) -> bool:
@@ -59,21 +74,78 @@ def is_model_folder(path: str | os.PathLike) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------- writing
-def model_config(checkpoint: Mapping[str, Any], *, version: str) -> dict[str, Any]:
+def model_config(checkpoint: Mapping[str, Any], *, version: str, source_paths: Mapping[str, Any] | None = None,
+                 preprocessing: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """config.json of the checkpoint `read_checkpoint` read: its model settings (every group `CaptionModule` stored:
     encoder, decoder, attention, soft, hard, decoding, optimization, self_critical, lr_scheduler, image_size),
-    vocabulary and data settings (without Lightning's `_instantiator`), as plain JSON values (tuples become lists)."""
+    vocabulary and data settings (without Lightning's `_instantiator`), as plain JSON values (tuples become lists),
+    with no file of the training machine (`portable_model`, `portable_data`; `source_paths`: the data source's path
+    arguments, each with its portable value or `DROPPED`), and the input's `preprocessing` when described."""
     hyperparameters = checkpoint["hyper_parameters"]
     data = checkpoint.get("datamodule_hyper_parameters")
     config = {
         "library_name": LIBRARY,
         "format_version": FORMAT_VERSION,
         "caption_version": version,
-        "model": {key: value for key, value in hyperparameters.items() if key not in NOT_SETTINGS},
+        "model": portable_model({key: value for key, value in hyperparameters.items() if key not in NOT_SETTINGS}),
         "vocabulary": list(hyperparameters["vocabulary"]),
-        "data": None if data is None else {key: value for key, value in data.items() if key != "_instantiator"},
+        "data": None if data is None else portable_data(data, source_paths or {}),
+        PREPROCESSING: None if preprocessing is None else dict(preprocessing),
     }
     return json.loads(json.dumps(config, allow_nan=False))  # plain: what a reader gets back
+
+
+DROPPED = object()  # a path argument of `source_paths` left out of config.json: the source's default applies
+
+
+def portable_model(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The model's settings without the training machine's files: encoder.weights "none" where it named a file or run
+    (the weights are in model.safetensors), optimization.init_from null."""
+    portable = dict(settings)
+    encoder, optimization = portable.get("encoder"), portable.get("optimization")
+    if isinstance(encoder, Mapping) and encoder.get("weights") not in (None, *ENCODER_WEIGHT_NAMES):
+        portable["encoder"] = {**encoder, "weights": "none"}
+    if isinstance(optimization, Mapping) and optimization.get("init_from") is not None:
+        portable["optimization"] = {**optimization, "init_from": None}
+    return portable
+
+
+def portable_data(data: Mapping[str, Any], source_paths: Mapping[str, Any]) -> dict[str, Any]:
+    """The data settings without the training machine's files: no `MACHINE_DATA`, and the source's path arguments
+    replaced by their `source_paths` values (`DROPPED`: left out)."""
+    portable = {key: value for key, value in data.items() if key != "_instantiator" and key not in MACHINE_DATA}
+    source = portable.get("source")
+    if isinstance(source, Mapping) and isinstance(source.get("init_args"), Mapping):
+        init_args = {key: source_paths.get(key, value) for key, value in source["init_args"].items()}
+        portable["source"] = {**source, "init_args": {key: value for key, value in init_args.items()
+                                                      if value is not DROPPED}}
+    return portable
+
+
+def file_names(value: Any) -> Any:
+    """A path's last part (a file's or folder's name, e.g. dataset_coco.json), each of a list's; None stays None."""
+    if isinstance(value, (list, tuple)):
+        return [file_names(item) for item in value]
+    return None if value is None else Path(value).name
+
+
+def apply_preprocessing(preprocessing: Mapping[str, Any], image: Image.Image) -> Tensor:
+    """The (3, H, W) input config.json's `preprocessing` makes of an RGB image, as a reader outside this code would
+    apply it with PIL: resized (an int size: the shorter side, the longer to int(size · long / short); [height,
+    width]: exactly), centre-cropped, scaled to 0..1, normalised per channel."""
+    resize, (crop_height, crop_width) = preprocessing["resize"], preprocessing["crop"]["size"]
+    width, height = image.size
+    if isinstance(resize["size"], int):
+        short, long = resize["size"], int(resize["size"] * max(width, height) / min(width, height))
+        size = (short, long) if width <= height else (long, short)
+    else:
+        size = (resize["size"][1], resize["size"][0])
+    resized = image.convert("RGB").resize(size, INTERPOLATIONS[resize["interpolation"]])
+    left, top = round((size[0] - crop_width) / 2), round((size[1] - crop_height) / 2)
+    cropped = resized.crop((left, top, left + crop_width, top + crop_height))
+    pixels = torch.from_numpy(np.asarray(cropped, dtype=np.uint8).copy()).permute(2, 0, 1).float() / 255.0
+    mean, std = (torch.tensor(preprocessing[key]).view(-1, 1, 1) for key in ("mean", "std"))
+    return (pixels - mean) / std
 
 
 def weights_bytes(state_dict: Mapping[str, Tensor]) -> bytes:

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from caption.errors import check_range
 from caption.model.decoding import HardEvalContext
+from caption.model.precision import at_least_float32
 from caption.model.weight_settings import defines_weights
 
 AttentionKind = Literal["soft", "hard"]
@@ -106,7 +107,7 @@ class SoftAttention(nn.Module):
     """
 
     def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
-        alpha = logits.softmax(dim=-1)  # (R, L)
+        alpha = at_least_float32(logits).softmax(dim=-1)  # (R, L), fp32 under bf16 autocast: each row sums to 1
         return AttentionOutput(context=expected_context(annotations, alpha), alpha=alpha)
 
 
@@ -133,7 +134,7 @@ class HardAttention(nn.Module):
 
     def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
         """annotations (B, L, D), logits e_t (R, L) for R = B·k rows, k consecutive rows per image."""
-        log_alpha = F.log_softmax(logits, dim=-1)  # (R, L)
+        log_alpha = F.log_softmax(at_least_float32(logits), dim=-1)  # (R, L), fp32 under bf16 autocast (eq. 12)
         alpha = log_alpha.exp()
         entropy = -(alpha * log_alpha).sum(-1)  # (R,)
         expected = expected_context(annotations, alpha)  # (R, D)

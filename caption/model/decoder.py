@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from caption.errors import ConfigError, check_range
 from caption.model.attention import ATTENTIONS, AdditiveScorer, AttentionSettings, HardAttention
 from caption.model.decoding import HardEvalContext
+from caption.model.precision import at_least_float32
 from caption.model.weight_settings import defines_weights
 
 
@@ -155,7 +156,9 @@ class Decoder(nn.Module):
     def init_state(self, annotations: Tensor) -> DecoderState:
         """h_0, c_0 from the mean annotation (eq. 5)."""
         mean = self.init_hidden_layers(annotations.mean(dim=1))  # (B, D)
-        return DecoderState(h=torch.tanh(self.init_h(mean)), c=torch.tanh(self.init_c(mean)))
+        # fp32 under bf16 autocast, and so every step's state: bf16's rounding of c_t would compound over the steps
+        return DecoderState(h=at_least_float32(torch.tanh(self.init_h(mean))),
+                            c=at_least_float32(torch.tanh(self.init_c(mean))))
 
     def project_annotations(self, annotations: Tensor) -> Tensor:
         """W_a a_i of eq. 4, once per image: (B, L, D) -> (B, L, A)."""
@@ -187,7 +190,8 @@ class Decoder(nn.Module):
         hidden_gates, query, beta_logit = from_hidden.split([4 * n, A, 1], dim=-1)
         logits = self.scorer(projected, query) * self.inverse_temperature  # e_t: (R, L)
         attended = self.attention(annotations, logits, semi_sampled)
-        beta = torch.sigmoid(beta_logit.squeeze(-1)) if self.gate else torch.ones_like(beta_logit.squeeze(-1))  # (R,)
+        beta_logit = at_least_float32(beta_logit.squeeze(-1))  # fp32 under bf16 autocast, as α: both are reported
+        beta = torch.sigmoid(beta_logit) if self.gate else torch.ones_like(beta_logit)  # (R,)
         context = beta[:, None] * attended.context  # ẑ_t: (R, D)
         gates = word_gates + hidden_gates + self.context_to_gates(context)  # (R, 4n)
         i, f, o, g = gates.chunk(4, dim=-1)

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from caption.errors import ConfigError, check_range
 from caption.model.decoder import DecoderOutput
+from caption.model.precision import at_least_float32
 
 Reward = Literal["mean", "sum"]
 Credit = Literal["caption", "step"]
@@ -110,7 +111,7 @@ class LearnedBaseline(nn.Module):
         self.layer = nn.Linear(hidden_dim, 1)
 
     def forward(self, rewards: Tensor, *, hidden: Tensor, share: Tensor) -> Tensor:
-        return self.layer(hidden.detach()).squeeze(-1)  # (B·N, T); the loss masks padding
+        return at_least_float32(self.layer(hidden.detach()).squeeze(-1))  # (B·N, T), fp32 as R_t; padding masked
 
 
 @dataclass

@@ -65,11 +65,13 @@ def mean_of_others(rewards: Tensor, samples: int) -> Tensor:
 
 @dataclass
 class SelfCriticalTerms:
-    """The self-critical loss and what explains it, each a scalar (`train/<name>` in the logs)."""
+    """The self-critical loss and what explains it, each a scalar (`train/<name>` in the logs). The reward and its
+    baseline are logged as `train/cider` and `train/cider_baseline`, not `train/reward` and `train/baseline`: those
+    are hard attention's log-likelihood reward of eq. 12 and its moving average (`caption.model.objectives`)."""
 
     loss: Tensor
-    reward: Tensor  # r, CIDEr-D of the sampled captions, mean
-    baseline: Tensor  # b, mean
+    cider: Tensor  # r, CIDEr-D of the sampled captions, mean
+    cider_baseline: Tensor  # b, the baseline's CIDEr-D (the other samples' or the greedy caption's), mean
     advantage_std: Tensor  # standard deviation of r - b over the sampled captions
     advantage_positive: Tensor  # share of sampled captions with r > b (the ones made more likely)
     sample_length: Tensor  # n_j, tokens per sampled caption (<end> included), mean
@@ -90,8 +92,8 @@ def self_critical_loss(sampled: Sampled, rewards: Tensor, baseline: Tensor) -> S
     entropy = None if sampled.entropy is None else (sampled.entropy * sampled.mask).sum(dim=1).mean().detach()
     return SelfCriticalTerms(
         loss=loss,
-        reward=rewards.mean(),
-        baseline=baseline.mean(),
+        cider=rewards.mean(),
+        cider_baseline=baseline.mean(),
         advantage_std=advantage.std() if advantage.numel() > 1 else advantage.new_zeros(()),
         advantage_positive=(advantage > 0).float().mean(),
         sample_length=tokens / sampled.mask.shape[0],

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from caption.reports.logs import Curves, UnreadableLogs, in_order, read_curves
+from caption.reports.logs import MEANINGS, Curves, UnreadableLogs, in_order, read_curves
 from caption.reports.runs import Model
 from caption.data.datamodule import CaptionDataModule
 from caption.data.sources.category_words import named_labels
@@ -103,6 +103,7 @@ def curves_figure(curves: dict[str, Curves], groups: dict[str, list[str]] | None
         handles = draw_chance(ax, curves, groups, colours) if name == ACCURACY else []
         ax.set_title(name)
         ax.set_xlabel("step")
+        ax.set_ylabel(MEANINGS.get(name, ""))  # what a training term is: hard's reward is no SCST reward
         ax.set_xlim(-0.03 * max(1, last_step), max(1, last_step) * 1.03)  # from step 0, a marker there whole
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(handles=ax.get_legend_handles_labels()[0] + handles)

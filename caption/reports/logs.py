@@ -15,9 +15,28 @@ from pathlib import Path
 
 NLL = "train/nll"  # -log p(y|a) (hard: -log p(y|s̃,a)), what soft's and hard's objectives share
 # the objectives' own terms (`caption.model.objectives.LossTerms`): the doubly stochastic penalty (soft trains it,
-# hard reports it), hard's REINFORCE term, entropy, reward, baseline and what the baseline leaves
+# hard reports it), hard's REINFORCE term, entropy, reward, baseline and what the baseline leaves; then self-critical
+# training's (`caption.model.self_critical.SelfCriticalTerms`): the CIDEr-D reward, its baseline, the advantage's
+# spread and positive share, the samples' length. Hard's reward (a log-likelihood) and SCST's (a CIDEr-D) differ in
+# name, so each has a panel of its own.
 OBJECTIVE_TERMS = tuple(f"train/{name}" for name in (
-    "doubly_stochastic", "reinforce", "entropy", "reward", "baseline", "advantage_square"))
+    "doubly_stochastic", "reinforce", "entropy", "reward", "baseline", "advantage_square",
+    "cider", "cider_baseline", "advantage_std", "advantage_positive", "sample_length"))
+# what each training curve is, as its panel's axis says
+MEANINGS = {
+    NLL: "-log p(y|a), per caption",
+    "train/doubly_stochastic": "Σ_i (1 - Σ_t α_ti)², before λ",
+    "train/reinforce": "hard: REINFORCE term, before λ_r",
+    "train/entropy": "H[s̃] = Σ_t H(α_t), per caption",
+    "train/reward": "hard: R, log-likelihood reward (eq. 12)",
+    "train/baseline": "hard: b, moving average of R",
+    "train/advantage_square": "hard: (R - b)², mean",
+    "train/cider": "SCST: r, CIDEr-D of the samples",
+    "train/cider_baseline": "SCST: b, the baseline's CIDEr-D",
+    "train/advantage_std": "SCST: std of r - b",
+    "train/advantage_positive": "SCST: share of samples with r > b",
+    "train/sample_length": "SCST: tokens per sample",
+}
 VALIDATION = "val/"  # every figure logged under it is drawn
 # drawn first, in this order, when logged: the likelihood, the paper's metrics, where the model looks, how sharp its
 # attention is; the objectives' terms and the other validation figures after them, by name

@@ -74,6 +74,7 @@ class CardFacts:
     config: str | None = None  # the run's saved config, relative to the run folder (in the folder as TRAINING_CONFIG)
     lr_scheduler: dict[str, Any] | None = None
     license: str = "mit"
+    preprocessing: dict[str, Any] | None = None  # config.json's, when the input transform is described there
 
 
 def last_test_row(metrics_csv: Path) -> TestFigures | None:
@@ -204,6 +205,8 @@ def body(facts: CardFacts) -> str:
         'captioner.plot("photo.jpg").savefig("attention.png")     # where it looked, word by word',
         "```",
         "",
+        preprocessing_line(facts.preprocessing),
+        "",
         ("From the command line, with this folder: `caption describe --ckpt_path FOLDER photo.jpg --predictions.out "
          "figures`; `caption evaluate --ckpt_path FOLDER --split test --predictions.out eval` scores it on its data."),
         "",
@@ -223,13 +226,13 @@ def body(facts: CardFacts) -> str:
          "images get captions that may be wrong, with no warning."),
         ("- Captions repeat what the training data says, its biases included; do not use them to decide about people "
          "or as the sole description of an image for someone who cannot see it."),
-        ("- The data paths in config.json are those of the machine it was trained on; pass `--config` to evaluate it "
-         "on your copy of the data."),
+        ("- config.json names no file of the machine it was trained on (the run's config, with its data paths, is "
+         "the training config); pass `--config` to evaluate it on your copy of the data."),
         "",
         "## Files",
         "",
         ("`model.safetensors` (the weights only: loading runs no code), `config.json` (the settings, the vocabulary "
-         "and the data settings), "
+         "the data settings and the input's `preprocessing`), "
          + (f"`{TRAINING_CONFIG}` (the config the run was trained with), " if facts.config is not None else "")
          + "this card. The format: docs/sharing.md of show-attend-tell."),
         "",
@@ -240,6 +243,24 @@ def body(facts: CardFacts) -> str:
         "```",
     ]
     return "\n".join(lines) + "\n"
+
+
+def preprocessing_line(preprocessing: dict[str, Any] | None) -> str:
+    """One line of how an image becomes the model's input (config.json's `preprocessing`), for use outside
+    `Captioner`, which does it."""
+    if preprocessing is None:
+        return "Inputs: prepared by `Captioner` as in training (config.json describes no preprocessing for them)."
+    resize, (height, width) = preprocessing["resize"], preprocessing["crop"]["size"]
+    size = resize["size"]
+    resized = (f"the shorter side resized to {size}" if isinstance(size, int) else f"resized to {size[1]}×{size[0]}")
+    return (f"Inputs (config.json's `preprocessing`; `Captioner` does it): {preprocessing['channel_order']}, "
+            f"{resized} ({resize['interpolation']}), centre-cropped to {width}×{height}, scaled to 0..1, normalised "
+            f"with mean {fmt(preprocessing['mean'])} and std {fmt(preprocessing['std'])}.")
+
+
+def fmt(values: list[float]) -> str:
+    """Per-channel values as (0.485, 0.456, 0.406)."""
+    return "(" + ", ".join(f"{value:.4g}" for value in values) + ")"
 
 
 def source_url() -> str | None:

@@ -12,6 +12,7 @@ from caption.errors import ConfigError
 from caption.inference import Captioner, build_data
 from caption.io.checkpoints import find_checkpoint
 from caption.model.caption_model import ModelSettings
+from caption.model.precision import PrecisionSetting
 
 
 @dataclass
@@ -74,13 +75,14 @@ def model_names(captioners: list[Captioner], names: list[str] | None, *, each: s
 
 
 def read_models(given: list[Path], *, names: list[str] | None, device: str, config: Path | None,
-                decoding: dict[str, Any] | None = None) -> list[Model]:
+                decoding: dict[str, Any] | None = None, precision: PrecisionSetting = "auto") -> list[Model]:
     """A `Model` per checkpoint or run folder (a run folder stands for its newest model-selection checkpoint,
     `best-*.ckpt`, else `last.ckpt`, and its newest logs, `caption.reports.logs.find_logs`); `config`: a YAML
     whose `data:` section stands for the data settings of every checkpoint; `decoding`: decoding settings that
-    replace each checkpoint's."""
+    replace each checkpoint's; `precision`: each captioner's."""
     paths = [find_checkpoint(path) for path in given]
-    captioners = [Captioner.from_checkpoint(path, device=device, config=config, decoding=decoding) for path in paths]
+    captioners = [Captioner.from_checkpoint(path, device=device, config=config, decoding=decoding, precision=precision)
+                  for path in paths]
     return [Model(name, path, captioner, find_logs(folder, path))
             for name, path, captioner, folder in zip(model_names(captioners, names), paths, captioners, given)]
 
@@ -104,12 +106,12 @@ def run_names(given: list[Path], checkpoints: list[Path]) -> list[str]:
 
 
 def read_groups(given: list[list[Path]], *, names: list[str] | None, device: str, config: Path | None,
-                decoding: dict[str, Any] | None = None) -> list[Group]:
+                decoding: dict[str, Any] | None = None, precision: PrecisionSetting = "auto") -> list[Group]:
     """A `Group` per list of checkpoints or run folders (`read_models`' readings), named by `names` (one per group)
     or after its first model's attention kind (`model_names`); a group of one model keeps the group's name."""
     paths = [[find_checkpoint(path) for path in group] for group in given]
-    captioners = [[Captioner.from_checkpoint(path, device=device, config=config, decoding=decoding) for path in group]
-                  for group in paths]
+    captioners = [[Captioner.from_checkpoint(path, device=device, config=config, decoding=decoding,
+                                             precision=precision) for path in group] for group in paths]
     groups = []
     for name, folders, checkpoints, readers in zip(model_names([group[0] for group in captioners], names,
                                                                each="group"), given, paths, captioners):

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from caption.data.labelled_objects import BACKGROUND
+from caption.model.precision import at_least_float32
 from caption.training.pretraining_settings import PretrainingSettings
 
 
@@ -67,8 +68,8 @@ class EncoderClassifier(L.LightningModule):
         self.best_state: dict[str, Tensor] | None = None  # the encoder at the best validation accuracy so far
 
     def forward(self, images: Tensor) -> Tensor:
-        """images (B, 3, H, W) -> class scores of every cell (B, L, C + 1)."""
-        return self.head(self.encoder(images))  # (B, L, D) -> (B, L, C + 1)
+        """images (B, 3, H, W) -> class scores of every cell (B, L, C + 1), fp32 under bf16 autocast (the loss's)."""
+        return at_least_float32(self.head(self.encoder(images)))  # (B, L, D) -> (B, L, C + 1)
 
     def training_step(self, batch: dict[str, Tensor], batch_index: int) -> Tensor:
         loss = cell_loss(self(batch["image"]), batch["cells"], background_weight=self.settings.background_weight)

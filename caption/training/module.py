@@ -19,7 +19,7 @@ from torch import Tensor
 
 from caption.config.keys import dotted
 from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError
-from caption.evaluation.metrics import METRICS
+from caption.evaluation.metrics import TEST_METRICS
 from caption.evaluation.report import GREEDY, GREEDY_METRICS, Evaluation, not_looking
 from caption.evaluation.results import Result, result
 from caption.evaluation.scoring import EpochCaptions
@@ -286,7 +286,7 @@ class CaptionModule(L.LightningModule):
         """The beam and metrics of validation: while fitting, greedy and BLEU-4 and CIDEr (each epoch, fast);
         `caption validate`, as `caption test` and `caption evaluate` score: the model's beam, every metric."""
         if self._trainer is not None and self.trainer.state.fn == "validate":
-            return self.settings.decoding.beam_size, METRICS
+            return self.settings.decoding.beam_size, TEST_METRICS
         return 1, ("bleu4", "cider")
 
     def validation_step(self, batch: dict[str, Any], batch_index: int) -> None:
@@ -309,7 +309,7 @@ class CaptionModule(L.LightningModule):
         """The test scores of the model's decoding (test/...) and, with a beam, of greedy decoding beside them, as
         validation decodes while fitting (test/greedy/...: the paper's BLEU-4 and CIDEr, where the model looked)."""
         beam_size = self.settings.decoding.beam_size
-        evaluation = self._log_epoch("test", beam_size=beam_size, metrics=METRICS, prog_bar=False)
+        evaluation = self._log_epoch("test", beam_size=beam_size, metrics=TEST_METRICS, prog_bar=False)
         if beam_size > 1:
             self._log_epoch("test", beam_size=1, metrics=GREEDY_METRICS, prog_bar=False,
                             captions=self._greedy_captions, prefix=GREEDY)

@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import Callback, ModelSummary, TQDMProgressBar
 from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
+
+from caption.model.precision import bf16_support
 
 SHOWN = ("loss", "val/bleu4", "val/attention_accuracy")  # the figures of the bar, when logged
 # the figures of the summary, where logged: the paper's metrics, where the model looked, how sharp its attention is
@@ -70,12 +73,29 @@ class ParameterCount(ModelSummary):
     """Lightning's model summary in one line: the parameters that train and those frozen (Lightning's table of
     modules, with its columns of FLOPs that a CPU run leaves at 0: `caption -v`)."""
 
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """The line names the precision the run trains in, and what the device has for bf16 (`precision_note`)."""
+        self._summarize_kwargs = {**self._summarize_kwargs,
+                                  "precision": precision_note(str(trainer.precision), pl_module.device)}
+        super().on_fit_start(trainer, pl_module)
+
     @staticmethod
     def summarize(summary_data: Any, total_parameters: int, trainable_parameters: int, *args: Any,
-                  **kwargs: Any) -> None:
+                  precision: str = "", **kwargs: Any) -> None:
         frozen = total_parameters - trainable_parameters
         rank_zero_info(f"model: {get_human_readable_count(trainable_parameters).strip()} parameters trained, "
-                       f"{get_human_readable_count(frozen).strip()} frozen")
+                       f"{get_human_readable_count(frozen).strip()} frozen" + (f"; {precision}" if precision else ""))
+
+
+def precision_note(precision: str, device: torch.device) -> str:
+    """"precision bf16-mixed (AVX-512 BF16)", or "precision 32-true" and, where the device has bf16 matrix units,
+    the option that uses them."""
+    support = bf16_support(device)
+    if "bf16" in precision:
+        return f"precision {precision} ({support if support != 'none' else 'no bf16 matrix units: emulated'})"
+    if support == "none":
+        return f"precision {precision}"
+    return f"precision {precision} (this device has {support}: --trainer.precision bf16-mixed uses it)"
 
 
 class ProgressBar(TQDMProgressBar):

@@ -3,7 +3,8 @@
 The reward, CIDEr-D against each image's references with document frequencies from the training references
 (`caption.evaluation.cider_reward.CiderD`), is built once when fitting starts; each step then samples k captions per
 distinct image of the batch (and, for hard attention, their locations), scores all B·k at once, and subtracts the
-baseline: the mean reward of the image's other samples, or the reward of its greedy caption.
+baseline: the mean reward of the image's other samples, or the reward of its greedy caption. Both are logged as
+`train/cider` and `train/cider_baseline` (hard attention's `train/reward` is eq. 12's log-likelihood).
 
     caption fit --config shapes_soft_scst      # from runs/shapes_soft's checkpoint (model.optimization.init_from)
 """

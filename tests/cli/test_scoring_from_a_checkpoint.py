@@ -4,6 +4,7 @@ come from the checkpoint, as for predict, evaluate and describe, and the figures
 import csv
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -61,6 +62,9 @@ def test_validate_and_test_from_a_run_folder_or_an_export_score_as_evaluate_does
                 expected = evaluated["greedy"][name]
                 assert scored[f"greedy/{name}"] == (None if expected is None else pytest.approx(expected, rel=1e-6,
                                                                                                 abs=1e-9)), name
+    # the export names no folder of the machine that trained it: its built-in data was made again at the default root
+    assert (workdir / "data" / "shapes").is_dir()
+    shutil.rmtree(workdir / "data")
     main([command, "--ckpt_path", str(run), *QUIET])
     assert list(workdir.iterdir()) == [], "without a logger it writes nothing: no logs, no config, no checkpoints"
 

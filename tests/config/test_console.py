@@ -172,7 +172,10 @@ def test_a_short_fit_shows_a_terminal_only_its_own_lines_each_whole(tmp_path):
     assert [line for line in shown if "warning" in line.lower()] == [
         "caption: warning: a warning of the project's, in two lines", "dependency: warning: a dependency's note"]
     assert not [line for line in shown if "available:" in line or "FLOPs" in line or "Seed set" in line], text
-    assert re.search(r"^model: [\d.]+ [KM]? ?parameters trained, 0 frozen$", text, re.MULTILINE), text
+    # the precision it trains in, in that line: not Lightning's own line for it too
+    assert re.search(r"^model: [\d.]+ [KM]? ?parameters trained, 0 frozen; precision (32-true|bf16-mixed)( \(.+\))?$",
+                     text, re.MULTILINE), text
+    assert not [line for line in shown if "Automatic Mixed Precision" in line], text
     assert shown.index("Example test captions (beam 3):") < next(
         index for index, line in enumerate(shown) if line.startswith("kept epoch 0"))
 

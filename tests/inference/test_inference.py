@@ -80,8 +80,9 @@ def test_a_caption_holds_what_each_word_looked_at(checkpoint):
 
 
 def test_log_prob_is_the_teacher_forced_log_likelihood(tiny_runs):
-    """Greedy decoding's log p(caption | image), <end> included, equals the decoder's teacher-forced sum."""
-    captioner = Captioner.from_checkpoint(tiny_runs["soft"] / "checkpoints" / "last.ckpt", device="cpu")
+    """Greedy decoding's log p(caption | image), <end> included, equals the decoder's teacher-forced sum (both fp32)."""
+    captioner = Captioner.from_checkpoint(tiny_runs["soft"] / "checkpoints" / "last.ckpt", device="cpu",
+                                          precision="32-true")
     module = captioner.module
     caption = captioner(GRACE_HOPPER, beam_size=1)
     image = captioner.prepare(GRACE_HOPPER)[None]  # (1, 3, H, W)

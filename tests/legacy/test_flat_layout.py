@@ -47,10 +47,17 @@ def assert_as_recorded(found: list[dict], recorded: list[dict]) -> None:
 @pytest.mark.parametrize("kind", ["soft", "hard"])
 def test_a_checkpoint_of_the_flat_layout_captions_as_it_did(kind):
     expected = json.loads((FIXTURES / "captions.json").read_text())
-    with pytest.warns(CaptionWarning) as said:
-        captioner = Captioner.from_checkpoint(FIXTURES / f"{kind}.ckpt")
+    with pytest.warns(CaptionWarning) as said:  # recorded in fp32; bf16-mixed below
+        captioner = Captioner.from_checkpoint(FIXTURES / f"{kind}.ckpt", precision="32-true")
     for beam_size in (1, 3):
         assert_as_recorded(captions_of(captioner, beam_size=beam_size), expected[f"{kind} beam {beam_size}"])
+    captioner.precision = "bf16-mixed"  # the same captions; log-probabilities within bf16's rounding
+    for beam_size in (1, 3):
+        recorded = expected[f"{kind} beam {beam_size}"]
+        found = captions_of(captioner, beam_size=beam_size)
+        assert [caption["text"] for caption in found] == [caption["text"] for caption in recorded]
+        np.testing.assert_allclose([caption["log_prob"] for caption in found],
+                                   [caption["log_prob"] for caption in recorded], rtol=0.02)
     assert [str(warning.message) for warning in said] == [
         f"checkpoint {FIXTURES / f'{kind}.ckpt'} names caption.data.shapes.ShapesSource, which is now "
         "caption.data.synthetic.shapes.ShapesSource: read as caption.data.synthetic.shapes.ShapesSource (the old name "

@@ -63,7 +63,9 @@ def test_the_loss_is_the_reference_reward_criterion_with_locations_added_for_har
     assert torch.isclose(terms.advantage_positive, torch.tensor(1 / 3))
     assert torch.isclose(terms.advantage_std, advantage.std())
     assert torch.isclose(terms.sample_length, torch.tensor(8 / 3))
+    assert torch.isclose(terms.cider, rewards.mean()) and torch.isclose(terms.cider_baseline, baseline.mean())
     assert (terms.entropy is not None) == hard
+    assert not {"reward", "baseline"} & set(terms.as_dict()), "train/reward is hard attention's log-likelihood"
 
 
 def test_settings_refuse_what_cannot_work():

@@ -106,6 +106,9 @@ def test_precision_gpu_on_the_cpu(benchmark: Callable[..., str]):
     out = benchmark("precision_gpu", "--device", "cpu", "--tiny", "--steps", "1", "--warmup", "1")
     rows = [line for line in out.splitlines() if line.startswith(("| soft |", "| hard |"))]
     assert [row.split(" | ")[1] for row in rows] == ["32-true", "bf16-mixed"] * 2
+    searches = [line for line in out.splitlines() if line.startswith("| beam ")]
+    assert [row.split(" | ")[:2] for row in searches] == [["| beam 3", "32-true"], ["| beam 3", "bf16-mixed"],
+                                                          ["| beam 5", "32-true"], ["| beam 5", "bf16-mixed"]]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="refuses only where no GPU is")
@@ -137,9 +140,10 @@ def test_reward(benchmark: Callable[..., str]):
 def test_speed(benchmark: Callable[..., str]):
     """Every section but `input` (test_input_pipeline runs its script), one timed step or run of each case."""
     out = benchmark("speed", "--quick", "--only", "train", "decode", "padding", "--steps", "1", "--decode-images", "2",
-                    "--default-malloc")
-    for case in ("train (a) soft fp32", "train (a) hard fp32", "decode (a) greedy fp32", "decode (a) beam 5 fp32"):
+                    "--default-malloc", "--precision", "fp32", "bf16", "--attention", "soft")
+    for case in ("train (a) soft fp32", "train (a) soft bf16", "decode (a) greedy fp32", "decode (a) beam 5 bf16"):
         assert f"| {case} |" in out
+    assert "bf16 matrix units: " in out and "| train (a) soft | " in out and "| decode (a) beam 3 | " in out
     assert "## padding in one epoch: 566,435 captions" in out and "| 64 | 0.00% |" in out
 
 

@@ -60,3 +60,18 @@ def test_groups_of_seeds_draw_their_chance_level_in_the_groups_colour():
     (location,) = [line for line in ax.get_lines() if line.get_gid() == "val/attention_chance_location"]
     assert location.get_ydata()[0] == pytest.approx(0.06), "the mean of the group's runs"
     assert location.get_color() == ax.get_lines()[0].get_color()
+
+
+def test_hard_attentions_reward_and_self_critical_cider_are_on_panels_of_their_own():
+    """Hard's train/reward is eq. 12's log-likelihood (about -2), SCST's train/cider a CIDEr-D (about 1): one axis
+    for both would tell nothing; each panel's axis says what its quantity is."""
+    scst = logged([20.0, 19.0, 18.0], cider=[0.8, 1.0, 1.2], cider_baseline=[0.8, 0.9, 1.1], advantage_std=[0.3] * 3,
+                  advantage_positive=[0.5] * 3, sample_length=[9.0] * 3)
+    hard = logged([32.0, 25.0, 18.0], reward=[-2.5, -2.2, -2.0], baseline=[-2.6, -2.3, -2.1])
+    drawn = panels(curves_figure({"hard": hard, "scst": scst}))
+    assert curve_labels(drawn["train/reward"]) == ["hard"] and curve_labels(drawn["train/baseline"]) == ["hard"]
+    for term in ("train/cider", "train/cider_baseline", "train/advantage_std", "train/advantage_positive",
+                 "train/sample_length"):
+        assert curve_labels(drawn[term]) == ["scst"], f"{term}: the self-critical run's own panel"
+    assert "log-likelihood" in drawn["train/reward"].get_ylabel()
+    assert "CIDEr-D" in drawn["train/cider"].get_ylabel() and "SCST" in drawn["train/cider_baseline"].get_ylabel()

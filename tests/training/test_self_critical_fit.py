@@ -14,7 +14,8 @@ from kit.tiny import run_args, tiny_args
 from caption.cli import main
 from caption.io.checkpoints import find_checkpoint, read_checkpoint
 
-EXPLAINED = ("train/reward", "train/baseline", "train/advantage_std", "train/advantage_positive", "train/sample_length")
+EXPLAINED = ("train/cider", "train/cider_baseline", "train/advantage_std", "train/advantage_positive",
+             "train/sample_length")
 
 
 def scst_args(tiny_runs, kind: str, out) -> list[str]:
@@ -35,8 +36,9 @@ def test_self_critical_fit_from_a_cross_entropy_run(tiny_runs, tmp_path, kind, b
         main([*scst_args(tiny_runs, kind, out), "--model.self_critical.baseline", baseline,
               "--model.optimization.learning_rate", "0.001"])
     rows = list(csv.DictReader((out / "logs" / "version_0" / "metrics.csv").open()))
-    trained = [row for row in rows if row.get("train/reward")]
+    trained = [row for row in rows if row.get("train/cider")]
     assert trained and all(row[name] != "" for row in trained for name in EXPLAINED)
+    assert not any(row.get("train/reward") or row.get("train/baseline") for row in rows), "hard's names, not SCST's"
     assert all(0.0 <= float(row["train/advantage_positive"]) <= 1.0 for row in trained)
     assert ("train/entropy" in rows[0]) == (kind == "hard")  # H[s̃] reported for hard attention
     assert any(row.get("val/cider") for row in rows) and any(row.get("val/attention_accuracy") for row in rows)

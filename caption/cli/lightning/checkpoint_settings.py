@@ -15,7 +15,14 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from caption.cli.lightning.given import given_model_settings, given_on_command_line
 from caption.config.keys import dotted
 from caption.errors import CheckpointError
-from caption.io.checkpoints import check_model_settings, find_checkpoint, first_readable, newest_first, read_checkpoint
+from caption.io.checkpoints import (
+    check_model_settings,
+    find_checkpoint,
+    first_readable,
+    local_model,
+    newest_first,
+    read_checkpoint,
+)
 from caption.io.model_folder import is_model_folder
 from caption.model.caption_model import check_sizes
 from caption.model.decoding import DecodingSettings
@@ -93,9 +100,11 @@ def resolve_last(config: Any, *, subcommand: str) -> dict[str, Any] | None:
 
 def with_run_checkpoint(args: list[str]) -> list[str]:
     """Command-line arguments with a run folder given as `--ckpt_path DIR` (or `--ckpt_path=DIR`) replaced by the
-    checkpoint `find_checkpoint` picks there; everything else as it is."""
+    checkpoint `find_checkpoint` picks there, and a Hugging Face Hub model id by its model folder (`local_model`);
+    everything else as it is."""
     def resolved(value: str) -> str:
-        return str(find_checkpoint(Path(value))) if Path(value).is_dir() else value
+        path = local_model(Path(value))
+        return str(find_checkpoint(path)) if path.is_dir() else value
 
     result = list(args)
     for index, arg in enumerate(result):

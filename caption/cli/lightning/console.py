@@ -5,7 +5,9 @@ results, each on a line of its own, and only those the researcher needs.
 lines, the example captions among them) go to stdout, through `caption.config.console.write_line`, so that a
 progress bar is never glued to them and the end summary (stdout too) follows them in order; unless `caption -v`,
 Lightning's warning about modules in eval mode is left out, because the only such modules are a frozen encoder's,
-in eval mode on purpose (`caption.model.encoder`: its BatchNorm keeps the statistics it was trained with); in
+in eval mode on purpose (`caption.model.encoder`: its BatchNorm keeps the statistics it was trained with), and its
+warning that under bf16-mixed its summary cannot size the model in MB (the one-line summary gives no size), and in
+`fit` its line naming the mixed precision (the model's line names the precision, mixed or not); in
 `validate` and `test`, its warnings that no seed was given (scoring a checkpoint draws nothing at random) and that the
 callbacks which wrote the checkpoint are not all there (their states matter to resuming a fit, not to scoring).
 `quiet_lightning` leaves out Lightning's info lines altogether (devices, seed, tips, restoring states) and its
@@ -28,9 +30,20 @@ LIGHTNING_INFO_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fa
                           "lightning.fabric.utilities.seed")
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")  # the two Lightning gives a stream handler on import
 FROZEN_IN_EVAL_MODE = r"Found \d+ module\(s\) in eval mode at the start of training"  # Lightning's words
+# Lightning's words under bf16-mixed about the model size in MB, which the one-line summary does not give, and its line
+# naming the precision, which the summary's line names (`caption.training.progress.ParameterCount`)
+SUMMARY_PRECISION = "Precision .* is not supported by the model summary"
+MIXED_PRECISION_LINE = "Automatic Mixed Precision (AMP)"
 # Lightning's words when validate or test score a checkpoint: no seed_everything, and a fit's callbacks not made again
 SCORING_CHATTER = ("No seed found, seed set to ", "Be aware that when using `ckpt_path`, callbacks used to create")
 SCORING_COMMANDS = ("validate", "test")
+
+
+class WithoutPrecisionLine(logging.Filter):
+    """Leaves out Lightning's line naming the mixed precision (`MIXED_PRECISION_LINE`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return MIXED_PRECISION_LINE not in record.getMessage()
 
 
 class OwnLinesOnly(logging.Filter):
@@ -54,12 +67,15 @@ def lightning_console(*, verbose: bool, command: str = "fit") -> Iterator[None]:
         for handler in filter(writes_to_a_terminal_stream, handlers):
             ours = ConsoleHandler("stdout", level=handler.level)
             ours.setFormatter(handler.formatter)
+            if not verbose and command == "fit":  # the model's line names it (validate, test: Lightning's)
+                ours.addFilter(WithoutPrecisionLine())
             logging.getLogger(name).removeHandler(handler)
             logging.getLogger(name).addHandler(ours)
     try:
         with warnings.catch_warnings():
             if not verbose:
                 warnings.filterwarnings("ignore", message=FROZEN_IN_EVAL_MODE)
+                warnings.filterwarnings("ignore", message=SUMMARY_PRECISION)
                 for chatter in SCORING_CHATTER if command in SCORING_COMMANDS else ():
                     warnings.filterwarnings("ignore", message=chatter)
             yield
