@@ -94,7 +94,8 @@ def add_checkpoint(parser: argparse.ArgumentParser) -> None:
     """--ckpt_path: a checkpoint written by `caption fit`, a run folder, or a URL with its --sha256."""
     parser.add_argument("--ckpt_path", required=True, metavar="CKPT",
                         help="checkpoint written by `caption fit`, its run folder (the newest best-*.ckpt, else "
-                             "last.ckpt, as `caption compare` picks it) or its https URL (alias: --ckpt)")
+                             "last.ckpt, as `caption compare` picks it), a folder of `caption export`, a Hugging Face "
+                             "Hub model owner/name[@revision], or an https URL (alias: --ckpt)")
     parser.add_argument("--sha256", default=None, help="the URL's expected SHA-256 (downloaded once, then checked)")
 
 

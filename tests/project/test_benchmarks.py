@@ -211,3 +211,41 @@ def test_decoding(benchmark: Callable[..., str], tmp_path: Path):
     for decoding in ("greedy", "beam 3", "beam 3, length penalty 1", "beam 3, focus", "beam 3, MMI 0.5"):
         assert f"| {decoding} | " in printed
     assert "decoding.json" in {path.name for path in (tmp_path / "decoding").iterdir()}
+
+
+STAND_IN_PORT = '''
+import torch
+from torch import nn
+
+
+class DecoderWithAttention(nn.Module):
+    """The port's interface, a few layers behind it: forward(annotations, captions, lengths) -> its five outputs."""
+
+    def __init__(self, attention_dim, embed_dim, decoder_dim, vocab_size, encoder_dim=2048):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.score = nn.Linear(encoder_dim, 1)
+        self.fc = nn.Linear(embed_dim + encoder_dim, vocab_size)
+
+    def forward(self, encoder_out, encoded_captions, caption_lengths):
+        encoder_out = encoder_out.view(encoder_out.size(0), -1, encoder_out.size(-1))
+        caption_lengths, sort_ind = caption_lengths.squeeze(1).sort(dim=0, descending=True)
+        encoder_out, encoded_captions = encoder_out[sort_ind], encoded_captions[sort_ind]
+        decode_lengths = (caption_lengths - 1).tolist()
+        steps = max(decode_lengths)
+        alphas = self.score(encoder_out).squeeze(-1).softmax(-1)[:, None].expand(-1, steps, -1)
+        context = (alphas[:, :1, :, None] * encoder_out[:, None]).sum(2).expand(-1, steps, -1)
+        words = self.embedding(encoded_captions[:, :steps])
+        return self.fc(torch.cat([words, context], -1)), encoded_captions, decode_lengths, alphas, sort_ind
+'''
+
+
+@pytest.mark.slow
+@covers("port")
+def test_port_beside_a_stand_in_for_the_port(benchmark: Callable[..., str], tmp_path: Path):
+    """The script's real run, with a stand-in of the port's interface where a clone of it would be."""
+    (tmp_path / "port").mkdir()
+    (tmp_path / "port" / "models.py").write_text(STAND_IN_PORT)
+    out = benchmark("port", "--port", str(tmp_path / "port"), "--steps", "1")
+    assert "| port (fp32, mixed lengths) |" in out and "| 1.00x |" in out
+    assert "| ours (fp32, same-length batches) |" in out and "| ours (fp32, mixed lengths) |" in out
