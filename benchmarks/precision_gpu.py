@@ -49,27 +49,33 @@ class Timer(L.Callback):
     def __init__(self, warmup: int):
         self.warmup, self.start, self.seconds_per_step = warmup, 0.0, float("nan")
 
-    def _now(self, module: L.LightningModule) -> float:
-        if module.device.type == "cuda":
-            torch.cuda.synchronize(module.device)
-        return time.perf_counter()
-
     def on_train_batch_end(self, trainer, module, *_):
         if trainer.global_step == self.warmup:
-            self.start = self._now(module)
+            self.start = synced_now(module.device)
 
     def on_train_end(self, trainer, module):
-        self.seconds_per_step = (self._now(module) - self.start) / (trainer.global_step - self.warmup)
+        self.seconds_per_step = (synced_now(module.device) - self.start) / (trainer.global_step - self.warmup)
 
 
-def measure(attention: str, precision: str, args: argparse.Namespace) -> tuple[float, float]:
+def synced_now(device: torch.device) -> float:
+    """time.perf_counter() once the device's queued work is done."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def coco_module(attention: str, args: argparse.Namespace, **settings) -> tuple[CaptionModule, int, int]:
+    """The CaptionModule at the paper's COCO sizes (`--tiny`: a few units), its vocabulary size and its L."""
     decoder, dim = (dict(embed_dim=8, hidden_dim=16), 8) if args.tiny else (dict(embed_dim=512, hidden_dim=1800), 512)
     words, locations = (50, 9) if args.tiny else (10_000, 196)
     vocabulary = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(words - len(Vocabulary.SPECIALS))]
-    module = CaptionModule(
-        vocabulary=vocabulary, encoder={"name": "vgg16", "weights": "none"}, decoder=decoder,
-        attention={"kind": attention, "dim": dim},
-    )
+    module = CaptionModule(vocabulary=vocabulary, encoder={"name": "vgg16", "weights": "none"}, decoder=decoder,
+                           attention={"kind": attention, "dim": dim}, **settings)
+    return module, words, locations
+
+
+def measure(attention: str, precision: str, args: argparse.Namespace) -> tuple[float, float]:
+    module, words, locations = coco_module(attention, args)
     steps = args.warmup + args.steps
     data = SyntheticCaptions(batches=steps, batch_size=args.batch_size, locations=locations,
                              dim=module.encoder.dim, words=words, length=args.length)
@@ -88,16 +94,11 @@ def measure(attention: str, precision: str, args: argparse.Namespace) -> tuple[f
 
 def measure_search(precision: str, beam_size: int, args: argparse.Namespace) -> tuple[float, float]:
     """(images/s, peak GiB) of beam search over `args.images` images in `precision`, after one untimed run."""
-    decoder, dim = (dict(embed_dim=8, hidden_dim=16), 8) if args.tiny else (dict(embed_dim=512, hidden_dim=1800), 512)
-    words, locations = (50, 9) if args.tiny else (10_000, 196)
-    vocabulary = list(Vocabulary.SPECIALS) + [f"w{i}" for i in range(words - len(Vocabulary.SPECIALS))]
-    module = CaptionModule(vocabulary=vocabulary, encoder={"name": "vgg16", "weights": "none"}, decoder=decoder,
-                           attention={"kind": "soft", "dim": dim}, decoding={"max_caption_length": 20})
+    module, _, locations = coco_module("soft", args, decoding={"max_caption_length": 20})
     module = module.to(args.device).eval()
     with torch.no_grad():
         module.decoder.output_words.bias[Vocabulary.END] = float("-inf")  # every hypothesis runs to the cap
     annotations = torch.randn(args.images, locations, module.encoder.dim, device=args.device)
-    timer = Timer(0)
 
     def run() -> None:
         with torch.no_grad(), autocast(args.device, precision):
@@ -106,9 +107,9 @@ def measure_search(precision: str, beam_size: int, args: argparse.Namespace) -> 
     run()
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    started = timer._now(module)
+    started = synced_now(module.device)
     run()
-    seconds = timer._now(module) - started
+    seconds = synced_now(module.device) - started
     peak = torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else float("nan")
     return args.images / seconds, peak
 

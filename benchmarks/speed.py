@@ -65,7 +65,7 @@ from torch.utils.data import DistributedSampler
 from caption.data.sampler import LengthBatchSampler
 from caption.evaluation.cider_reward import CiderD
 from caption.model.flops import DecoderFlops
-from caption.model.precision import autocast, bf16_support
+from caption.model.precision import autocast, bf16_support, checked_precision
 from caption.model.search import sample
 from caption.model.vocabulary import Vocabulary
 from caption.training.allocator import configure_allocator
@@ -183,12 +183,11 @@ def caption_batch(batch_size: int, words: int, device: torch.device) -> dict[str
     return {"annotations": annotations.to(device), "caption": captions.to(device)}
 
 
-PRECISIONS = {"fp32": "32-true", "bf16": "bf16-mixed"}  # this script's names -> `--trainer.precision`'s
-REFERENCE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+REFERENCE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # this script's precisions, and their matmul
 
 
 def train_step(module: CaptionModule, optimizer: torch.optim.Optimizer, batch: dict, precision: str) -> None:
-    with autocast(module.device, PRECISIONS[precision]):  # as Lightning's bf16-mixed runs training_step
+    with autocast(module.device, checked_precision(precision)):  # as Lightning's bf16-mixed runs training_step
         loss = module.training_step(batch, 0)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -307,7 +306,7 @@ def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, d
         decoded = []
 
         def work():
-            with autocast(device, PRECISIONS[precision]):
+            with autocast(device, checked_precision(precision)):
                 decoded.append(module.generate(annotations, beam_size=beam))
 
         work()  # warm-up (and compilation)
@@ -438,7 +437,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), help="default: a b on CPU, b on GPU")
     parser.add_argument("--attention", nargs="+", choices=["soft", "hard"], default=["soft", "hard"])
-    parser.add_argument("--precision", nargs="+", choices=sorted(PRECISIONS),
+    parser.add_argument("--precision", nargs="+", choices=sorted(REFERENCE_DTYPES),
                         help="default: both where the hardware has bf16 matrix units, else fp32")
     parser.add_argument("--steps", type=int, help="timed training steps per case (default 8; --quick 3)")
     parser.add_argument("--repeats", type=int, help="timed decoding runs per case (default 3; --quick 1)")

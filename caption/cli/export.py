@@ -158,9 +158,7 @@ def preprocessing(transform: Callable[[Image.Image], Tensor], normalization: tup
     import numpy as np
     import torch
     from PIL import Image
-    from torchvision.transforms._presets import ImageClassification
-
-    from caption.data.sources.image_source import describe_transform
+    from caption.data.sources.image_source import ImageClassification, describe_transform  # torchvision's preset
     from caption.io.model_folder import apply_preprocessing
 
     mean, std = normalization

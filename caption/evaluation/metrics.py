@@ -23,10 +23,8 @@ import contextlib
 import logging
 import shutil
 import subprocess
-import threading
-import types
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +38,7 @@ from pycocoevalcap.spice import spice as pycocoevalcap_spice
 
 from caption.evaluation.image_scores import BLEU_N, ImageScores, bleu_counts
 from caption.evaluation.meteor import meteor_score
-from caption.evaluation.ptb_tokenizer import PTBCache
+from caption.evaluation.ptb_tokenizer import PTBCache, subprocess_swapped
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +47,6 @@ SPICE = "spice"
 TEST_METRICS = (*METRICS, SPICE)  # a test's metrics: SPICE too, where it can run (else absent, with the reason)
 METEOR_TIMEOUT = 120.0  # seconds before METEOR counts as missing (Java hung or too slow)
 SPICE_HOWTO = "docs/attention.md, \"From the command line\""
-_spice_lock = threading.Lock()  # one SPICE call at a time swaps its module's `subprocess`
 
 
 class MetricAbsent(Exception):
@@ -114,16 +111,9 @@ def _check_call_captured(command: list[str], **options: Any) -> None:
         raise subprocess.CalledProcessError(done.returncode, command, done.stdout, done.stderr)
 
 
-@contextlib.contextmanager
-def java_output_kept() -> Iterator[None]:
+def java_output_kept() -> contextlib.AbstractContextManager:
     """SPICE's Java run with its output captured, not printed (and its error kept for the reason)."""
-    with _spice_lock:
-        original = pycocoevalcap_spice.subprocess
-        pycocoevalcap_spice.subprocess = types.SimpleNamespace(check_call=_check_call_captured)
-        try:
-            yield
-        finally:
-            pycocoevalcap_spice.subprocess = original
+    return subprocess_swapped(pycocoevalcap_spice, check_call=_check_call_captured)
 
 
 def score_captions(

@@ -75,7 +75,7 @@ def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], 
 
 
 JAVA_NOTE = "PTBTokenizer tokenized"  # the tokenizer's own note after every call: N tokens at M tokens per second
-_tokenizer_lock = threading.Lock()  # one call at a time swaps the tokenizer's `subprocess`
+_java_lock = threading.Lock()  # one pycocoevalcap Java call at a time swaps its module's `subprocess`
 
 
 class _JavaStderrLogged(subprocess.Popen):
@@ -94,16 +94,21 @@ class _JavaStderrLogged(subprocess.Popen):
 
 
 @contextlib.contextmanager
-def java_stderr_logged() -> Iterator[None]:
-    """Inside: coco-caption's PTBTokenizer starts Java as `_JavaStderrLogged` (its module's `subprocess` is swapped
-    for the duration; nothing else in the process sees a change)."""
-    with _tokenizer_lock:
-        original = ptbtokenizer.subprocess
-        ptbtokenizer.subprocess = types.SimpleNamespace(Popen=_JavaStderrLogged, PIPE=subprocess.PIPE)
+def subprocess_swapped(module: types.ModuleType, **replacements: Any) -> Iterator[None]:
+    """Inside: `module.subprocess` (a pycocoevalcap scorer's) is a namespace of `replacements`, for the duration and
+    one call at a time; nothing else in the process sees a change."""
+    with _java_lock:
+        original = module.subprocess
+        module.subprocess = types.SimpleNamespace(**replacements)
         try:
             yield
         finally:
-            ptbtokenizer.subprocess = original
+            module.subprocess = original
+
+
+def java_stderr_logged() -> contextlib.AbstractContextManager:
+    """Inside: coco-caption's PTBTokenizer starts Java as `_JavaStderrLogged`."""
+    return subprocess_swapped(ptbtokenizer, Popen=_JavaStderrLogged, PIPE=subprocess.PIPE)
 
 
 class PTBCache:

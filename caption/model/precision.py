@@ -91,10 +91,8 @@ def default_precision(device: torch.device | str) -> Precision:
 
 
 def at_least_float32(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor` in float32 if it is in a lower precision (bf16 under autocast); float64 stays float64."""
-    import torch
-
-    return tensor.to(torch.promote_types(tensor.dtype, torch.float32))
+    """`tensor` in float32 if it is a float of fewer bits (bf16 under autocast); float64 stays float64."""
+    return tensor.float() if tensor.is_floating_point() and tensor.element_size() < 4 else tensor
 
 
 def autocast(device: torch.device | str, precision: Precision) -> contextlib.AbstractContextManager:
