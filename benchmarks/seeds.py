@@ -5,6 +5,7 @@ soft runs against the hard runs on validation and on test, with intervals and th
     python benchmarks/seeds.py shapes_generic --seeds 0 1 2           # shapes with generic references, a held-out test
     python benchmarks/seeds.py positions --seeds 0 1 2                # the generated datasets in the real formats
     python benchmarks/seeds.py silhouettes --seeds 0 1 2
+    python benchmarks/seeds.py positions --beam_sizes 1 2 3 4 5       # and grounding against the beam size
     python benchmarks/seeds.py --smoke                                # two tiny seeds: checks the script runs
 
 Per seed N, the documented loop (README "Compare soft and hard attention"), with `--seed_everything N` and its own
@@ -86,15 +87,20 @@ def train_seed(seed: int, out: Path, data: list[str], *, self_critical: bool, sm
     return walls
 
 
-def compare(out: Path, seeds: list[int], objective: str, split: str) -> dict:
-    """`caption compare` of the soft seeds against the hard seeds: its comparison.json."""
+def compare(out: Path, seeds: list[int], objective: str, split: str, beam_sizes: list[int]) -> dict:
+    """`caption compare` of the soft seeds against the hard seeds (at each of `beam_sizes` too): its comparison.json,
+    with its beam_sizes.json under "beam_sizes"."""
     suffix = "" if objective == "cross-entropy" else "_scst"
     folder = out / "compare" / f"{objective}-{split}"
     soft = [str(out / f"soft{suffix}_seed{seed}") for seed in seeds]
     hard = [str(out / f"hard{suffix}_seed{seed}") for seed in seeds]
+    swept = ["--beam_sizes", *map(str, beam_sizes)] if beam_sizes else []
     caption(["compare", *soft, "--against", *hard, "--names", "soft", "hard", "--split", split, "--images", "0",
-             "--predictions.out", str(folder)], out / f"compare-{objective}-{split}.log")
-    return json.loads((folder / "comparison.json").read_text())
+             *swept, "--predictions.out", str(folder)], out / f"compare-{objective}-{split}.log")
+    comparison = json.loads((folder / "comparison.json").read_text())
+    if beam_sizes:
+        comparison["beam_sizes"] = json.loads((folder / "beam_sizes.json").read_text())
+    return comparison
 
 
 def cell(interval: dict) -> str:
@@ -117,7 +123,23 @@ def table(name: str, comparisons: dict[tuple[str, str], dict], seeds: int) -> st
         cells = [paired_cell(comparisons[objective, split], figure) for split in splits for figure in FIGURES]
         lines.append("| | | hard − soft (paired, 95%) | " + " | ".join(cells) + " |")
     return "\n".join([f"{seeds} seeds each; mean ± 95% Student-t interval over seeds; hard − soft: the paired "
-                      "bootstrap over seeds and images, its 95% interval (* : outside zero)", "", *lines])
+                      "test over seeds and images (Welch–Satterthwaite's t), its 95% interval (* : outside zero)", "",
+                      *lines])
+
+
+def beam_table(name: str, comparisons: dict[tuple[str, str], dict]) -> str:
+    """Per objective, split and kind, BLEU-4, CIDEr-D and attention accuracy at each beam size (mean ± 95% interval
+    over seeds), from each comparison's beam_sizes.json."""
+    lines = ["| data | objective | split | kind | beam size | BLEU-4 | CIDEr-D | attention accuracy |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
+    for (objective, split), comparison in comparisons.items():
+        for model in comparison["beam_sizes"]["models"]:
+            for scores in model["scores"]:
+                cells = [cell(scores.get(metric) or {"mean": None})
+                         for metric in ("bleu4", "cider", "attention_accuracy")]
+                lines.append(f"| {name} | {objective} | {split} | {model['name']} | {scores['beam_size']} | "
+                             + " | ".join(cells) + " |")
+    return "\n".join(["Grounding against beam size: mean ± 95% Student-t interval over seeds", "", *lines])
 
 
 def group_interval(comparison: dict, kind: str, figure: str) -> dict:
@@ -144,6 +166,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="two seeds of a tiny model on 8 images, no encoder stage")
     parser.add_argument("--precision", default="32-true", choices=("32-true", "bf16-mixed"),
                         help="every stage's --trainer.precision (default: 32-true)")
+    parser.add_argument("--beam_sizes", nargs="+", type=int, default=[],
+                        help="also compare at each of these beam sizes (`caption compare --beam_sizes`)")
     args = parser.parse_args()
     if args.smoke:
         args.seeds = args.seeds if len(args.seeds) == 2 else [0, 1]
@@ -156,9 +180,11 @@ def main() -> None:
     if args.train_only:
         return
     objectives = ["cross-entropy", *(["self-critical"] if args.self_critical else [])]
-    comparisons = {(objective, split): compare(out, args.seeds, objective, split)
+    comparisons = {(objective, split): compare(out, args.seeds, objective, split, args.beam_sizes)
                    for objective in objectives for split in args.splits}
     text = table(args.data, comparisons, len(args.seeds))
+    if args.beam_sizes:
+        text += "\n\n" + beam_table(args.data, comparisons)
     about = {"data": args.data, "seeds": args.seeds, "date": str(date.today()), "cpu": cpu_name(),
              "wall_seconds": walls, "comparisons": {f"{objective}-{split}": comparison
                                                     for (objective, split), comparison in comparisons.items()}}

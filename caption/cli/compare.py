@@ -13,18 +13,24 @@ read. The report, file by file: docs/attention.md#from-the-command-line.
 With `--against` the models form groups, each the runs of one recipe (its seeds): the positional models are the first
 group, each `--against` (repeatable, one or more models each) another; `--names` names the groups (default: the
 attention kind of a group's first model). The table then has a row per group, each metric's mean over its seeds ±
-the half-width of its 95% Student-t interval; a paired test (a hierarchical bootstrap over seeds and the shared test
-images, `caption.reports.intervals`) sets each later group against the first on BLEU-4, CIDEr-D and attention
-accuracy, in words; every run's scores follow, each run's results in DIR/<group>/<run folder's name>/ (DIR/<group>/
+the half-width of its 95% Student-t interval; a paired test (the seeds' spread and the shared test images'
+jackknife, Welch–Satterthwaite's t: `caption.reports.intervals`) sets each later group against the first on BLEU-4,
+CIDEr-D and attention accuracy, in words, for the recipes with two seeds or more per group, for these trained models
+with one; every run's scores follow, each run's results in DIR/<group>/<run folder's name>/ (DIR/<group>/
 for a group of one), and DIR/comparison.json holds the groups, their runs, per-seed scores, means, intervals and
 tests. The curves draw a group's mean over its min–max band. Without `--against`, each model is its own, as above.
+
+With `--beam_sizes 1 2 3`, each model also decodes the split at each of those beam sizes (each batch encoded once),
+and report.md gets a section "Grounding against beam size": BLEU-4, CIDEr-D and attention accuracy per model (or
+group, with its seeds' intervals) and beam size, beside DIR/beam_sizes.png and DIR/beam_sizes.json
+(`caption.reports.beam_sizes`).
 """
 
 import argparse
 import warnings
 from pathlib import Path
 
-from caption.cli.options import CommandParser, add_split_evaluation, device, given_decoding
+from caption.cli.options import CommandParser, add_split_evaluation, device, given_beam_sizes, given_decoding
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder
 from caption.reports import DATASETS
@@ -49,7 +55,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--against", nargs="+", type=Path, action="append", default=None, metavar="CKPT_OR_RUN",
                         help="another group of runs (e.g. the seeds of one recipe: runs/hard_seed*), set against the "
                              "models given first, which then form one group; repeatable. Each group's row shows the "
-                             "mean over its runs ± a 95%% t interval, and a paired bootstrap tests each group against "
+                             "mean over its runs ± a 95%% t interval, and a paired test sets each group against "
                              "the first (report.md, comparison.json)")
     parser.add_argument("--names", nargs="+", default=None,
                         help="a name per model, or with --against per group (default: soft, hard, ...: the attention "
@@ -59,10 +65,12 @@ def main(argv: list[str]) -> None:
                         help="dataset for the paper's numbers (default: guessed from the data settings)")
     args = parser.parse_args(argv)
     decoding = given_decoding(args)
+    beam_sizes = given_beam_sizes(args)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
     from caption.evaluation.ptb_tokenizer import PTBCache
     from caption.inference import build_data, evaluate, write_evaluation
+    from caption.reports.beam_sizes import beam_size_row, beam_size_table, write_beam_sizes
     from caption.reports.figures import overlay_figures, write_curves
     from caption.reports.runs import data_differences, read_groups, read_models
     from caption.reports.seeds import compare_seeds, write_comparison
@@ -97,7 +105,7 @@ def main(argv: list[str]) -> None:
     evaluations, cache = [], PTBCache()  # the references' PTB tokens, for every model
     for model in models:
         evaluation = evaluate(model.captioner, data, split=args.split, meteor_timeout=args.meteor_timeout,
-                              description=model.name, out=args.out / model.name, cache=cache)
+                              description=model.name, out=args.out / model.name, cache=cache, beam_sizes=beam_sizes)
         write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
         evaluations.append(evaluation)
     shown = list(range(len(models)))  # the overlays: every model, or each group's first run
@@ -116,8 +124,14 @@ def main(argv: list[str]) -> None:
         runs = iter(evaluations)
         seeds = compare_seeds(groups, [[next(runs) for _ in group.models] for group in groups])
         write_comparison(seeds, split=args.split, dataset=dataset, out=args.out)
+    swept, written = None, ()  # a row per model, or per group, and beam size
+    if beam_sizes:
+        named = dict(zip((model.name for model in models), evaluations))
+        rows = by_group or {model.name: [model.name] for model in models}
+        swept = [beam_size_row(name, {run: named[run] for run in runs}) for name, runs in rows.items()]
+        written = write_beam_sizes(swept, split=args.split, images=len(evaluations[0].captions), out=args.out)
     report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
-                          curves=curves_path, curves_left_out=left_out, out=args.out, seeds=seeds)
+                          curves=curves_path, curves_left_out=left_out, out=args.out, seeds=seeds, beam_sizes=swept)
     if seeds is None:
         print(results_table(models, evaluations, dataset))
         print("\n".join(beside_greedy(models, evaluations, seeds)))
@@ -126,4 +140,7 @@ def main(argv: list[str]) -> None:
         print("\n".join(beside_greedy(models, evaluations, seeds)))
         print(f"\npaired test (B − A, in points of %):\n{paired_table(seeds)}")
         print(f"wrote {args.out / 'comparison.json'}")
+    if swept is not None:
+        print(f"\ngrounding against beam size (%):\n{beam_size_table(swept)}")
+        print(f"wrote {' and '.join(map(str, written))}")
     print(f"wrote {report}")

@@ -10,6 +10,10 @@ work. `--ckpt_path` is a checkpoint file, or a run folder standing for the check
 The data comes from the checkpoint (`caption fit` stores the data settings in it) or from
 `--config`, a YAML file with a `data:` section such as the training config. The work is
 `caption.inference.evaluate`, imported once the options are read: `caption evaluate --help` answers at once.
+
+With `--beam_sizes 1 2 3`, the split is also decoded at each of those beam sizes (each batch encoded once): BLEU-4,
+CIDEr-D and attention accuracy against the beam size, printed as a table and written to DIR/beam_sizes.json and
+DIR/beam_sizes.png (`caption.reports.beam_sizes`).
 """
 
 import warnings
@@ -20,7 +24,9 @@ from caption.cli.options import (
     add_split_evaluation,
     device,
     evaluation_folder,
+    given_beam_sizes,
     given_decoding,
+    run_name,
 )
 from caption.errors import CaptionWarning
 from caption.io.outputs import writable_folder
@@ -39,6 +45,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     out = args.out
     decoding = given_decoding(args)
+    beam_sizes = given_beam_sizes(args)
     from caption.inference import Captioner, evaluate, training_data, write_evaluation
 
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
@@ -49,10 +56,18 @@ def main(argv: list[str]) -> None:
     writable_folder(out, what="--predictions.out")
     if args.batch_size is not None:
         data.eval_batch_size = args.batch_size
-    evaluation = evaluate(captioner, data, split=args.split, meteor_timeout=args.meteor_timeout, out=out)
+    evaluation = evaluate(captioner, data, split=args.split, meteor_timeout=args.meteor_timeout, out=out,
+                          beam_sizes=beam_sizes)
     write_evaluation(evaluation, out, checkpoint=captioner.checkpoint)
     print(evaluation.table())
     trained_on_cider = captioner.module.settings.self_critical is not None
     for line in evaluation.habit_warnings() if trained_on_cider else []:  # what SCST may teach its captions
         warnings.warn(line, CaptionWarning, stacklevel=1)
     print(f"wrote {out / 'metrics.json'}, {out / 'captions.json'} and {out / 'captions.csv'}")
+    if beam_sizes:
+        from caption.reports.beam_sizes import beam_size_row, beam_size_table, write_beam_sizes
+
+        rows = [beam_size_row(run_name(args.ckpt_path), {run_name(args.ckpt_path): evaluation})]
+        written = write_beam_sizes(rows, split=args.split, images=len(evaluation.captions), out=out)
+        print(f"\ngrounding against beam size (%):\n{beam_size_table(rows)}")
+        print(f"wrote {' and '.join(map(str, written))}")

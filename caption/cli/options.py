@@ -36,6 +36,12 @@ class CommandParser(argparse.ArgumentParser):
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         self.given = list(sys.argv[1:] if args is None else args)
+        from caption.legacy.settings import renamed_option_hint
+
+        # an old spelling is refused before argparse reads it as the abbreviation of a new option (`--beam_size` of
+        # `--beam_sizes`)
+        if renamed_option_hint(self.given, known=self._option_string_actions):
+            self.error("an option spelled as in 0.1")
         parsed = super().parse_args(args, namespace)
         for dest, derive in self.derived_defaults.items():
             if getattr(parsed, dest) is None:
@@ -46,7 +52,7 @@ class CommandParser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> NoReturn:
-        # only a refused command line is looked up among the old names (and before a missing required option is named)
+        # a refused command line is looked up among the old names (before a missing required option is named)
         from caption.legacy.settings import renamed_option_hint
 
         hint = renamed_option_hint(getattr(self, "given", []), known=self._option_string_actions)
@@ -214,6 +220,25 @@ def add_num_captions(parser: argparse.ArgumentParser, *, default: int | None, he
                         metavar="NUM_CAPTIONS", help=help)
 
 
+def add_beam_sizes(parser: argparse.ArgumentParser) -> None:
+    """--beam_sizes: decode the split at each of these beam sizes too, for BLEU-4, CIDEr-D and attention accuracy
+    against the beam size (`given_beam_sizes` checks them)."""
+    parser.add_argument("--beam_sizes", type=int, nargs="+", default=None, metavar="BEAM_SIZE",
+                        help="also decode the split at each of these beam sizes (1: greedy), reusing each batch's "
+                             "encoding, and write BLEU-4, CIDEr-D and attention accuracy against the beam size: a "
+                             "table, beam_sizes.png and beam_sizes.json (default: none)")
+
+
+def given_beam_sizes(args: argparse.Namespace) -> tuple[int, ...]:
+    """The beam sizes of --beam_sizes, ascending, each once (none without it); one below 1 is refused in one line."""
+    if args.beam_sizes is None:
+        return ()
+    wrong = [size for size in args.beam_sizes if size < 1]
+    if wrong:
+        raise ConfigError(f"--beam_sizes must each be >= 1, got {' '.join(map(str, wrong))}")
+    return tuple(sorted(set(args.beam_sizes)))
+
+
 def add_scoring(parser: argparse.ArgumentParser) -> None:
     """--split and --meteor_timeout, for the commands that score a split."""
     parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
@@ -227,11 +252,12 @@ def add_split_evaluation(parser: CommandParser, *, out: str, out_default: str, d
     """The options of the commands that caption and score a split (`evaluate`, `compare`): --predictions.out (`out`:
     what the folder holds; `out_default`, `derived`: as for `add_output`), -c/--config (`data`: whose data settings
     stand when it is not given), the decoding settings (their `decoding` default), --data.eval_batch_size, the
-    device, --split and --meteor_timeout."""
+    device, --split, --meteor_timeout and --beam_sizes."""
     add_output(parser, help=f"folder for {out}", default=out_default, derived=derived)
     add_config(parser, default=None, help=f"YAML with a `data:` section (default: {data})")
     add_decoding(parser, default=decoding)
     add_batch_size(parser, default=None)
     add_device(parser)
     add_scoring(parser)
+    add_beam_sizes(parser)
 

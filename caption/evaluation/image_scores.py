@@ -1,6 +1,6 @@
 """What the corpus scores of a split are made of, image by image: the sufficient statistics from which BLEU-4,
-CIDEr-D and attention accuracy are recomputed exactly on any resample of the images (`caption compare`'s paired
-bootstrap, `caption.reports.intervals`).
+CIDEr-D and attention accuracy are recomputed exactly on any subset or resample of the images (`caption compare`'s
+paired test, `caption.reports.intervals`).
 
 Filled as the scores are computed (`caption.evaluation.metrics.score_captions`, `caption.evaluation.scoring`), from
 the same PTB-tokenised captions and references, at no extra cost: BLEU is pycocoevalcap's BleuScorer, whose
@@ -15,7 +15,7 @@ per-image counts are kept; CIDEr-D's per-image scores are what pycocoevalcap's C
       r      = (Σ_S hypothesis_length + tiny) / (Σ_S reference_length + small)
   which on the whole split is pycocoevalcap's corpus BLEU.
 - CIDEr-D: each image's score, its document frequencies (and log N) from the references of the whole split; the
-  corpus score of S is their mean over S (pycocoevalcap's corpus CIDEr-D on the whole split). On a resample the
+  corpus score of S is their mean over S (pycocoevalcap's corpus CIDEr-D on the whole split). On a subset the
   document frequencies stay those of the whole split.
 - Attention accuracy (`caption.evaluation.grounding.localisation`): per image, its object words whose attention peak
   lies inside a box of the label they name (attention_hits) and its object words (object_words, absent objects

@@ -50,6 +50,8 @@ class Evaluation:
     locations: int = 0  # L, the attention locations (log L: the entropy of uniform α); 0 when unknown
     file_names: dict[int, str | None] = field(default_factory=dict, repr=False)  # image id -> image file, if any
     greedy: Evaluation | None = field(default=None, repr=False)  # the same split decoded greedily, beside a beam
+    # the same split decoded at each beam size of `--beam_sizes` (BLEU-4, CIDEr-D, attention accuracy), by beam size
+    beam_sizes: dict[int, Evaluation] = field(default_factory=dict, repr=False)
     # what BLEU, CIDEr-D and attention accuracy are made of, image by image (caption compare's paired test)
     per_image: ImageScores | None = field(default=None, repr=False)
     absent: dict[str, str] = field(default_factory=dict)  # metric -> why it was not computed (SPICE without its jars)

@@ -9,7 +9,7 @@ and `caption compare` are this plus files.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -60,9 +60,12 @@ def evaluate(
     out: Path | None = None,
     cache: PTBCache | None = None,
     greedy_too: bool = True,
+    beam_sizes: Sequence[int] = (),
 ) -> Evaluation:
     """Caption every image of `split` in batches and score the captions against the raw references; with a beam and
-    `greedy_too`, greedily as well, its scores beside the beam's (`Evaluation.greedy`, `Evaluation.side_by_side`).
+    `greedy_too`, greedily as well, its scores beside the beam's (`Evaluation.greedy`, `Evaluation.side_by_side`);
+    with `beam_sizes`, at each of those beam sizes too, scored for BLEU-4, CIDEr-D and attention accuracy
+    (`Evaluation.beam_sizes`). Each batch is encoded once, and decoded once at each beam size any of these asks for.
 
     With `out`, the captions are written to out/captions.json before scoring, so they survive a failure there.
     `cache`: PTB tokens kept from an earlier call on the same data (`caption compare` tokenises the references once).
@@ -71,28 +74,31 @@ def evaluate(
     data.setup("test" if split == "test" else "validate")
     loader = data.test_dataloader() if split == "test" else data.val_dataloader()
     greedy_too = greedy_too and beam_size > 1
-    captioned: list[Captioned] = []
-    greedy: list[Captioned] = []
+    swept = sorted(set(beam_sizes))
+    widths = [beam_size, *([1] if greedy_too else []), *swept]  # each decoded once
+    decoded: dict[int, list[Captioned]] = {width: [] for width in widths}
     with tqdm(total=len(data.usable(split)), desc=description, unit="image") as progress:
         for batch in loader:
             batch = data.count_skipped(batch)
-            encoded = {"annotations": captioner.annotations(batch)}  # once for the beam and greedy decoding
-            captions = captioner.caption_batch(encoded, beam_size=beam_size, max_length=max_length)
-            captioned += captioned_batch(batch, captions, keep_attention=True)
-            if greedy_too:
-                captions = captioner.caption_batch(encoded, beam_size=1, max_length=max_length)
-                greedy += captioned_batch(batch, captions, keep_attention=False)
+            encoded = {"annotations": captioner.annotations(batch)}  # once for the beam, greedy and each beam size
+            for width, found in decoded.items():
+                captions = captioner.caption_batch(encoded, beam_size=width, max_length=max_length)
+                found += captioned_batch(batch, captions, keep_attention=width == beam_size)
             progress.update(len(batch["image_id"]))
+    captioned = decoded[beam_size]
     data.report_skipped()
     file_names = {record.image_id: record.file for record in data.usable(split)}
     if out is not None:
         write_captions({item.image_id: item.caption for item in captioned}, out, file_names=file_names)
     scoring = dict(split=split, image_size=tuple(data.image_size), word_labels=data.source.word_labels,
-                   cache=cache if cache is not None else PTBCache())  # the references tokenised once for both
+                   cache=cache if cache is not None else PTBCache())  # the references tokenised once for all
     evaluation = score_split(captioned, beam_size=beam_size, **scoring,
                              meteor_timeout=METEOR_TIMEOUT if meteor_timeout is None else meteor_timeout)
-    greedily = score_split(greedy, beam_size=1, metrics=GREEDY_METRICS, **scoring) if greedy_too else None
-    return replace(evaluation, file_names=file_names, greedy=greedily)
+    greedily = score_split(decoded[1], beam_size=1, metrics=GREEDY_METRICS, **scoring) if greedy_too else None
+    scored = {beam_size: evaluation} | ({} if greedily is None else {1: greedily})  # not scored again
+    by_beam_size = {width: scored[width] if width in scored else
+                    score_split(decoded[width], beam_size=width, metrics=GREEDY_METRICS, **scoring) for width in swept}
+    return replace(evaluation, file_names=file_names, greedy=greedily, beam_sizes=by_beam_size)
 
 
 def write_captions(captions: Mapping[int, Caption], out: Path, *,

@@ -1,11 +1,12 @@
 """`caption compare A... --against B...`: groups of runs (one per seed) compared with how sure the comparison is.
 
 Per group and metric, the mean over its seeds and its 95% Student-t interval; between the first group and each other
-one, for BLEU-4, CIDEr-D and attention accuracy, the paired hierarchical bootstrap over seeds and test images
-(`caption.reports.intervals`), with a verdict in words. DIR/comparison.json holds all of it: the groups, their runs
-with each run's scores, per metric the mean, half-width and interval over the seeds ("intervals": {metric: {mean,
-half_width, low, high, seeds}}), and the paired tests (difference, bootstrap_mean, low, high, p, replicates,
-verdict); scores as fractions, missing ones null.
+one, for BLEU-4, CIDEr-D and attention accuracy, the paired test over seeds and test images
+(`caption.reports.intervals.paired_test`), with a verdict in words that says what it speaks for: the recipes (two
+seeds or more in each group) or these trained models (one seed). DIR/comparison.json holds all of it: the groups,
+their runs with each run's scores, per metric the mean, half-width and interval over the seeds ("intervals": {metric:
+{mean, half_width, low, high, seeds}}), and the paired tests (difference, low, high, p, standard_error,
+seed_variance, image_variance, degrees_of_freedom, scope, verdict); scores as fractions, missing ones null.
 """
 
 from __future__ import annotations
@@ -20,14 +21,18 @@ from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import GREEDY, METRIC_NAMES, SIDE_BY_SIDE, Evaluation
 from caption.io.outputs import write_text
 from caption.reports.intervals import (
-    BOOTSTRAP_SEED, PAIRED_METRICS, REPLICATES, PairedTest, SeedInterval, computed, paired_bootstrap, seed_interval,
+    LEVEL, PAIRED_METRICS, PairedTest, SeedInterval, computed, paired_test, seed_interval,
 )
 from caption.reports.runs import Group
 
 INTERVAL = "95% Student-t interval over seeds: mean ± t_{0.975, n-1} · s / √n (none for one seed)"
-BOOTSTRAP = ("paired hierarchical bootstrap of B − A: seeds drawn with replacement within each group, then the test "
-             "images with replacement, the same for both groups; 95% percentile interval; two-sided p = "
-             "min(1, 2 · min(share ≤ 0, share ≥ 0))")
+PAIRED_TEST = (
+    "d = B's mean over its seeds − A's, on the same test images; its variance V = s_A²/n_A + s_B²/n_B (each group's "
+    "spread over its seeds) + I (how the two groups' difference moves from image to image beyond each run's own "
+    "noise, by the delete-one-image jackknife: BLEU-4 and attention accuracy recomputed on each corpus, CIDEr-D with "
+    "the whole split's document frequencies); 95% interval d ± t_{0.975, ν} · √V with Welch–Satterthwaite's ν, "
+    "two-sided p from Student's t. With one seed in a group: V the jackknife's over the images alone, ν = N − 1, an "
+    "interval for these trained models, not for their recipes")
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,6 @@ class Pairing:
 class SeedComparison:
     groups: list[GroupScores]
     pairings: list[Pairing]
-    replicates: int = REPLICATES
-    bootstrap_seed: int = BOOTSTRAP_SEED
 
 
 def run_scores(evaluation: Evaluation) -> dict[str, float]:
@@ -86,8 +89,7 @@ def interval_text(found: SeedInterval) -> str:
     return points(found.mean) if found.half_width is None else f"{points(found.mean)} ± {points(found.half_width)}"
 
 
-def compare_seeds(groups: list[Group], evaluations: list[list[Evaluation]], *, replicates: int = REPLICATES,
-                  bootstrap_seed: int = BOOTSTRAP_SEED) -> SeedComparison:
+def compare_seeds(groups: list[Group], evaluations: list[list[Evaluation]]) -> SeedComparison:
     """Each group's intervals over its seeds, and each later group's paired tests against the first."""
     scored = []
     for group, evaluated in zip(groups, evaluations):
@@ -104,12 +106,10 @@ def compare_seeds(groups: list[Group], evaluations: list[list[Evaluation]], *, r
                 why = "the data has no object boxes" if metric == "attention_accuracy" else "not computed"
                 pairings.append(Pairing(first.name, other.name, metric, None, why))
                 continue
-            test = paired_bootstrap([evaluation.per_image for evaluation in first.evaluations],
-                                    [evaluation.per_image for evaluation in other.evaluations], metric=metric,
-                                    replicates=replicates, seed=bootstrap_seed)
-            why = "no object words generated" if test.replicates == 0 else ""
-            pairings.append(Pairing(first.name, other.name, metric, test if test.replicates else None, why))
-    return SeedComparison(scored, pairings, replicates, bootstrap_seed)
+            test = paired_test([evaluation.per_image for evaluation in first.evaluations],
+                               [evaluation.per_image for evaluation in other.evaluations], metric=metric)
+            pairings.append(Pairing(first.name, other.name, metric, test, "" if test else "no object words generated"))
+    return SeedComparison(scored, pairings)
 
 
 def points(value: float) -> str:
@@ -118,13 +118,13 @@ def points(value: float) -> str:
 
 
 def p_value(test: PairedTest) -> str:
-    """p, or "< 1/R" when no replicate reached zero."""
-    return f"< {1 / test.replicates:.2g}" if test.p == 0 else f"{test.p:.3f}"
+    """p to three decimals, "< 0.001" below that."""
+    return "< 0.001" if test.p < 0.0005 else f"{test.p:.3f}"
 
 
 def verdict(pairing: Pairing) -> str:
     """The test in words, in points of the table's %: "hard's BLEU-4 is 3.10 below soft's, 95% interval [-5.02,
-    -1.05]: outside zero (p = 0.002)"."""
+    -1.05]: outside zero (p = 0.002)", and with one seed in a group what it cannot say."""
     metric = METRIC_NAMES[pairing.metric]
     test = pairing.test
     if test is None:
@@ -135,7 +135,11 @@ def verdict(pairing: Pairing) -> str:
         side = "above" if test.difference > 0 else "below"
         said = f"{pairing.b}'s {metric} is {points(abs(test.difference))} {side} {pairing.a}'s"
     where = "outside zero" if test.excludes_zero else "zero inside it: no difference shown"
-    return f"{said}, 95% interval [{points(test.low)}, {points(test.high)}]: {where} (p = {p_value(test)})"
+    said = f"{said}, 95% interval [{points(test.low)}, {points(test.high)}]: {where} (p = {p_value(test)})"
+    if test.scope == "models":
+        return (f"{said}; over the test images for these trained models only: with one seed in a group it cannot "
+                "speak for the recipes (train two seeds each at least)")
+    return said
 
 
 def number(value: float | None) -> float | None:
@@ -170,17 +174,19 @@ def comparison_json(comparison: SeedComparison, *, split: str, dataset: str | No
         tests.append({
             "a": pairing.a, "b": pairing.b, "metric": pairing.metric,
             "difference": None if test is None else number(test.difference),
-            "bootstrap_mean": None if test is None else number(test.bootstrap_mean),
             "low": None if test is None else number(test.low),
             "high": None if test is None else number(test.high),
             "p": None if test is None else number(test.p),
-            "replicates": 0 if test is None else test.replicates,
+            "standard_error": None if test is None else number(test.standard_error),
+            "seed_variance": None if test is None else number(test.seed_variance),
+            "image_variance": None if test is None else number(test.image_variance),
+            "degrees_of_freedom": None if test is None else number(test.degrees_of_freedom),
+            "scope": None if test is None else test.scope,
             "verdict": verdict(pairing),
         })
     images = len(comparison.groups[0].evaluations[0].captions)
     return {"split": split, "dataset": dataset, "images": images, "interval": INTERVAL,
-            "paired_test": {"method": BOOTSTRAP, "difference": "B − A", "replicates": comparison.replicates,
-                            "seed": comparison.bootstrap_seed},
+            "paired_test": {"method": PAIRED_TEST, "difference": "B − A", "level": LEVEL},
             "groups": groups, "paired_tests": tests}
 
 

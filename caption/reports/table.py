@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from caption.reports import DATASETS
+from caption.reports.beam_sizes import BeamSizeRow, beam_size_section
 from caption.reports.intervals import SeedInterval
 from caption.reports.runs import Model
-from caption.reports.seeds import BOOTSTRAP, INTERVAL, SeedComparison, p_value, side_by_side, verdict
+from caption.reports.seeds import INTERVAL, PAIRED_TEST, SeedComparison, p_value, side_by_side, verdict
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, Evaluation, format_score
 from caption.io.outputs import write_text
@@ -101,11 +102,12 @@ def grouped_table(comparison: SeedComparison, dataset: str | None) -> str:
 
 def paired_table(comparison: SeedComparison) -> str:
     """The paired tests, B − A in points of the table's %: a row each, then each one's verdict in words."""
-    lines = ["| metric | B − A | difference | 95% interval | p |", "|---|---|---:|---:|---:|"]
+    lines = ["| metric | B − A | difference | 95% interval | p | ν | speaks for |", "|---|---|---:|---:|---:|---:|---|"]
     for pairing in comparison.pairings:
         test = pairing.test
-        cells = ["–", "–", "–"] if test is None else [
-            f"{100 * test.difference:+.2f}", f"[{100 * test.low:.2f}, {100 * test.high:.2f}]", p_value(test)]
+        cells = ["–"] * 5 if test is None else [
+            f"{100 * test.difference:+.2f}", f"[{100 * test.low:.2f}, {100 * test.high:.2f}]", p_value(test),
+            f"{test.degrees_of_freedom:.1f}", "the recipes" if test.scope == "recipes" else "these models (one seed)"]
         lines.append(f"| {METRIC_NAMES[pairing.metric]} | {pairing.b} − {pairing.a} | " + " | ".join(cells) + " |")
     return "\n".join([*lines, "", *(f"- {verdict(pairing)}" for pairing in comparison.pairings)])
 
@@ -117,8 +119,8 @@ def seeds_sections(comparison: SeedComparison, models: list[Model], evaluations:
         "",
         "## Paired test",
         "",
-        f"Each later group against the first, on the same test images: {BOOTSTRAP}; {comparison.replicates} "
-        f"replicates, numpy seed {comparison.bootstrap_seed}. Differences in points of the table's %.",
+        f"Each later group against the first, on the same test images: {PAIRED_TEST}. Differences in points of the "
+        "table's %; ν the degrees of freedom.",
         "",
         paired_table(comparison),
         "",
@@ -151,10 +153,11 @@ CURVES = ("The negative log-likelihood `train/nll` is the panel soft and hard at
 
 def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset: str | None, split: str,
                  figures: list[Path], curves: Path | None, curves_left_out: dict[str, str], out: Path,
-                 seeds: SeedComparison | None = None) -> Path:
+                 seeds: SeedComparison | None = None, beam_sizes: list[BeamSizeRow] | None = None) -> Path:
     """DIR/report.md: the results table, the overlay figures, the curves (and the models left out of them, with
     why) and where each model came from; with `seeds` (groups of runs), the table by group with intervals over the
-    seeds, the paired tests and every run's scores."""
+    seeds, the paired tests and every run's scores; with `beam_sizes`, the scores against the beam size
+    (`caption.reports.beam_sizes`)."""
     images = len(evaluations[0].captions)
     paper = "the paper's numbers beside ours" if dataset in PAPER_TABLE_1 else "the paper has no numbers for this data"
     lines = [
@@ -188,6 +191,7 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
     lines += ["## Beam search beside greedy decoding", "",
               "The same images decoded greedily, as validation decodes while fitting (in %):", "",
               *beside_greedy(models, evaluations, seeds), ""]
+    lines += [] if beam_sizes is None else beam_size_section(beam_sizes)
     lines += ["## Models", ""]
     for model, evaluation in zip(models, evaluations):
         settings = model.settings

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from kit.cli import failed
 from pycocoevalcap.bleu.bleu import Bleu
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.meteor.meteor import Meteor
@@ -296,3 +297,38 @@ def test_compare_soft_and_hard_writes_report_and_figures(tiny_runs, tmp_path):
     assert len(figures) == 2 and all(f"]({figure.name})" in report for figure in figures)
     assert (out / "curves.png").is_file() and "](curves.png)" in report
     assert "best-" in report, "a run folder stands for its model-selection checkpoint"
+    assert "Grounding against beam size" not in report and not (out / "beam_sizes.json").exists(), "no --beam_sizes"
+
+
+@pytest.mark.slow
+def test_evaluate_at_several_beam_sizes_writes_their_table_figure_and_numbers(tiny_runs, tmp_path, capsys):
+    """--beam_sizes: beam 1 is the greedy decoding evaluate reports beside its beam, the checkpoint's beam (3) its own
+    evaluation, and beam 2 what a plain `--model.decoding.beam_size 2` run gives; duplicates count once."""
+    run, swept, plain = tiny_runs["soft"], tmp_path / "swept", tmp_path / "plain"
+    main(["evaluate", "--ckpt_path", str(run), "--predictions.out", str(swept), "--beam_sizes", "2", "1", "3", "2"])
+    printed = capsys.readouterr().out
+    numbers = json.loads((swept / "beam_sizes.json").read_text())
+    assert numbers["beam_sizes"] == [1, 2, 3] and numbers["split"] == "test" and numbers["images"] == 8
+    assert numbers["metrics"] == ["bleu4", "cider", "attention_accuracy"], "the built-in data has object boxes"
+    [model] = numbers["models"]
+    assert model["name"] == "soft" and model["runs"] == ["soft"]
+    by_size = {entry["beam_size"]: entry for entry in model["scores"]}
+    reported = json.loads((swept / "metrics.json").read_text())
+    main(["evaluate", "--ckpt_path", str(run), "--predictions.out", str(plain), "--model.decoding.beam_size", "2"])
+    alone = json.loads((plain / "metrics.json").read_text())["metrics"]
+    for metric in numbers["metrics"]:
+        assert by_size[1][metric]["mean"] == reported["greedy"][metric]
+        assert by_size[3][metric]["mean"] == reported["metrics"][metric] and reported["beam_size"] == 3
+        assert by_size[2][metric]["mean"] == alone[metric]
+        assert by_size[2][metric]["runs"] == [alone[metric]] and by_size[2][metric]["half_width"] is None
+    assert (swept / "beam_sizes.png").is_file() and not (plain / "beam_sizes.json").exists()
+    assert "| model | beam size | BLEU-4 | CIDEr | attention accuracy |" in printed
+    bleu4 = by_size[2]["bleu4"]["mean"]
+    assert f"| soft | 2 | {100 * bleu4:.1f} | " in printed
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--ckpt_path", "runs/missing"], ["compare", "runs/missing"]])
+def test_a_beam_size_below_one_is_refused_in_one_line_before_any_work(command, tmp_path):
+    line = failed([*command, "--beam_sizes", "3", "0", "-1", "--predictions.out", str(tmp_path / "out")])
+    assert "--beam_sizes must each be >= 1, got 0 -1" in line
+    assert not (tmp_path / "out").exists()

@@ -311,6 +311,82 @@ def test_semi_sampling_draws_one_coin_per_image():
     assert not (rows == rows[:, :1]).all()
 
 
+def attended(decoder: Decoder, annotations: torch.Tensor, captions: torch.Tensor, *, seed: int):
+    """A teacher-forced pass under `seed`: its output and each step's attention output (the context before β)."""
+    steps = []
+    handle = decoder.attention.register_forward_hook(lambda module, args, output: steps.append(output))
+    try:
+        torch.manual_seed(seed)
+        return decoder(annotations, captions), steps
+    finally:
+        handle.remove()
+
+
+def seeded_annotations(seed: int = 0) -> torch.Tensor:
+    return torch.randn(B, L, D, generator=torch.Generator().manual_seed(seed))  # (B, L, D)
+
+
+def expected_contexts(annotations: torch.Tensor, steps) -> list[torch.Tensor]:
+    """Σ_i α_ti a_i of each step (sec. 4.2): the context of a semi-sampled image."""
+    return [(step.alpha[..., None] * annotations).sum(1) for step in steps]
+
+
+def test_hard_attention_in_eval_mode_attends_with_the_expected_context_and_draws_nothing():
+    """Evaluation decodes with the expected context Σ_i α_ti a_i (original code; `hard_eval_context` "expected"):
+    semi-sampling is a training device, so an eval pass flips no coin and samples no location, and two passes under
+    different seeds give the same logits, attention and loss terms (REINFORCE on every caption)."""
+    decoder = tiny_decoder("hard", semi_sampling=0.5).eval()
+    annotations, captions = seeded_annotations(), captions_with_padding()
+    targets, mask = captions[:, 1:], (captions[:, 1:] != Vocabulary.PAD).float()
+    objective = HardAttentionObjective(HardObjectiveSettings())
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    first, steps = attended(decoder, annotations, captions, seed=0)
+    assert torch.equal(torch.get_rng_state(), before), "an eval pass drew random numbers"
+    assert first.semi_sampled is None
+    for step, expected in zip(steps, expected_contexts(annotations, steps), strict=True):
+        torch.testing.assert_close(step.context, expected)
+    second, _ = attended(decoder, annotations, captions, seed=1)
+    for name in ("logits", "alpha", "beta", "location", "log_alpha_location", "entropy"):
+        assert torch.equal(getattr(first, name), getattr(second, name)), name
+    terms, again = objective(first, targets, mask), objective(second, targets, mask)
+    assert terms.sampled.all()
+    for name, value in terms.as_dict().items():
+        assert torch.equal(value, again.as_dict()[name]), name
+
+
+@pytest.mark.parametrize("eval_context", ["argmax", "sample"])
+def test_semi_sampling_does_not_apply_in_eval_mode(eval_context):
+    """With semi-sampling on every image (1.0) an eval pass still attends as `hard_eval_context` says, to one location
+    a_{s_t} (the most likely or a sampled one), never swapped for the expected context."""
+    decoder = tiny_decoder("hard", semi_sampling=1.0, eval_context=eval_context).eval()
+    annotations, captions = seeded_annotations(), captions_with_padding()
+    output, steps = attended(decoder, annotations, captions, seed=0)
+    assert output.semi_sampled is None
+    for step, expected in zip(steps, expected_contexts(annotations, steps), strict=True):
+        torch.testing.assert_close(step.context, annotations[torch.arange(B), step.location])
+        assert not torch.allclose(step.context, expected)
+        if eval_context == "argmax":
+            assert torch.equal(step.location, step.alpha.argmax(-1))
+
+
+def test_hard_attention_in_training_samples_its_locations_unless_semi_sampled():
+    """Training (sec. 4.1): without semi-sampling each step attends to a sampled location a_{s_t}, s_t ~ α_t, which
+    changes with the seed; semi-sampling every image (1.0) gives each step the expected context instead."""
+    annotations, captions = seeded_annotations(), captions_with_padding()
+    sampling = tiny_decoder("hard", semi_sampling=0.0, dropout=0.0).train()
+    first, steps = attended(sampling, annotations, captions, seed=0)
+    for step in steps:
+        torch.testing.assert_close(step.context, annotations[torch.arange(B), step.location])
+    second, _ = attended(sampling, annotations, captions, seed=1)
+    assert not torch.equal(first.location, second.location), "the same locations under two seeds: not sampled"
+    semi = tiny_decoder("hard", semi_sampling=1.0, dropout=0.0).train()
+    output, steps = attended(semi, annotations, captions, seed=0)
+    assert output.semi_sampled.all()
+    for step, expected in zip(steps, expected_contexts(annotations, steps), strict=True):
+        torch.testing.assert_close(step.context, expected)
+
+
 def test_training_step_gives_the_decoder_each_rows_image():
     module = small_module("hard", hard={"samples": 2})
     seen = {}

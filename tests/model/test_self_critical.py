@@ -5,19 +5,24 @@ The loss is the reference implementation's line transcribed (self-critical.pytor
 expected reward, checked against exact enumeration: on a tiny decoder with two words, two steps and (hard attention)
 two locations, every caption (and every location sequence) is enumerated, so E[r] = Σ_τ p(τ) r(τ) and its gradient
 are exact; the mean-of-others estimator over many samples points the same way, and a small step along it raises E[r].
+The reward of a step (`caption.training.self_critical`) is pycocoevalcap's CIDEr-D with <end> counted as a word.
 """
 
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 from kit.models import tiny_decoder
+from pycocoevalcap.cider.cider import Cider
 
+from caption.data.sources.records import ImageRecord
 from caption.errors import ConfigError
 from caption.model.search import Sampled, sample
 from caption.model.self_critical import SelfCriticalSettings, mean_of_others, self_critical_loss
 from caption.model.vocabulary import Vocabulary
+from caption.training import self_critical as self_critical_stage
 
 L, D, V = 2, 3, 6  # two locations; the specials and two words, 4 and 5
 ALLOWED = (Vocabulary.END, Vocabulary.UNK, 4, 5)  # what a caption's step may draw (never <pad> or <start>)
@@ -212,3 +217,68 @@ def test_sampling_draws_from_the_distribution_whose_log_probabilities_it_reports
     monkeypatch.setattr(torch, "multinomial", lambda probs, *args, **kwargs: multinomial(probs ** (1 / 0.7), *args,
                                                                                           **kwargs))
     assert worst_draw(decoder, annotations, kind) > 4.5
+
+
+WORDS = [*Vocabulary.SPECIALS, "a", "b", "c", "d"]
+REFERENCES = {10: ("a b c", "a b"), 11: ("b c d", "c d"), 12: ("a d", "d a b"), 13: ("c c a",)}  # image id: texts
+
+
+def cider_d_of_texts(candidates: list[str], images: list[int]) -> np.ndarray:
+    """pycocoevalcap's CIDEr-D of each candidate text against REFERENCES[image] with "<end>" appended to every
+    reference, document frequencies from all of REFERENCES: one call per candidate slot (the k-th of each image),
+    every image in each (an image without a k-th candidate gets an empty one, which changes no df)."""
+    gts = {image: [f"{text} <end>" for text in texts] for image, texts in REFERENCES.items()}
+    slot = [images[:index].count(image) for index, image in enumerate(images)]
+    scores = np.zeros(len(candidates))
+    for k in range(max(slot) + 1):
+        chosen = [index for index in range(len(candidates)) if slot[index] == k]
+        res = {image: [""] for image in gts} | {images[index]: [candidates[index]] for index in chosen}
+        per_image = dict(zip(gts, Cider().compute_score(gts, res)[1], strict=True))
+        scores[chosen] = [per_image[images[index]] for index in chosen]
+    return scores
+
+
+def test_the_reward_counts_each_captions_end_as_a_word_as_self_critical_pytorch_scores_it(monkeypatch):
+    """A self-critical step's rewards, of the samples and of the greedy baseline, are CIDEr-D with <end> a word of
+    each caption that emitted it and of every reference: self-critical.pytorch's array_to_str appends the end token
+    to each. Checked against pycocoevalcap on those texts, on samples that stop early (their last n-grams end in
+    <end>, as the references' do) and samples capped at max_length (no <end> to count); dropping <end> from the
+    candidates scores them differently."""
+    vocabulary = Vocabulary(WORDS)
+    records = [ImageRecord(image_id=image, split="train", references=texts) for image, texts in REFERENCES.items()]
+    stage = self_critical_stage.SelfCritical(SelfCriticalSettings(samples=5, baseline="greedy", max_length=3))
+    stage.build_reward(records, vocabulary)
+    decoder = tiny_decoder("soft", vocab_size=len(WORDS), annotation_dim=D, seed=4, dropout=0.0).train()
+    seen = {}  # what the step scored: its samples, their rewards, the baseline, the greedy captions
+    loss, greedy = self_critical_stage.self_critical_loss, self_critical_stage.greedy
+
+    def recording_loss(sampled, rewards, baseline):
+        seen.update(sampled=sampled, rewards=rewards, baseline=baseline)
+        return loss(sampled, rewards, baseline)
+
+    def recording_greedy(*args, **kwargs):
+        seen["greedy"] = greedy(*args, **kwargs)
+        return seen["greedy"]
+
+    monkeypatch.setattr(self_critical_stage, "self_critical_loss", recording_loss)
+    monkeypatch.setattr(self_critical_stage, "greedy", recording_greedy)
+    images = [12, 10, 11]
+    torch.manual_seed(0)
+    stage.step(decoder, torch.randn(len(images), L, D), torch.tensor(images))
+
+    def texts(tokens: torch.Tensor, *, end: bool = True) -> list[str]:
+        """Each caption's words and, where it emitted one, its <end> (`end`), as the scorer reads them."""
+        return [" ".join(WORDS[w] for w in row if w != Vocabulary.PAD and (end or w != Vocabulary.END))
+                for row in tokens.tolist()]
+
+    sampled, sample_images = seen["sampled"], [image for image in images for _ in range(5)]
+    ended = [Vocabulary.END in row for row in sampled.tokens.tolist()]
+    assert any(ended) and not all(ended), "samples that end early and samples capped at max_length"
+    expected = cider_d_of_texts(texts(sampled.tokens), sample_images)
+    np.testing.assert_allclose(seen["rewards"].numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert expected.max() > 0 and not np.allclose(cider_d_of_texts(texts(sampled.tokens, end=False), sample_images),
+                                                  expected, atol=1e-3)
+    greedy_rewards = cider_d_of_texts(texts(seen["greedy"].tokens), images)  # each ends with its <end>
+    np.testing.assert_allclose(seen["baseline"].numpy(), np.repeat(greedy_rewards, 5), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(cider_d_of_texts(texts(seen["greedy"].tokens, end=False), images), greedy_rewards,
+                           atol=1e-3)

@@ -53,6 +53,14 @@ def test_every_benchmark_module_has_a_real_run():
     assert {path.stem for path in BENCHMARKS.glob("*.py")} == COVERED
 
 
+@covers("paired_coverage")
+def test_paired_coverage(benchmark: Callable[..., str], tmp_path: Path):
+    out = benchmark("paired_coverage", "--trials", "10", "--seeds", "2", "--out", str(tmp_path / "coverage"))
+    assert "| cider | seeds | 2 |" in out and "| attention_accuracy | images | 2 |" in out
+    cells = json.loads((tmp_path / "coverage" / "paired_coverage.json").read_text())["cells"]
+    assert len(cells) == 4 and all(0 <= cell["coverage"] <= 1 for cell in cells)
+
+
 @pytest.mark.slow
 @covers("allocator")
 def test_allocator(benchmark: Callable[..., str]):
@@ -195,10 +203,12 @@ def test_shapes(benchmark: Callable[..., str], tmp_path: Path):
 @pytest.mark.slow
 @covers("seeds")
 def test_seeds(benchmark: Callable[..., str], tmp_path: Path):
-    """Two tiny seeds of soft and hard, then `caption compare` of the groups on test: the table of intervals and the
-    paired test, from comparison.json."""
-    printed = benchmark("seeds", "--smoke", "--splits", "test", "--out", str(tmp_path / "seeds"))
+    """Two tiny seeds of soft and hard, then `caption compare` of the groups on test at beam sizes 1 and 2: the table
+    of intervals and the paired test, from comparison.json, and grounding against beam size."""
+    printed = benchmark("seeds", "--smoke", "--splits", "test", "--beam_sizes", "1", "2", "--out",
+                        str(tmp_path / "seeds"))
     assert "| shapes | cross-entropy | soft | " in printed and "| | | hard − soft (paired, 95%) | " in printed
+    assert "| shapes | cross-entropy | test | hard | 2 | " in printed, "grounding against beam size"
     about = json.loads((tmp_path / "seeds" / "seeds.json").read_text())
     groups = about["comparisons"]["cross-entropy-test"]["groups"]
     assert [group["name"] for group in groups] == ["soft", "hard"] and all(group["seeds"] == 2 for group in groups)

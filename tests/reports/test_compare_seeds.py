@@ -13,7 +13,11 @@ import torch
 
 from caption.cli import main
 from caption.errors import ConfigError
+from caption.evaluation.grounding import Localisation
+from caption.evaluation.report import Evaluation
+from caption.reports.beam_sizes import beam_size_row, beam_size_table, beam_sizes_figure
 from caption.reports.figures import curves_figure, panel_lines
+from caption.reports.intervals import seed_interval
 from caption.reports.runs import read_groups, run_names
 
 
@@ -54,7 +58,7 @@ def test_compare_groups_of_seeds_writes_intervals_and_the_paired_test(tiny_runs,
         bleu4 = [run["scores"]["bleu4"] for run in group["runs"]]
         found = group["intervals"]["bleu4"]
         assert found["mean"] == pytest.approx(sum(bleu4) / 2) and found["seeds"] == 2
-        half = 12.706 * abs(bleu4[0] - bleu4[1]) / math.sqrt(2) / math.sqrt(2)  # t_{0.975,1} · s / √n
+        half = 12.7062047362 * abs(bleu4[0] - bleu4[1]) / math.sqrt(2) / math.sqrt(2)  # t_{0.975,1} · s / √n
         assert found["half_width"] == pytest.approx(half, abs=1e-12)
         assert (found["low"], found["high"]) == (pytest.approx(found["mean"] - half, abs=1e-12),
                                                  pytest.approx(found["mean"] + half, abs=1e-12))
@@ -68,7 +72,8 @@ def test_compare_groups_of_seeds_writes_intervals_and_the_paired_test(tiny_runs,
             assert metric == "attention_accuracy" and "no paired test" in test["verdict"]
             continue
         assert test["difference"] == pytest.approx(means["hard"][metric] - means["soft"][metric])
-        assert test["low"] <= test["high"] and 0 <= test["p"] <= 1 and test["replicates"] > 0
+        assert test["low"] <= test["difference"] <= test["high"] and 0 <= test["p"] <= 1
+        assert test["scope"] == "recipes" and test["degrees_of_freedom"] > 0 and test["seed_variance"] >= 0
         named = {"bleu4": "BLEU-4", "cider": "CIDEr", "attention_accuracy": "attention accuracy"}[metric]
         assert test["verdict"].startswith(f"hard's {named} is ")
         assert "95% interval [" in test["verdict"] and "zero" in test["verdict"]
@@ -130,3 +135,62 @@ def test_a_group_of_runs_is_its_mean_over_their_min_max_band():
     assert [line.get_label() for line in ax.get_lines()] == ["soft (mean of 3 runs)", "hard"]
     assert len(ax.collections) == 1, "one band"
     assert [line.label for line in panel_lines(curves, "val/bleu4", None)] == list(curves), "without groups: each run"
+
+
+@pytest.mark.slow  # the tiny runs (conftest.py)
+def test_compare_groups_at_several_beam_sizes_gives_each_groups_interval_over_its_seeds(tiny_runs, tmp_path,
+                                                                                        monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["caption"])
+    soft = [shutil.copytree(tiny_runs["soft"], tmp_path / "soft_seed0"),
+            second_seed(tiny_runs["soft"], tmp_path / "soft_seed1", seed=1)]
+    out = tmp_path / "report"
+    main(["compare", *map(str, soft), "--against", str(tiny_runs["hard"]), "--predictions.out", str(out),
+          "--images", "0", "--beam_sizes", "1", "2"])
+    printed = capsys.readouterr().out
+    numbers = json.loads((out / "beam_sizes.json").read_text())
+    groups = json.loads((out / "comparison.json").read_text())["groups"]
+    assert [row["name"] for row in numbers["models"]] == ["soft", "hard"] and numbers["beam_sizes"] == [1, 2]
+    for row, group in zip(numbers["models"], groups):
+        assert row["runs"] == [run["name"] for run in group["runs"]]
+        greedy = [json.loads((out / run["results"] / "metrics.json").read_text())["greedy"] for run in group["runs"]]
+        for entry in row["scores"]:
+            for metric in numbers["metrics"]:
+                found = entry[metric]
+                if entry["beam_size"] == 1:
+                    assert found["runs"] == [scores[metric] for scores in greedy], "beam 1: greedy decoding's"
+                expected = seed_interval([math.nan if value is None else value for value in found["runs"]])
+                assert found["seeds"] == expected.seeds
+                assert found["half_width"] == (None if expected.half_width is None else
+                                               pytest.approx(expected.half_width, abs=1e-12))
+                assert found["mean"] == (None if expected.seeds == 0 else pytest.approx(expected.mean, abs=1e-12))
+    report = (out / "report.md").read_text()
+    assert "## Grounding against beam size" in report and "](beam_sizes.png)" in report
+    assert (out / "beam_sizes.png").is_file()
+    bleu4 = numbers["models"][0]["scores"][1]["bleu4"]
+    row = f"| soft (2 seeds) | 2 | {100 * bleu4['mean']:.1f} ± {100 * bleu4['half_width']:.1f} |"
+    assert row in report and row in printed
+
+
+def test_a_group_at_each_beam_size_is_its_mean_and_interval_over_seeds_drawn_as_error_bars():
+    def run(bleu4, accuracy):
+        located = Localisation(nouns=10, accuracy=accuracy, other_object=0.0, background=1 - accuracy, absent=0.0,
+                               chance_location=0.1, chance_object=0.5)
+        at = {size: Evaluation("test", size, {"bleu4": bleu4 / size, "cider": 1.0}, {}, located) for size in (1, 3)}
+        return Evaluation("test", 3, {}, {}, beam_sizes=at)
+
+    seeds = {"soft/seed0": run(0.2, 0.9), "soft/seed1": run(0.4, 0.7), "soft/seed2": run(0.3, 0.8)}
+    soft = beam_size_row("soft", seeds)
+    hard = beam_size_row("hard", {"hard": run(0.5, 0.6)})
+    assert list(soft.intervals) == [1, 3] and soft.scores[3]["bleu4"] == [0.2 / 3, 0.4 / 3, 0.3 / 3]
+    assert soft.intervals[3]["bleu4"] == seed_interval([0.2 / 3, 0.4 / 3, 0.3 / 3])
+    assert soft.intervals[1]["attention_accuracy"] == seed_interval([0.9, 0.7, 0.8])
+    assert hard.intervals[1]["bleu4"].half_width is None, "one run: no interval"
+    table = beam_size_table([soft, hard]).splitlines()
+    assert table[0] == "| group | beam size | BLEU-4 | CIDEr | attention accuracy |"
+    assert table[2] == "| soft (3 seeds) | 1 | 30.0 ± 24.8 | 100.0 ± 0.0 | 80.0 ± 24.8 |"
+    assert table[5] == "| hard | 3 | 16.7 | 100.0 | 60.0 |"
+    panels = beam_sizes_figure([soft, hard]).axes
+    assert [ax.get_title() for ax in panels] == ["BLEU-4", "CIDEr", "attention accuracy"]
+    soft_line, hard_line = panels[0].containers
+    assert list(soft_line.lines[0].get_xdata()) == [1, 3] and soft_line.has_yerr and not hard_line.has_yerr
+    assert soft_line.lines[0].get_ydata()[0] == pytest.approx(30.0)
