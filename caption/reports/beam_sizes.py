@@ -6,8 +6,9 @@ beam size (`beam_size_row`, from each run's `Evaluation.beam_sizes`): a model's 
 seeds ± the half-width of the 95% Student-t interval over them (`caption.reports.intervals.seed_interval`); attention
 accuracy only where the data has object boxes. Written as a table (`caption compare`'s report.md, section "Grounding
 against beam size"; `caption evaluate`'s console), DIR/beam_sizes.png (each metric against the beam size, a line per
-model or group, the seeds' interval as error bars) and DIR/beam_sizes.json: per model or group its runs and, per beam
-size and metric, the mean, half_width, low, high, seeds and each run's score; scores as fractions, missing ones null.
+model or group, the seeds' interval as error bars, each seed a dot) and DIR/beam_sizes.json: per model or group its
+runs and, per beam size and metric, the mean, half_width, low, high, seeds and each run's score; scores as fractions,
+missing ones null.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def beam_size_section(rows: list[BeamSizeRow]) -> list[str]:
 
 def beam_sizes_figure(rows: list[BeamSizeRow]) -> Figure:
     """A panel per metric (`swept_metrics`), in % against the beam size, a line per model or group with the
-    half-width of its seeds' interval as error bars (none for one run)."""
+    half-width of its seeds' interval as error bars (none for one run) and each seed's own score as a dot; BLEU-4 and
+    attention accuracy within 0–100%."""
     metrics = swept_metrics(rows)
     every = sorted({size for row in rows for size in row.intervals})
     figure = Figure(figsize=(4.2 * len(metrics), 3.2), layout="constrained")
@@ -126,8 +128,14 @@ def beam_sizes_figure(rows: list[BeamSizeRow]) -> Figure:
             means = [float("nan") if interval is None else 100 * interval.mean for interval in found]
             halves = [0.0 if interval is None or interval.half_width is None else 100 * interval.half_width
                       for interval in found]
-            ax.errorbar(sizes, means, yerr=halves if any(halves) else None, marker="o", markersize=4, capsize=3,
-                        label=row_label(row))
+            line = ax.errorbar(sizes, means, yerr=halves if any(halves) else None, marker="o", markersize=4,
+                               capsize=3, label=row_label(row))
+            if len(row.runs) > 1:  # each seed's own score: a seed unlike the others shows as itself
+                runs = [(size, 100 * value) for size in sizes for value in row.scores[size].get(metric, [])]
+                ax.scatter(*zip(*runs), s=22, alpha=0.6, color=line.lines[0].get_color(), edgecolors="white",
+                           linewidths=0.5, zorder=3)
+        if metric != "cider":  # a share: an interval past 0 or 100% says how unsure it is, not where it could be
+            ax.set_ylim(max(-2.0, ax.get_ylim()[0]), min(102.0, ax.get_ylim()[1]))
         ax.set_title(METRIC_NAMES[metric])
         ax.set_xlabel("beam size")
         ax.set_ylabel("%")

@@ -135,7 +135,8 @@ def verdict(pairing: Pairing) -> str:
         side = "above" if test.difference > 0 else "below"
         said = f"{pairing.b}'s {metric} is {points(abs(test.difference))} {side} {pairing.a}'s"
     where = "outside zero" if test.excludes_zero else "zero inside it: no difference shown"
-    said = f"{said}, 95% interval [{points(test.low)}, {points(test.high)}]: {where} (p = {p_value(test)})"
+    p = p_value(test)
+    said = f"{said}, 95% interval [{points(test.low)}, {points(test.high)}]: {where} (p {p if '<' in p else '= ' + p})"
     if test.scope == "models":
         return (f"{said}; over the test images for these trained models only: with one seed in a group it cannot "
                 "speak for the recipes (train two seeds each at least)")

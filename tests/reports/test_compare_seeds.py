@@ -8,17 +8,21 @@ import math
 import shutil
 import sys
 
+import numpy as np
 import pytest
 import torch
+from matplotlib.collections import PathCollection
 
 from caption.cli import main
 from caption.errors import ConfigError
 from caption.evaluation.grounding import Localisation
+from caption.evaluation.image_scores import ImageScores
 from caption.evaluation.report import Evaluation
 from caption.reports.beam_sizes import beam_size_row, beam_size_table, beam_sizes_figure
 from caption.reports.figures import curves_figure, panel_lines
-from caption.reports.intervals import seed_interval
+from caption.reports.intervals import paired_test, seed_interval
 from caption.reports.runs import read_groups, run_names
+from caption.reports.seeds import Pairing, verdict
 
 
 def second_seed(run, to, *, seed):
@@ -171,7 +175,7 @@ def test_compare_groups_at_several_beam_sizes_gives_each_groups_interval_over_it
     assert row in report and row in printed
 
 
-def test_a_group_at_each_beam_size_is_its_mean_and_interval_over_seeds_drawn_as_error_bars():
+def test_a_group_at_each_beam_size_is_its_mean_and_interval_over_seeds_drawn_as_error_bars_and_seeds():
     def run(bleu4, accuracy):
         located = Localisation(nouns=10, accuracy=accuracy, other_object=0.0, background=1 - accuracy, absent=0.0,
                                chance_location=0.1, chance_object=0.5)
@@ -194,3 +198,20 @@ def test_a_group_at_each_beam_size_is_its_mean_and_interval_over_seeds_drawn_as_
     soft_line, hard_line = panels[0].containers
     assert list(soft_line.lines[0].get_xdata()) == [1, 3] and soft_line.has_yerr and not hard_line.has_yerr
     assert soft_line.lines[0].get_ydata()[0] == pytest.approx(30.0)
+    scattered = [found for found in panels[0].collections if isinstance(found, PathCollection)]
+    assert len(scattered) == 1, "the group's seeds, each its own dot; none for one run"
+    assert sorted(map(tuple, scattered[0].get_offsets().tolist()))[:3] == [
+        (1, pytest.approx(20.0)), (1, pytest.approx(30.0)), (1, pytest.approx(40.0))]
+
+
+def test_the_verdict_says_what_a_test_speaks_for():
+    """Two seeds a group: a verdict on the recipes. One seed in a group: an interval for these two trained models
+    only, which says it cannot speak for the recipes; a p below 0.001 reads "p < 0.001"."""
+    ids = tuple(range(50))
+    rng = np.random.default_rng(0)
+    runs = lambda seeds, shift: [ImageScores(ids, cider=rng.random(50) + shift) for _ in range(seeds)]
+    recipes = verdict(Pairing("soft", "hard", "cider", paired_test(runs(2, 0), runs(2, 0.3), metric="cider")))
+    models = verdict(Pairing("soft", "hard", "cider", paired_test(runs(1, 0), runs(3, 0.3), metric="cider")))
+    assert recipes.startswith("hard's CIDEr is ") and "cannot speak for the recipes" not in recipes
+    assert "these trained models only" in models and "cannot speak for the recipes" in models
+    assert "(p < 0.001)" in models and "p = <" not in models
