@@ -29,19 +29,14 @@ class CommandParser(argparse.ArgumentParser):
     A default derived from other options (`derived_defaults`: dest -> its function of them) is filled in on parsing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # no abbreviations: an old spelling (`--beam_size`) must not be read as a new option (`--beam_sizes`)
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
         self.derived_defaults: dict[str, Callable[[argparse.Namespace], Any]] = {}
         self.add_argument("--print_config", action="store_true",
                           help="print the options as resolved (defaults filled in) as YAML, then exit")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         self.given = list(sys.argv[1:] if args is None else args)
-        from caption.legacy.settings import renamed_option_hint
-
-        # an old spelling is refused before argparse reads it as the abbreviation of a new option (`--beam_size` of
-        # `--beam_sizes`)
-        if renamed_option_hint(self.given, known=self._option_string_actions):
-            self.error("an option spelled as in 0.1")
         parsed = super().parse_args(args, namespace)
         for dest, derive in self.derived_defaults.items():
             if getattr(parsed, dest) is None:

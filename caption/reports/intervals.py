@@ -243,8 +243,8 @@ def paired_test(a: Sequence[ImageScores], b: Sequence[ImageScores], *, metric: s
     if min(len(a), len(b)) < 2:  # no seed variance: these two models, over the images
         return finish(metric, difference, None, shifts, images - 1, "models")
     seed_terms = [float(scores.var(ddof=1)) / len(scores) for scores in (scores_a, scores_b)]  # s_g² / n_g
-    noise = [len(without) / (len(without) - 1) * float(jackknife(without - without.mean(0)).mean()) / len(without)
-             for without in (without_a, without_b)]  # W_g / n_g
+    noise = [float(jackknife(without - without.mean(0)).mean()) / (len(without) - 1)
+             for without in (without_a, without_b)]  # W_g / n_g = mean_j J[x_gj(i) − x̄_g(i)] / (n_g − 1)
     between = max(0.0, shifts - sum(noise))  # I
     denominator = sum(term ** 2 / (len(group) - 1) for term, group in zip(seed_terms, (a, b))) + between ** 2 / (
         images - 1)
