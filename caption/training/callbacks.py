@@ -344,12 +344,17 @@ class AttentionPatience(EarlyStopping):
                          check_finite=False)
         self.enabled = patience is not None
 
-    def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
-        if not self.enabled or trainer.sanity_checking:
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.enabled:
             return
+        fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
         value = trainer.callback_metrics.get(self.monitor)
-        if value is None or not torch.isfinite(value):
+        if fitting and (value is None or not torch.isfinite(value)):
             raise ConfigError(f"early_stopping.monitor {self.monitor} was not measured at this validation (attention "
                               "accuracy needs data with object boxes): monitor val/bleu4, or set "
                               "early_stopping.patience: null")
-        super()._run_early_stopping_check(trainer)
+        super().on_validation_end(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.enabled:
+            super().on_train_epoch_end(trainer, pl_module)

@@ -25,7 +25,6 @@ ON_MODULES_AND_CLASSES = {
     ("lightning.fabric.loggers.csv_logs._ExperimentWriter", "_record_new_keys"): "cli/lightning/run_files.py",
     ("lightning.fabric.utilities.types", "_PATH"): "io/checkpoints.py: the path type of CheckpointIO",
     ("lightning.pytorch.cli.LightningCLI", "_parse_ckpt_path"): "cli/lightning/commands.py: overridden",
-    ("lightning.pytorch.callbacks.EarlyStopping", "_run_early_stopping_check"): "training/callbacks.py: overridden",
     ("torch.nn.modules.batchnorm", "_BatchNorm"): "training/finetuning.py: BatchNorm kept in eval mode",
     ("torchvision.transforms._presets", "ImageClassification"): "data/sources/image_source.py: ImageNet presets",
     ("jsonargparse._typehints", "ActionTypeHint"): "cli/lightning/class_paths.py: the keys that take a class",
