@@ -25,8 +25,7 @@ COMMANDS = {
     "caption --help": ["--help"],
     "caption --version": ["--version"],
     "caption trian (a mistyped command)": ["trian"],
-    **{f"caption {name} --help": [name, "--help"] for name in ("describe", "evaluate", "compare", "features",
-                                                                 "migrate-config")},
+    **{f"caption {name} --help": [name, "--help"] for name in ("describe", "evaluate", "compare", "features")},
     "caption fit --help": ["fit", "--help"],  # the kept short help (caption.cli.lightning.short_help)
     "caption fit --help-all": ["fit", "--help-all"],  # LightningCLI's parser, built
 }

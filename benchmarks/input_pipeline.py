@@ -29,6 +29,7 @@ from torchvision import models
 from caption.data.datamodule import CaptionDataModule
 from caption.data.features import build_cache, cache_config
 from caption.data.sources.karpathy import KarpathySource
+from caption.io import encoder_weights
 from caption.model.encoder import TorchvisionVGG
 from caption.training.module import CaptionModule
 
@@ -103,7 +104,7 @@ def main() -> None:
 
     records = data(None).records()
     config = cache_config(encoder="vgg16", weights=str(weights), freeze=True, source=source, records=records)
-    encoder = TorchvisionVGG(name="vgg16", weights=str(weights))
+    encoder = TorchvisionVGG(name="vgg16", weights=str(weights), reader=encoder_weights)
     started = time.perf_counter()
     build_cache(str(args.out / "features"), encoder=encoder, config=config, source=source, records=records,
                 on_bad_image="error", batch_size=args.batch_size, num_workers=args.num_workers,

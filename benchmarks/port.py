@@ -33,7 +33,7 @@ from _helpers import coco_like_words
 from speed import ANNOTATION_DIM, CONFIGS, LOCATIONS, VOCABULARY, build_module, train_step
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from caption.model.precision import bf16_support
+from caption.io.device import bf16_support
 from caption.model.vocabulary import Vocabulary
 
 

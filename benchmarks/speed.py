@@ -64,8 +64,9 @@ from torch.utils.data import DistributedSampler
 
 from caption.data.sampler import LengthBatchSampler
 from caption.evaluation.cider_reward import CiderD
+from caption.io.device import bf16_support
 from caption.model.flops import DecoderFlops
-from caption.model.precision import autocast, bf16_support, checked_precision
+from caption.model.precision import autocast, checked_precision
 from caption.model.search import sample
 from caption.model.vocabulary import Vocabulary
 from caption.training.allocator import configure_allocator

@@ -1,4 +1,5 @@
-"""Errors that tell the user what went wrong and what to do; the CLI prints them without a traceback."""
+"""Errors that tell the user what went wrong and what to do; the CLI prints them without a traceback. Beside them, what
+their messages share: the settings' range check (`check_range`) and byte counts for people (`size_text`)."""
 
 
 import math
@@ -21,6 +22,10 @@ class CheckpointError(CaptionError):
     """A checkpoint that cannot be used: unreadable, unsafe, foreign, or made for other data."""
 
 
+class EncoderWeightsError(CaptionError):
+    """The requested encoder weights cannot be found, read or loaded."""
+
+
 def check_range(key: str, value: float | None, *, low: float, high: float | None = None, strict: bool = False,
                 below_high: bool = False) -> None:
     """ConfigError naming `model.<key>` when `value` is below `low` (strict: not above it) or above `high` (below_high:
@@ -36,3 +41,11 @@ def check_range(key: str, value: float | None, *, low: float, high: float | None
         raise ConfigError(f"model.{key}{what} must be in {interval}, got {value}")
     if not (value > low if strict else value >= low):
         raise ConfigError(f"model.{key} must be {'>' if strict else '>='} {low:g}, got {value}")
+
+
+def size_text(size: int) -> str:
+    """A byte count for people: 708 KB, 1.2 GB."""
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size // scale} {unit}"
+    return f"{size} bytes"

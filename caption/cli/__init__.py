@@ -26,7 +26,6 @@ from caption.cli.lightning.short_help import lightning_arguments
 from caption.config.console import console
 from caption.errors import CaptionError
 from caption.io.class_paths import named_modules
-from caption.legacy.moved import moved_modules
 
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
@@ -49,7 +48,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "a model folder to share: safetensors weights, config.json, a model card "
                "(--push: to the Hub)"),
     "serve": ("serve", "a local page: drop an image, hover a word, see where the model looked (soft and hard)"),
-    "migrate-config": ("migrate_config", "rewrite a config of caption < 0.2 with its model settings in their groups"),
 }
 
 
@@ -101,7 +99,7 @@ def run(args: list[str]) -> None:
     name, argv = args[0], with_ckpt_path(args[1:])
     if COMMANDS[name][0] == LIGHTNING:  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)
-    with moved_modules(), named_modules(imports):  # moved: the class paths of caption 0.2.0's flat layout
+    with named_modules(imports):
         import_named(imports)
         command(name)(argv)
 

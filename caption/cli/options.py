@@ -2,9 +2,8 @@
 
 A knob a Lightning command has too is spelled as it spells it, dotted name included (`--ckpt_path`,
 `--model.decoding.beam_size`, `--data.eval_batch_size`, `--trainer.accelerator`, `--predictions.out` ...), so a command
-line learnt in one command works in the others and every `--help` shows one name per knob; the spellings of 0.1
-(`--beam_size`, `--out`, `--device` ...) are refused in one line that names the new one
-(`caption.legacy.settings.RENAMED_OPTIONS`). The knobs, command by command: docs/attention.md#one-name-per-knob.
+line learnt in one command works in the others and every `--help` shows one name per knob. The knobs, command by
+command: docs/attention.md#one-name-per-knob.
 """
 
 import argparse
@@ -14,7 +13,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, NoReturn, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from caption.errors import ConfigError
 from caption.model.decoding import DecodingSettings
@@ -24,19 +23,19 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser; an option spelled as before its rename is refused in one line naming its new spelling, and
-    `--print_config` prints the options resolved (defaults filled in) as YAML and exits, as `caption fit`'s does.
-    A default derived from other options (`derived_defaults`: dest -> its function of them) is filled in on parsing."""
+    """argparse's parser, where `--print_config` prints the options resolved (defaults filled in) as YAML and exits,
+    as `caption fit`'s does. A default derived from other options (`derived_defaults`: dest -> its function of them)
+    is filled in on parsing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # no abbreviations: an old spelling (`--beam_size`) must not be read as a new option (`--beam_sizes`)
+        # no abbreviations: an option is read by its whole name only (`--model.decoding.beam` is refused, not read as
+        # `--model.decoding.beam_size`)
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
         self.derived_defaults: dict[str, Callable[[argparse.Namespace], Any]] = {}
         self.add_argument("--print_config", action="store_true",
                           help="print the options as resolved (defaults filled in) as YAML, then exit")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
-        self.given = list(sys.argv[1:] if args is None else args)
         parsed = super().parse_args(args, namespace)
         for dest, derive in self.derived_defaults.items():
             if getattr(parsed, dest) is None:
@@ -45,15 +44,6 @@ class CommandParser(argparse.ArgumentParser):
             sys.stdout.write(resolved_options(self, parsed))
             self.exit()
         return parsed
-
-    def error(self, message: str) -> NoReturn:
-        # a refused command line is looked up among the old names (before a missing required option is named)
-        from caption.legacy.settings import renamed_option_hint
-
-        hint = renamed_option_hint(getattr(self, "given", []), known=self._option_string_actions)
-        if not hint:
-            super().error(message)
-        sys.exit(f"caption: error: {self.prog}: {hint}")
 
 
 def resolved_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:

@@ -110,8 +110,8 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     from caption.data.labelled_objects import ClassFolders, LabelledObjects, collate_objects, object_categories
     from caption.evaluation.grid import attention_grid
     from caption.inference.evaluate import build_data
+    from caption.io.device import trainer_precision
     from caption.model.encoder import EncoderSettings, build_encoder
-    from caption.model.precision import trainer_precision
     from caption.training.encoder_pretraining import EncoderClassifier, confusion_table
     from caption.training.progress import ProgressBar
 

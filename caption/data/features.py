@@ -34,11 +34,10 @@ from caption.data.sources.base import CaptionSource
 from caption.data.sources.image_files import BadImageError, read_rgb, report_bad_images
 from caption.data.sources.image_source import ImageFileSource
 from caption.data.sources.records import BadImage, ImageRecord
-from caption.errors import CaptionError
+from caption.errors import CaptionError, EncoderWeightsError
 from caption.io.checkpoints import sha256_of
 from caption.io.outputs import cannot_write, writable_folder, write_json
 from caption.model.encoder import TORCHVISION_ENCODERS, annotation_grid, imagenet_weights
-from caption.model.encoder_weights import EncoderWeightsError
 
 VERSION = 1  # bump when the file layout changes
 MANIFEST, ARRAY, PROGRESS = "manifest.json", "annotations.npy", "progress.json"

@@ -49,10 +49,17 @@ from caption.inference.inputs import (
 )
 from caption.inference.trained import Normalization, load_trained, source_inputs
 from caption.io.checkpoints import download_checkpoint
+from caption.io.device import default_precision, free_memory
 from caption.io.hub import pretrained_folder
 from caption.model.caption_model import CaptionModel
 from caption.model.captions import Caption
-from caption.model.precision import Precision, PrecisionSetting, at_least_float32, autocast, resolved_precision
+from caption.model.precision import Precision, PrecisionSetting, at_least_float32, autocast, checked_precision
+
+
+def resolved_precision(setting: str, device: torch.device | str) -> Precision:
+    """The precision a setting runs in on `device`: "auto" is `default_precision(device)`."""
+    setting = checked_precision(setting)
+    return default_precision(device) if setting == "auto" else setting
 
 
 def pick_device(name: str | torch.device | None) -> torch.device:
@@ -80,7 +87,8 @@ class Captioner:
         checkpoint: the checkpoint it was loaded from (the file, also for a run folder; the model folder; or the
             URL), if any.
         precision: "auto" (bf16-mixed where the device has bf16 matrix units, else 32-true), "32-true" or "bf16-mixed"
-            (bf16 autocast; `caption.model.precision`); what it resolves to is `captioner.precision`.
+            (bf16 autocast; `caption.model.precision`); what it resolves to is `captioner.precision`
+            (`resolved_precision`).
     """
 
     def __init__(self, module: CaptionModel, *, transform: Callable[[Image.Image], Tensor],
@@ -185,14 +193,15 @@ class Captioner:
     ) -> list[Caption] | list[list[Caption]]:
         """Captions of a batch: {"image": (B, 3, H, W)} prepared images, or {"annotations": (B, L, D)} from a
         feature cache. `beam_size` (1: greedy) and `max_length` default to the checkpoint's, in the model's
-        `generate`, which checks them. `num_captions` = n: per image a list of its n best beams, best first (the beam
-        is then at least n wide); fewer when the search holds fewer than n distinct hypotheses (a short `max_length`,
-        a small vocabulary), never a repeated or impossible one (log-probability -inf)."""
+        `generate`, which checks them, and refuses a beam search larger than the memory free on the device
+        (`caption.io.device.free_memory`). `num_captions` = n: per image a list of its n best beams, best first (the
+        beam is then at least n wide); fewer when the search holds fewer than n distinct hypotheses (a short
+        `max_length`, a small vocabulary), never a repeated or impossible one (log-probability -inf)."""
         check_decoding_arguments(beam_size=beam_size, max_length=max_length, num_captions=num_captions)
         annotations = self.annotations(batch)
         with autocast(self.device, self.precision):
             decoded = self.module.generate(annotations, beam_size=beam_size, max_length=max_length,
-                                           num_captions=num_captions or 1)
+                                           num_captions=num_captions or 1, free_memory=free_memory)
         captions = decoded.captions(self.module.vocabulary)
         if num_captions is None:
             return captions

@@ -5,8 +5,8 @@
     trained.vocabulary      # the words it was trained on
     trained.data            # the data settings it was trained with ({source: {class_path, init_args}, ...}), or None
 
-The file is read once, with `caption.io.checkpoints.read_checkpoint` (weights_only=True; the settings of checkpoints
-older than the grouped settings are moved into their groups there). The model is built from the checkpoint's settings
+The file is read once, with `caption.io.checkpoints.read_checkpoint` (weights_only=True; a checkpoint of a format
+before this release is refused there). The model is built from the checkpoint's settings
 (`caption.model.caption_model.ModelSettings`) and takes its weights strictly, the encoder's and the decoder's; what
 else the checkpoint holds is the training's (`TRAINING_STATE`) and is left out by name. `Captioner.from_checkpoint`,
 `caption evaluate`, `describe` and `compare` build on it.
@@ -29,9 +29,12 @@ from caption.config.packaged import data_section
 from caption.data.datamodule import DATA_LINKS
 from caption.data.sources.base import CaptionSource
 from caption.errors import ConfigError
+from caption.io import encoder_weights
+from caption.io.checkpoint_weights import with_checkpoint_weights, without_encoder_download
 from caption.io.checkpoints import find_checkpoint, read_checkpoint
 from caption.io.class_paths import ForeignClassError, checked, instantiate
-from caption.model.caption_model import CaptionModel, ModelSettings, with_checkpoint_weights, without_encoder_download
+from caption.io.model_folder import settings_file
+from caption.model.caption_model import CaptionModel, ModelSettings, check_sizes
 from caption.model.vocabulary import Vocabulary
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
@@ -79,23 +82,27 @@ TRAINING_STATE = ("objective.", "baseline.value")
 
 def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,
                 decoding: Mapping[str, Any] | None = None) -> CaptionModel:
-    """The trained CaptionModel in eval mode, from what `read_checkpoint(path)` read: built from the checkpoint's
-    settings, with the encoder's and the decoder's weights loaded strictly (`TRAINING_STATE` left out). The
-    encoder's weights are in the checkpoint, so ImageNet weights are not fetched only to be overwritten."""
+    """The trained CaptionModel in eval mode, from what `read_checkpoint(path)` read: every size its settings set
+    checked against the weights' shapes first (`check_sizes`, so that a size no weight has is refused before anything
+    of it is allocated), then built from them, with the encoder's and the decoder's weights loaded strictly
+    (`TRAINING_STATE` left out). The encoder's weights are in the checkpoint, so ImageNet weights are not fetched
+    only to be overwritten."""
     hyperparameters = without_encoder_download(checkpoint)
     groups = {field.name: hyperparameters[field.name] for field in fields(ModelSettings)
               if field.name in hyperparameters}
     if decoding:
         groups["decoding"] = {**(groups.get("decoding") or {}), **decoding}
     weights = {name: value for name, value in checkpoint["state_dict"].items() if not name.startswith(TRAINING_STATE)}
+    check_sizes(hyperparameters, weights, origin=settings_file(path))
 
     def build() -> CaptionModel:
-        model = CaptionModel(vocabulary=Vocabulary(hyperparameters["vocabulary"]), settings=ModelSettings.of(**groups))
+        model = CaptionModel(vocabulary=Vocabulary(hyperparameters["vocabulary"]), settings=ModelSettings.of(**groups),
+                             reader=encoder_weights)
         if (hyperparameters.get("optimization") or {}).get("compile"):  # trained compiled: it decodes compiled too
             model.decoder.step = torch.compile(model.decoder.step)
         return model
 
-    return with_checkpoint_weights(build, weights, path=path, hyperparameters=hyperparameters)
+    return with_checkpoint_weights(build, weights, path=path)
 
 
 def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike,

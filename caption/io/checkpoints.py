@@ -8,8 +8,7 @@ folder of `caption export` (safetensors weights and a JSON config, `caption.io.m
 dict, without unpickling anything, so every reader takes one where it takes a checkpoint. torch does not check the
 CRC-32 checksums its zip format stores with every record, so a flipped bit would load as a changed weight without a
 word: `zip_damage` checks them first (zipfile's testzip, about half the time of the load itself). The class
-paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used (what an older version
-wrote upgraded first, in one call: `caption.legacy.checkpoints.upgraded`), and `SafeCheckpointIO`
+paths a checkpoint names are checked by `caption.io.class_paths` before any of it is used, and `SafeCheckpointIO`
 writes each checkpoint atomically (`caption.io.outputs.write_atomically`), so a full disk or a kill leaves the
 previous file whole. A model is named by a checkpoint file, a run folder, a model folder, or a Hugging Face Hub model
 id (owner/name[@revision], when no such local path exists: `local_model`, which `find_checkpoint` asks first).
@@ -17,6 +16,7 @@ What you see for each failure: docs/reliability.md.
 """
 
 import hashlib
+import importlib.util
 import io
 import os
 import pickle
@@ -37,11 +37,14 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from caption.config.keys import dotted, non_finite_message
 from caption.errors import CaptionWarning, CheckpointError
-from caption.io.class_paths import check_checkpoint_classes
+from caption.io.class_paths import check_checkpoint_classes, short
 from caption.io.hub import hub_reference, pretrained_folder
 from caption.io.model_folder import CONFIG, is_model_folder, non_finite_weights, read_model_folder
 from caption.io.outputs import write_atomically
-from caption.legacy.checkpoints import upgraded
+
+PROJECT = "caption"  # the package whose class paths a checkpoint of another version may name in modules gone since
+GROUPS = ("encoder", "decoder", "attention")  # model settings a checkpoint of `caption fit` holds as mappings
+SETTINGS = ("hyper_parameters", "datamodule_hyper_parameters")  # the parts of a checkpoint that name classes
 
 
 def zip_damage(path: _PATH) -> str | None:
@@ -75,9 +78,8 @@ def zip_damage(path: _PATH) -> str | None:
 def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     """torch.load(path, weights_only=True) once its zip checksums are verified, with errors that name the file and
     say what to do; for a folder, the model folder of `caption export` it holds
-    (`caption.io.model_folder.read_model_folder`), as the same dict. What older versions wrote is upgraded first, in
-    one call (`caption.legacy.checkpoints.upgraded`: 0.2.0's class paths, 0.1's flat settings), then the classes it
-    names are checked before any of it is used."""
+    (`caption.io.model_folder.read_model_folder`), as the same dict. The classes it names are checked before any of
+    it is used."""
     if Path(path).is_dir():
         checkpoint, origin = read_model_folder(path, map_location=map_location), str(Path(path) / CONFIG)
     else:
@@ -89,7 +91,6 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
             non_finite = None if non_finite is None else f"{path}: {non_finite}"
         if non_finite is not None:
             raise CheckpointError(non_finite)
-    checkpoint = upgraded(checkpoint, origin=origin)
     check_checkpoint_classes(checkpoint, origin=origin)
     return checkpoint
 
@@ -130,7 +131,52 @@ def loaded_checkpoint(path: _PATH, *, map_location: Any) -> dict[str, Any]:
             f"{path}: not a checkpoint of this project (no mapping of hyperparameters with a vocabulary): it was not "
             "written by `caption fit`, or by an old version; retrain or pick another checkpoint"
         )
+    older = older_format(checkpoint)
+    if older is not None:
+        raise CheckpointError(f"{path}: {older}; retrain with `caption fit` or pick another checkpoint")
     return checkpoint
+
+
+def older_format(checkpoint: dict[str, Any]) -> str | None:
+    """Why `checkpoint` is not read, when its layout is not this release's, else None: model settings that are not in
+    their groups (`attention: soft` where a checkpoint of `caption fit` holds `attention: {kind: soft, ...}`), or a
+    class path of the project (`caption.…`) whose module this release does not have."""
+    hyperparameters = checkpoint["hyper_parameters"]
+    flat = next((key for key in GROUPS if key in hyperparameters and not isinstance(hyperparameters[key], dict)), None)
+    if flat is not None:
+        return (f"written by a format before this release (its model settings are not in groups: "
+                f"hyper_parameters.{flat} is {short(hyperparameters[flat])}), which is not read")
+    missing = next((path for path in class_paths(checkpoint) if not project_module_exists(path)), None)
+    if missing is not None:
+        return (f"written by another version of caption (it names {missing}, whose module this release does not "
+                "have), whose format is not read")
+    return None
+
+
+def class_paths(checkpoint: dict[str, Any]) -> list[str]:
+    """The class paths of the project (`caption.…`) named anywhere in a checkpoint's settings."""
+    found: list[str] = []
+    pending, seen = [checkpoint.get(key) for key in SETTINGS], set()
+    while pending:
+        value = pending.pop()
+        if id(value) in seen or not isinstance(value, (dict, list)):
+            continue
+        seen.add(id(value))
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if key in ("class_path", "_class_path") and isinstance(item, str) and item.startswith(f"{PROJECT}."):
+                found.append(item)
+            pending.append(item)
+    return found
+
+
+def project_module_exists(class_path: str) -> bool:
+    """Whether the module of `class_path` (one of the project's) is one this release has; nothing outside the
+    project is looked up."""
+    try:
+        return importlib.util.find_spec(class_path.rpartition(".")[0]) is not None
+    except (ImportError, ValueError):  # a package on the way that does not exist
+        return False
 
 
 def first_readable(paths: Iterable[Path], *, where: str) -> tuple[Path, dict[str, Any]] | None:

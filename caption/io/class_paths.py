@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from caption.errors import CaptionError
-from caption.legacy.moved import new_class_path, warn_moved
 
 ALLOWED_KEYS = ("class_path", "init_args")  # what LightningCLI stores for a class: nothing else is read
 # the instantiator Lightning records beside the hyperparameters of a model or data module built by LightningCLI
@@ -168,10 +167,6 @@ def checked(settings: Any, *, base: type | tuple[type, ...], key: str, origin: s
         raise ForeignClassError(f"{where} is {short(settings)}, not a {{class_path, init_args}} mapping of a "
                                 f"{base_names(base)}: refused, nothing was imported or run")
     class_path, init_args = settings.get("class_path"), settings.get("init_args") or {}
-    moved = new_class_path(class_path)  # a path of the flat layout's modules: read as its new one, saying so
-    if moved is not None:
-        warn_moved(class_path, moved, origin=origin)
-        class_path = moved
     if isinstance(class_path, str):
         import_allowed_module(class_path)
     kind = known_classes(base).get(class_path) if isinstance(class_path, str) else None

@@ -73,6 +73,12 @@ def is_model_folder(path: str | os.PathLike) -> bool:
     return path.is_dir() and ((path / WEIGHTS).is_file() or (path / CONFIG).is_file())
 
 
+def settings_file(path: str | os.PathLike) -> str | os.PathLike:
+    """The file a model's settings are read from, as messages name it: a model folder's config.json, else `path`
+    itself (a checkpoint)."""
+    return Path(path) / CONFIG if is_model_folder(path) else path
+
+
 # ----------------------------------------------------------------------------------------------------------- writing
 def model_config(checkpoint: Mapping[str, Any], *, version: str, source_paths: Mapping[str, Any] | None = None,
                  preprocessing: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from caption.errors import CaptionError
+from caption.errors import CaptionError, size_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,14 +30,6 @@ if TYPE_CHECKING:
 
 class OutputError(CaptionError):
     """An output location that cannot be created or written; the message names it."""
-
-
-def size_text(size: int) -> str:
-    """A byte count for people: 708 KB, 1.2 GB."""
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size // scale} {unit}"
-    return f"{size} bytes"
 
 
 def free_space(folder: str | Path) -> int | None:

@@ -6,34 +6,32 @@ the decoder's captions of them (sec. 3.1.2, decoded by `caption.model.search`), 
     captions = decoded.captions(model.vocabulary)                     # a `Caption` per image
 
 A checkpoint of `caption fit` stores the settings as plain dicts, one per group, read back by `ModelSettings.of`;
-`caption.inference.load_trained` builds the model from them and loads its weights (`encoder.*`, `decoder.*`) with
-`with_checkpoint_weights`. The LightningModule that trains it (`caption.training.module.CaptionModule`) holds the same
-encoder and decoder (`build_encoder`, `build_decoder`) and computes annotations and captions with the same functions
-(`batch_annotations`, `caption.model.search.generate`).
+`caption.inference.load_trained` builds the model from them and loads its weights (`encoder.*`, `decoder.*`), once
+`check_sizes` has found every size the settings set in the weights' shapes (`size_problem`). The LightningModule that
+trains it (`caption.training.module.CaptionModule`) holds the same encoder and decoder (`build_encoder`,
+`build_decoder`) and computes annotations and captions with the same functions (`batch_annotations`,
+`caption.model.search.generate`). Nothing here reads a file or asks the machine: what does is passed in (the encoder's
+weights `reader`, the search's `free_memory`).
 """
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from caption.errors import CaptionError, CheckpointError, ConfigError
-from caption.io.checkpoints import has_encoder
-from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
+from caption.errors import CheckpointError, ConfigError
 from caption.model.attention import AttentionSettings
 from caption.model.captions import Decoded
 from caption.model.decoder import Decoder, DecoderSettings
 from caption.model.decoding import DecodingSettings
-from caption.model.encoder import EncoderSettings, build_encoder
+from caption.model.encoder import EncoderSettings, WeightsReader, build_encoder
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
-from caption.model.search import generate
+from caption.model.search import FreeMemory, generate
 from caption.model.self_critical import SelfCriticalSettings
 from caption.model.vocabulary import Vocabulary
-
-ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 @dataclass(frozen=True)
@@ -122,13 +120,15 @@ class CaptionModel(nn.Module):
     Args:
         vocabulary: the words, specials first.
         settings: every group of the model's settings (`ModelSettings`).
+        reader: what reads the encoder's weights when model.encoder.weights is not "none"
+            (`caption.model.encoder.WeightsReader`).
     """
 
-    def __init__(self, *, vocabulary: Vocabulary, settings: ModelSettings):
+    def __init__(self, *, vocabulary: Vocabulary, settings: ModelSettings, reader: WeightsReader | None = None):
         super().__init__()
         self.vocabulary = vocabulary
         self.settings = settings
-        self.encoder = build_encoder(settings.encoder)
+        self.encoder = build_encoder(settings.encoder, reader=reader)
         self.decoder = build_decoder(settings, vocabulary_size=len(vocabulary), annotation_dim=self.encoder.dim)
 
     @property
@@ -141,56 +141,21 @@ class CaptionModel(nn.Module):
         return batch_annotations(self.encoder, batch, freeze=self.settings.encoder.freeze)
 
     def generate(self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
-                 num_captions: int = 1) -> Decoded:
+                 num_captions: int = 1, free_memory: FreeMemory | None = None) -> Decoded:
         """Captions of annotations (B, L, D): the model's decoding settings, unless `beam_size` or `max_length` is
-        given; `num_captions` = n: the n best of each image (`caption.model.search.generate`)."""
+        given; `num_captions` = n: the n best of each image; with `free_memory`, a beam search larger than the memory
+        free is refused (`caption.model.search.generate`)."""
         return generate(self.decoder, annotations, decoding=self.settings.decoding, beam_size=beam_size,
-                        max_length=max_length, num_captions=num_captions)
+                        max_length=max_length, num_captions=num_captions, free_memory=free_memory)
 
 
-def without_encoder_download(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """The checkpoint's hyperparameters, its encoder's weights set to "none" when the checkpoint holds them: ImageNet's
-    are then not fetched only to be overwritten (the checkpoint's own hyperparameters are changed, as the model built
-    from them will show)."""
-    hyperparameters = checkpoint["hyper_parameters"]
-    if has_encoder(checkpoint):
-        hyperparameters["encoder"] = {**hyperparameters.get("encoder", {}), "weights": "none"}
-    return hyperparameters
-
-
-def with_checkpoint_weights(build: Callable[[], ModuleT], weights: Mapping[str, Tensor], *,
-                            path: str | Path, hyperparameters: Mapping[str, Any] | None = None) -> ModuleT:
-    """`build()`, a model from the settings of the checkpoint `path`, with `weights` loaded strictly, in eval mode. A
-    setting refused by name (a CaptionError) is raised as it is; any other failure is a CheckpointError naming
-    `path`: for a model folder of `caption export` whose weights do not fit its config.json, what differs. With
-    `hyperparameters` (the settings `build` reads), every size they set is checked against the weights' shapes
-    first (`size_problem`), so that a size no weight has is refused before anything of it is allocated."""
-    if hyperparameters is not None:
-        check_sizes(hyperparameters, weights, path=path)
-    model: ModuleT | None = None
-    try:
-        model = build()
-        model.load_state_dict(weights, strict=True)
-    except CaptionError:
-        raise
-    except Exception as error:
-        mismatch = is_model_folder(path) and model is not None and weights_mismatch(model.state_dict(), weights)
-        if mismatch:  # a model folder's weights beside the config.json of another model
-            raise CheckpointError(f"{Path(path) / WEIGHTS} does not fit the model {Path(path) / CONFIG} describes: "
-                                  f"{mismatch}; export the model again") from None
-        raise CheckpointError(
-            f"{path}: cannot build its model ({error.__class__.__name__}: {error}); "
-            "was it written by another version of this project?"
-        ) from error
-    return model.eval()
-
-
-def check_sizes(hyperparameters: Mapping[str, Any], weights: Mapping[str, Tensor], *, path: str | Path) -> None:
-    """A CheckpointError naming the checkpoint `path` (a model folder's config.json) when a size its settings set is
-    not the one its weights have (`size_problem`): before a model of that size is built."""
+def check_sizes(hyperparameters: Mapping[str, Any], weights: Mapping[str, Tensor], *,
+                origin: str | os.PathLike) -> None:
+    """A CheckpointError naming `origin`, the file the settings were read from (a checkpoint, a model folder's
+    config.json), when a size `hyperparameters` set is not the one `weights` have (`size_problem`): before a model
+    of that size is built."""
     problem = size_problem(hyperparameters, {name: tuple(tensor.shape) for name, tensor in weights.items()})
     if problem is not None:
-        origin = Path(path) / CONFIG if is_model_folder(path) else path
         raise CheckpointError(f"{origin}: {problem}")
 
 

@@ -6,27 +6,20 @@ ResNet-50/101/152: layer4, average-pooled adaptively to `grid` × grid (default 
 Every torchvision encoder is split into five `stages` for fine-tuning (`caption.training.finetuning`). `SmallVGG` keeps
 the VGG pattern at a few channels, so the built-in data trains end to end on a CPU; its pretrained weights come from
 `caption pretrain-encoder` (`model.encoder.weights: runs/shapes_encoder`, a classifier of the data's objects) or
-another run's checkpoint (`runs/shapes_soft`), then frozen as the paper's VGG is. Where the weights come from and how
-they are read (ImageNet, a file, a run folder): `caption.model.encoder_weights`. Choosing one:
-docs/datasets.md#choosing-an-encoder.
+another run's checkpoint (`runs/shapes_soft`), then frozen as the paper's VGG is. Pretrained weights (ImageNet, a
+file, a run folder) are read by the `reader` an encoder is built with (`WeightsReader`: `caption.io.encoder_weights`)
+and loaded here, strictly, a misfit named. Choosing one: docs/datasets.md#choosing-an-encoder.
 """
 
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Literal, Protocol
 
 import torch
 from torch import Tensor, nn
 from torchvision import models
 
-from caption.errors import ConfigError, check_range
-from caption.model.encoder_weights import (  # the names marked F401 are still importable from here, their first home
-    PRETRAINED_FILE,  # noqa: F401
-    EncoderWeightsError,  # noqa: F401
-    load_run_weights,
-    load_state,
-    pretrained_file,  # noqa: F401
-    torchvision_state_dict,
-)
+from caption.errors import ConfigError, EncoderWeightsError, check_range
 from caption.model.weight_settings import defines_weights
 
 EncoderName = Literal["vgg16", "vgg19", "resnet50", "resnet101", "resnet152", "small_vgg"]
@@ -102,6 +95,38 @@ class EncoderSettings:
                               "with the decoder: leave them unset")
 
 
+class WeightsReader(Protocol):
+    """What reads the pretrained weights `model.encoder.weights` names, as state dicts for an encoder to load: the
+    module `caption.io.encoder_weights`, passed in by what builds an encoder with weights other than "none"."""
+
+    def torchvision_state_dict(self, weights: str, *, name: str, imagenet: models.WeightsEnum, family: str,
+                               example: str) -> dict[str, Tensor]:
+        """The torchvision-format state dict `weights` names: "imagenet" (`imagenet`), a file or its folder."""
+
+    def run_state_dict(self, path: str) -> tuple[dict[str, Tensor], Path]:
+        """The encoder weights of another run (`path`: its folder or file), with the file they came from."""
+
+
+def needed_reader(reader: WeightsReader | None, weights: str) -> WeightsReader:
+    """The `reader` that `weights` (anything but "none") are read with; a ValueError when there is none."""
+    if reader is None:
+        raise ValueError(f"model.encoder.weights {weights!r} are read from files: build the encoder with a reader "
+                         "(caption.io.encoder_weights)")
+    return reader
+
+
+def load_state(module: nn.Module, state: dict[str, Tensor], *, name: str, weights: str, layers: str) -> None:
+    """Load `state` into `module` strictly, naming the weights and the encoder if they do not fit."""
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as error:
+        origin = f"the ImageNet weights of {name}" if weights == "imagenet" else weights
+        summary = " ".join(str(error).split())[:300]
+        raise EncoderWeightsError(
+            f"{origin} do not fit {name}'s layers {layers}: is it a torchvision {name} state dict? ({summary})"
+        ) from None
+
+
 def imagenet_weights(name: str) -> models.WeightsEnum:
     """The ImageNet weights of torchvision encoder `name`: their URL names the file, their preset is the transform."""
     return TORCHVISION_VGG[name][1] if name in TORCHVISION_VGG else TORCHVISION_RESNET[name][1]
@@ -127,11 +152,12 @@ class TorchvisionVGG(nn.Module):
             torchvision-format state dict.
         freeze: no gradients and always in eval mode (the paper does not fine-tune).
         grid: adaptively average-pool the conv5 map to grid × grid (None: keep it, H/16 × W/16).
+        reader: what reads `weights` other than "none" (`WeightsReader`).
     """
 
     def __init__(
         self, *, name: Literal["vgg16", "vgg19"], weights: str, freeze: bool = True,
-        grid: int | None = None,
+        grid: int | None = None, reader: WeightsReader | None = None,
     ):
         super().__init__()
         builder, _, depth, layers = TORCHVISION_VGG[name]
@@ -139,8 +165,8 @@ class TorchvisionVGG(nn.Module):
             self.features = builder(weights=None).features[:depth]
         else:  # just the layers used (the classifier's 120M parameters are slow to build), then loaded
             self.features = models.vgg.make_layers(models.vgg.cfgs[layers])[:depth]
-            state = torchvision_state_dict(weights, name=name, imagenet=imagenet_weights(name), family="VGG",
-                                           example="features.0.weight")
+            state = needed_reader(reader, weights).torchvision_state_dict(
+                weights, name=name, imagenet=imagenet_weights(name), family="VGG", example="features.0.weight")
             kept = {  # the layers before `depth`, keyed relative to `features`; the classifier is not used
                 key.removeprefix("features."): value
                 for key, value in state.items()
@@ -185,11 +211,12 @@ class TorchvisionResNet(nn.Module):
         freeze: no gradients (the paper does not fine-tune); fine-tuning unfreezes stages
             (`caption.training.finetuning`).
         grid: side of the annotation grid, L = grid².
+        reader: what reads `weights` other than "none" (`WeightsReader`).
     """
 
     def __init__(
         self, *, name: Literal["resnet50", "resnet101", "resnet152"], weights: str,
-        freeze: bool = True, grid: int = RESNET_GRID,
+        freeze: bool = True, grid: int = RESNET_GRID, reader: WeightsReader | None = None,
     ):
         super().__init__()
         builder, _ = TORCHVISION_RESNET[name]
@@ -197,8 +224,8 @@ class TorchvisionResNet(nn.Module):
         self.conv1, self.bn1, self.relu, self.maxpool = resnet.conv1, resnet.bn1, resnet.relu, resnet.maxpool
         self.layer1, self.layer2, self.layer3, self.layer4 = resnet.layer1, resnet.layer2, resnet.layer3, resnet.layer4
         if weights != "none":
-            state = torchvision_state_dict(weights, name=name, imagenet=imagenet_weights(name), family="ResNet",
-                                           example="layer4.0.conv1.weight")
+            state = needed_reader(reader, weights).torchvision_state_dict(
+                weights, name=name, imagenet=imagenet_weights(name), family="ResNet", example="layer4.0.conv1.weight")
             kept = {key: value for key, value in state.items() if not key.startswith("fc.")}
             load_state(self, kept, name=name, weights=weights, layers="conv1 ... layer4")
         self.pool = nn.AdaptiveAvgPool2d(grid)
@@ -266,10 +293,21 @@ class SmallVGG(nn.Module):
     def train(self, mode: bool = True):
         return super().train(mode and not self.freeze)
 
-    def load_from_run(self, path: str) -> None:
-        """The encoder weights of `caption pretrain-encoder` (its folder, or its encoder.pt), or of a `caption fit`
-        checkpoint or run folder (its newest best checkpoint's encoder): `caption.model.encoder_weights`."""
-        load_run_weights(self, path)
+    def load_from_run(self, path: str, *, reader: WeightsReader) -> None:
+        """Load the encoder weights of `caption pretrain-encoder` (its folder, or its encoder.pt), or of a `caption fit`
+        checkpoint or run folder (its newest best checkpoint's encoder), as `reader` reads them, refusing weights of
+        another shape with the settings that decide it."""
+        state, checkpoint = reader.run_state_dict(path)
+        if not state:
+            raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
+        try:
+            self.load_state_dict(state)
+        except RuntimeError as error:
+            summary = " ".join(str(error).split())[:300]
+            raise EncoderWeightsError(
+                f"model.encoder.weights: the encoder of {checkpoint} does not fit this small_vgg: use its run's "
+                f"model.encoder.channels, model.encoder.kernel_sizes and model.encoder.coordinates ({summary})"
+            ) from None
 
     @property
     def receptive_field(self) -> int:
@@ -291,9 +329,9 @@ class SmallVGG(nn.Module):
         return self.features(images).flatten(2).transpose(1, 2)  # (B, L, D)
 
 
-def build_encoder(settings: EncoderSettings) -> nn.Module:
-    """The encoder named in a config; every encoder has `.dim` (D) and maps images to (B, L, D); the
-    torchvision ones also have `.grid` (see `annotation_grid`) and `.stages`."""
+def build_encoder(settings: EncoderSettings, *, reader: WeightsReader | None = None) -> nn.Module:
+    """The encoder named in a config, its weights other than "none" read by `reader`; every encoder has `.dim` (D)
+    and maps images to (B, L, D); the torchvision ones also have `.grid` (see `annotation_grid`) and `.stages`."""
     name, weights, freeze, grid = settings.name, settings.weights, settings.freeze, settings.grid
     if name == "small_vgg":
         if weights == "imagenet":
@@ -306,10 +344,11 @@ def build_encoder(settings: EncoderSettings) -> nn.Module:
         encoder = SmallVGG(channels=settings.channels, kernel_sizes=settings.kernel_sizes,
                            coordinates=settings.coordinates, freeze=freeze)
         if weights != "none":
-            encoder.load_from_run(weights)
+            encoder.load_from_run(weights, reader=needed_reader(reader, weights))
         return encoder
     if name in TORCHVISION_VGG:
-        return TorchvisionVGG(name=name, weights=weights, freeze=freeze, grid=grid)
+        return TorchvisionVGG(name=name, weights=weights, freeze=freeze, grid=grid, reader=reader)
     if name in TORCHVISION_RESNET:
-        return TorchvisionResNet(name=name, weights=weights, freeze=freeze, grid=annotation_grid(name, grid))
+        return TorchvisionResNet(name=name, weights=weights, freeze=freeze, grid=annotation_grid(name, grid),
+                                 reader=reader)
     raise ConfigError(f"model.encoder.name must be one of {', '.join(TORCHVISION_ENCODERS)}, small_vgg; got {name!r}")

@@ -12,22 +12,21 @@ What stays float32 under bf16 autocast, and why (docs/paper.md#precision):
     R_t, b_t                  the rewards (log-likelihoods; self-critical's CIDEr-D) and every baseline
 The losses are built from these, so every loss and every logged term is float32.
 
-`bf16_support(device)` names what the hardware has; "auto", the default of every command and of `Captioner`, is
-`default_precision`: bf16-mixed where it pays and keeps the results (docs/measurements.md#bf16-against-fp32), on a
-CPU with AMX or AVX-512 BF16 or a GPU of compute capability 8.0 or more; 32-true elsewhere.
+The settings are these two or "auto", the default of every command and of `Captioner`: bf16-mixed where it pays and
+keeps the results (docs/measurements.md#bf16-against-fp32), on a CPU with AMX or AVX-512 BF16 or a GPU of compute
+capability 8.0 or more; 32-true elsewhere (`caption.io.device.default_precision`, which asks the machine).
 """
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # torch on first use: the commands' --help reads PRECISIONS without it
     import torch
 
 Precision = Literal["32-true", "bf16-mixed"]
-PrecisionSetting = Literal["auto", "32-true", "bf16-mixed"]  # auto: `default_precision` of the device
+PrecisionSetting = Literal["auto", "32-true", "bf16-mixed"]  # auto: the default precision of the device
 SETTINGS: tuple[PrecisionSetting, ...] = ("auto", "32-true", "bf16-mixed")
 ALIASES = {"32": "32-true", "bf16": "bf16-mixed", "fp32": "32-true"}  # Lightning's short spellings, and ours
 
@@ -38,56 +37,6 @@ def checked_precision(value: str, *, key: str = "precision") -> PrecisionSetting
     if value not in SETTINGS:
         raise ValueError(f"{key} must be one of {', '.join(SETTINGS)} (or 32, bf16), got {value!r}")
     return value  # type: ignore[return-value]
-
-
-def resolved_precision(setting: str, device: torch.device | str) -> Precision:
-    """The precision a setting runs in on `device`: "auto" is `default_precision(device)`."""
-    setting = checked_precision(setting)
-    return default_precision(device) if setting == "auto" else setting
-
-
-def trainer_precision(setting: str | None, accelerator: str | None) -> str:
-    """A Trainer's `precision` for the setting given (None: unset): "auto" or unset resolves on the device that
-    `accelerator` ("cpu", "gpu", "cuda", "mps", "auto" or unset) picks; any other of Lightning's values is kept."""
-    if setting not in (None, "auto"):
-        return setting
-    import torch
-
-    if accelerator in ("gpu", "cuda") or (accelerator in (None, "auto") and torch.cuda.is_available()):
-        return default_precision("cuda")
-    return default_precision("cpu") if accelerator in (None, "auto", "cpu") else "32-true"
-
-
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags as Linux reports them (empty elsewhere)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return set(line.partition(":")[2].split())
-
-
-def bf16_support(device: torch.device | str) -> str:
-    """What multiplies bf16 matrices on `device`: CPU "AMX", "AVX-512 BF16" or "none" (emulated, slower than fp32);
-    CUDA "sm_XY" with bf16 tensor cores, or "none"."""
-    import torch
-
-    device = torch.device(device)
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        return f"sm_{major}{minor}" if major >= 8 else "none"
-    if device.type != "cpu":
-        return "none"
-    flags = cpu_flags()
-    if "amx_bf16" in flags:
-        return "AMX"
-    return "AVX-512 BF16" if "avx512_bf16" in flags else "none"
-
-
-def default_precision(device: torch.device | str) -> Precision:
-    """bf16-mixed where the hardware has bf16 matrix units, else 32-true."""
-    return "32-true" if bf16_support(device) == "none" else "bf16-mixed"
 
 
 def at_least_float32(tensor: torch.Tensor) -> torch.Tensor:

@@ -10,20 +10,23 @@ settings: a call's beam size, length and number of captions are defaulted and ch
 Notation: B images, k beams, T ≤ max_length generated words, L locations, V words.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from caption.errors import ConfigError
-from caption.io.outputs import size_text
+from caption.errors import ConfigError, size_text
 from caption.model.captions import Decoded
 from caption.model.decoder import Decoder, DecoderState
 from caption.model.decoding import DecodingSettings, check_decoding
 from caption.model.vocabulary import Vocabulary
 
 BYTES_PER_VALUE = 4  # the search's scores and weights are float32
+# the bytes new tensors on a device can take, None where it cannot be asked: what a beam search is checked against
+# (the callers pass `caption.io.device.free_memory`)
+FreeMemory = Callable[[torch.device], int | None]
 
 
 def search_bytes(*, images: int, beam_size: int, locations: int, attention_dim: int, vocabulary_size: int,
@@ -38,26 +41,10 @@ def search_bytes(*, images: int, beam_size: int, locations: int, attention_dim: 
     return BYTES_PER_VALUE * rows * per_row
 
 
-def free_memory(device: torch.device) -> int | None:
-    """Bytes that new tensors on `device` can take: a GPU's free memory and what PyTorch's cache holds unused; the
-    CPU's available memory (Linux's MemAvailable); None where it cannot be asked."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    if device.type == "cpu":
-        try:
-            with open("/proc/meminfo", encoding="ascii") as meminfo:
-                fields = dict(line.split(":", 1) for line in meminfo if ":" in line)
-            return int(fields["MemAvailable"].split()[0]) * 1024  # in kB
-        except (OSError, KeyError, ValueError):
-            return None
-    return None
-
-
 def check_search_memory(*, images: int, beam_size: int, locations: int, attention_dim: int, vocabulary_size: int,
-                        max_length: int, device: torch.device) -> None:
+                        max_length: int, device: torch.device, free_memory: FreeMemory) -> None:
     """ConfigError, before any of it is allocated, for a beam search that needs more memory (`search_bytes`) than
-    `device` has free (`free_memory`), naming both and the widest beam that fits."""
+    `device` has free (`free_memory(device)`), naming both and the widest beam that fits."""
     free = free_memory(device)
     sizes = {"locations": locations, "attention_dim": attention_dim, "vocabulary_size": vocabulary_size,
              "max_length": max_length}
@@ -129,6 +116,7 @@ def beam_search(
     max_length: int,
     length_penalty: float = 0.0,
     num_best: int = 1,
+    free_memory: FreeMemory | None = None,
 ) -> Decoded:
     """Keep the k most probable prefixes per image; return the best finished-or-capped hypothesis.
 
@@ -136,12 +124,14 @@ def beam_search(
     extended by <pad> at no cost), so finished and unfinished hypotheses compete on equal terms.
     At the end, hypotheses are ranked by log p / length^length_penalty (0 = raw log-probability).
     `num_best` = n <= k returns the n best of the final beams instead, best first: B·n rows, image by image.
-    A search that needs more memory than the device has free is refused before it starts (`check_search_memory`).
+    With `free_memory`, a search that needs more memory than it says the device has free is refused before it
+    starts (`check_search_memory`).
     """
     check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_best)
-    check_search_memory(images=annotations.shape[0], beam_size=beam_size, locations=annotations.shape[1],
-                        attention_dim=decoder.attention_dim, vocabulary_size=decoder.output_words.out_features,
-                        max_length=max_length, device=annotations.device)
+    if free_memory is not None:
+        check_search_memory(images=annotations.shape[0], beam_size=beam_size, locations=annotations.shape[1],
+                            attention_dim=decoder.attention_dim, vocabulary_size=decoder.output_words.out_features,
+                            max_length=max_length, device=annotations.device, free_memory=free_memory)
     B, k, device = annotations.shape[0], beam_size, annotations.device
     projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
     state = decoder.init_state(annotations)
@@ -197,14 +187,14 @@ def beam_width(decoding: DecodingSettings, *, beam_size: int | None = None, num_
 
 def generate(
     decoder: Decoder, annotations: Tensor, *, decoding: DecodingSettings, beam_size: int | None = None,
-    max_length: int | None = None, num_captions: int = 1,
+    max_length: int | None = None, num_captions: int = 1, free_memory: FreeMemory | None = None,
 ) -> Decoded:
     """Captions for a batch of annotations (B, L, D): greedy when the beam is 1, else beam search. The one place a
     call's decoding knobs are defaulted and checked: `beam_size` and `max_length` default to the model's
     decoding.beam_size and decoding.max_caption_length (`beam_width`); `num_captions` = n > 1: the n best beams of
     each image, best first (B·n rows). A beam asked for that is wider than the captions the search can hold is a
-    ConfigError (`check_decoding`), as are n more than the beam and a search larger than the memory free
-    (`beam_search`: `check_decoding`, `check_search_memory`)."""
+    ConfigError (`check_decoding`), as are n more than the beam and, with `free_memory`, a search larger than the
+    memory free (`beam_search`: `check_decoding`, `check_search_memory`)."""
     max_length = decoding.max_caption_length if max_length is None else max_length
     check_decoding(beam_size=beam_width(decoding, beam_size=beam_size), max_caption_length=max_length,
                    vocabulary_size=decoder.output_words.out_features)
@@ -212,7 +202,7 @@ def generate(
     if width == 1 and num_captions == 1:
         return greedy(decoder, annotations, max_length=max_length)
     return beam_search(decoder, annotations, beam_size=width, max_length=max_length,
-                       length_penalty=decoding.length_penalty, num_best=num_captions)
+                       length_penalty=decoding.length_penalty, num_best=num_captions, free_memory=free_memory)
 
 
 @dataclass

@@ -9,15 +9,14 @@ rule-based and needs no downloaded NLTK data.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
 from nltk.tokenize import TreebankWordTokenizer
 
 from caption.errors import CheckpointError
-from caption.io.outputs import write_text
 
 _TOKENIZER = TreebankWordTokenizer()
 # Most captions are plain ("A man riding a wave on top of a surfboard."): lowercase letters, digits, spaces, commas
@@ -49,7 +48,8 @@ class Vocabulary:
     Ids 0-3 are always ``<pad>``, ``<start>``, ``<end>`` and ``<unk>``; the
     ordinary words follow, most frequent first. Build it with
     :meth:`Vocabulary.build` and store it with :meth:`to_list` (inside a
-    checkpoint) or :meth:`save` (as a JSON file).
+    checkpoint) or :meth:`to_json` (the text of a JSON file, which its
+    caller writes).
     """
 
     PAD, START, END, UNK = 0, 1, 2, 3
@@ -139,25 +139,24 @@ class Vocabulary:
         """Inverse of :meth:`to_list`."""
         return cls(words)
 
-    def save(self, path: str | Path) -> None:
-        """Write the vocabulary to ``path`` as JSON: ``{"words": [...]}``."""
-        write_text(Path(path), json.dumps({"words": self.itos}, ensure_ascii=False, indent=0))
+    def to_json(self) -> str:
+        """The vocabulary as the text of a JSON file: ``{"words": [...]}``."""
+        return json.dumps({"words": self.itos}, ensure_ascii=False, indent=0)
 
     @classmethod
-    def load(cls, path: str | Path) -> Vocabulary:
-        """Read a vocabulary written by :meth:`save`.
+    def from_json(cls, text: str, *, origin: str | os.PathLike) -> Vocabulary:
+        """Inverse of :meth:`to_json`, for ``text`` read from the file ``origin``.
 
-        Raises ``ValueError`` naming ``path`` if the file is not valid JSON of
-        the expected form (a missing file raises ``FileNotFoundError`` as usual).
+        Raises ``ValueError`` naming ``origin`` if ``text`` is not valid JSON of
+        the expected form.
         """
-        text = Path(path).read_text(encoding="utf-8")
         try:
             data = json.loads(text)
             if not isinstance(data, dict) or not isinstance(data.get("words"), list):
                 raise ValueError('expected a JSON object with a "words" list')
             return cls(data["words"])
         except ValueError as error:  # json.JSONDecodeError is a ValueError
-            raise ValueError(f"malformed vocabulary file {path}: {error}") from error
+            raise ValueError(f"malformed vocabulary file {origin}: {error}") from error
 
 
 def check_vocabulary(saved: list[str], built: list[str], *, problem: str, fix: str) -> None:

@@ -2,9 +2,9 @@
 
 Its settings come in typed groups (`caption.training.module_settings`), set from a config's `model:` section, one
 YAML mapping per group. They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is
-enough for inference (checkpoints of version 0.1's flat settings are read too): `caption.inference.load_trained(path)`
-builds the model (`caption.model.caption_model.CaptionModel`: this module's encoder and decoder, the same annotations
-and captions) from it, weights_only=True, without this module.
+enough for inference: `caption.inference.load_trained(path)` builds the model
+(`caption.model.caption_model.CaptionModel`: this module's encoder and decoder, the same annotations and captions)
+from it, weights_only=True, without this module.
 """
 
 import inspect
@@ -23,15 +23,13 @@ from caption.evaluation.metrics import TEST_METRICS
 from caption.evaluation.report import GREEDY, GREEDY_METRICS, Evaluation, not_looking
 from caption.evaluation.results import Result, result
 from caption.evaluation.scoring import EpochCaptions
+from caption.io import encoder_weights
+from caption.io.checkpoint_weights import with_checkpoint_weights, without_encoder_download
 from caption.io.class_paths import instantiate, scheduler_bases
+from caption.io.device import free_memory as device_free_memory
+from caption.io.model_folder import settings_file
 from caption.model.attention import AttentionSettings
-from caption.model.caption_model import (
-    batch_annotations,
-    build_decoder,
-    first_occurrences,
-    with_checkpoint_weights,
-    without_encoder_download,
-)
+from caption.model.caption_model import batch_annotations, build_decoder, check_sizes, first_occurrences
 from caption.model.captions import Decoded
 from caption.model.decoder import DecoderSettings
 from caption.model.decoding import DecodingSettings
@@ -43,7 +41,7 @@ from caption.model.objectives import (
     SoftAttentionObjective,
     SoftObjectiveSettings,
 )
-from caption.model.search import generate
+from caption.model.search import FreeMemory, generate
 from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms
 from caption.model.vocabulary import Vocabulary, check_vocabulary
 from caption.training.finetuning import EncoderFinetuning, load_weights
@@ -100,7 +98,7 @@ class CaptionModule(L.LightningModule):
         self.save_hyperparameters({"vocabulary": vocabulary, **settings.as_dicts(), "lr_scheduler": lr_scheduler,
                                    "image_size": image_size})
         self.vocabulary = Vocabulary(vocabulary)
-        self.encoder = build_encoder(settings.encoder)
+        self.encoder = build_encoder(settings.encoder, reader=encoder_weights)
         self.decoder = build_decoder(settings.model, vocabulary_size=len(self.vocabulary),
                                      annotation_dim=self.encoder.dim)
         if settings.hard is not None:  # eq. 12, with its baseline
@@ -136,12 +134,14 @@ class CaptionModule(L.LightningModule):
 
     def generate(
         self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
-        num_captions: int = 1,
+        num_captions: int = 1, free_memory: FreeMemory | None = device_free_memory,
     ) -> Decoded:
         """Captions for a batch of annotations, with the model's decoding settings unless `beam_size` or `max_length`
-        is given; `num_captions` = n: the n best of each image (`caption.model.search.generate`)."""
+        is given; `num_captions` = n: the n best of each image; a beam search larger than the memory `free_memory`
+        says is free (the device's, `caption.io.device.free_memory`; None: not checked) is refused
+        (`caption.model.search.generate`)."""
         return generate(self.decoder, annotations, decoding=self.settings.decoding, beam_size=beam_size,
-                        max_length=max_length, num_captions=num_captions)
+                        max_length=max_length, num_captions=num_captions, free_memory=free_memory)
 
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
@@ -355,16 +355,18 @@ class CaptionModule(L.LightningModule):
 def trained_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> CaptionModule:
     """The trained CaptionModule in eval mode, from what `read_checkpoint(path)` read, built as Lightning's
     `load_from_checkpoint` builds it: from the hyperparameters its arguments name, `on_load_checkpoint`, then every
-    weight loaded strictly, the objective's too (`caption export` writes them all, for a new run to start from)."""
+    weight loaded strictly, the objective's too (`caption export` writes them all, for a new run to start from), once
+    every size its settings set is found in the weights' shapes (`check_sizes`)."""
     hyperparameters = without_encoder_download(checkpoint)
     arguments = {key: value for key, value in hyperparameters.items() if key in MODULE_ARGUMENTS}
+    check_sizes(hyperparameters, checkpoint["state_dict"], origin=settings_file(path))
 
     def build() -> CaptionModule:
         module = CaptionModule(**arguments)
         module.on_load_checkpoint(checkpoint)  # an old checkpoint's baseline moved into the objective, in place
         return module
 
-    return with_checkpoint_weights(build, checkpoint["state_dict"], path=path, hyperparameters=hyperparameters)
+    return with_checkpoint_weights(build, checkpoint["state_dict"], path=path)
 
 
 MODULE_ARGUMENTS = tuple(inspect.signature(CaptionModule.__init__).parameters)[1:]  # those a checkpoint may set

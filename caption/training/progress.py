@@ -23,7 +23,7 @@ from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.model_summary import get_human_readable_count
 
-from caption.model.precision import bf16_support
+from caption.io.device import bf16_support
 
 SHOWN = ("loss", "val/bleu4", "val/attention_accuracy")  # the figures of the bar, when logged
 # the figures of the summary, where logged: the paper's metrics, where the model looked, how sharp its attention is

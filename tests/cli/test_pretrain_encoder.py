@@ -11,6 +11,7 @@ from kit.cli import failed
 from kit.data import karpathy_dataset, write_image
 
 from caption.cli import main
+from caption.io import encoder_weights
 from caption.model.encoder import EncoderSettings, build_encoder
 
 TINY_ENCODER = {"channels": [8, 16], "kernel_sizes": [3, 3], "coordinates": True}
@@ -54,7 +55,7 @@ def test_the_pretrained_encoder_loads_as_model_encoder_weights_with_the_same_gri
     assert not any(key.startswith("head.") for key in state)  # the classifier is dropped
     settings = {"name": "small_vgg", "channels": (8, 16), "kernel_sizes": (3, 3), "coordinates": True}
     for weights in (str(out), str(out / "encoder.pt")):  # the folder, or the file
-        loaded = build_encoder(EncoderSettings(**settings, weights=weights, freeze=True))
+        loaded = build_encoder(EncoderSettings(**settings, weights=weights, freeze=True), reader=encoder_weights)
         fresh = build_encoder(EncoderSettings(**settings, weights="none", freeze=True))
         fresh.load_state_dict(state)
         images = torch.randn(2, 3, 64, 64)
@@ -112,6 +113,6 @@ def test_a_torchvision_vgg_from_random_weights_writes_torchvision_keys(tmp_path)
           "--pretraining.batch_size", "4", "--trainer.accelerator", "cpu"])
     state = torch.load(tmp_path / "vgg" / "encoder.pt", weights_only=True)
     assert "features.28.weight" in state and not any(key.startswith("head.") for key in state)  # conv5_3, no head
-    loaded = build_encoder(EncoderSettings(name="vgg16", weights=str(tmp_path / "vgg")))
+    loaded = build_encoder(EncoderSettings(name="vgg16", weights=str(tmp_path / "vgg")), reader=encoder_weights)
     assert torch.equal(loaded.features[28].weight, state["features.28.weight"])
     assert loaded(torch.randn(1, 3, 64, 64)).shape == (1, 16, 512)  # 64 / 16 = a 4x4 grid of conv5 vectors

@@ -1,6 +1,7 @@
 """The configs are composed (README "Configs"), and every named run keeps its effective settings: `caption fit
 <its --config arguments> --print_config` equals the print stored in tests/fixtures/print_config/<name>.yaml, made
-by version 0.1 from the single config file the name stood for then (a stage-2 `*_finetune` file after its stage 1)."""
+from the single config file the name stood for before the configs were composed (a stage-2 `*_finetune` file after
+its stage 1), its model settings in their groups."""
 
 import itertools
 import re
@@ -12,7 +13,6 @@ import pytest
 import yaml
 from kit.cli import printed
 
-from caption.legacy.settings import grouped
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,15 +31,14 @@ def old_command(name: str) -> tuple[str, ...]:
 
 def normalise(config: dict) -> dict:
     """A printed config made comparable across versions; the one place for it. The configs print no absolute path
-    or other machine-dependent value. The fixtures print the flat model settings of before 0.2: they are moved into
-    their groups (`caption.legacy.settings.grouped`, as checkpoints are), and the objective group of the attention kind
-    a run uses is given its defaults when unset (null), the other one left out, as `CaptionModule` resolves them.
+    or other machine-dependent value. The objective group of the attention kind a run uses is given its defaults
+    when unset (null), the other one left out, as `CaptionModule` resolves them.
     Settings added since, off by default, are given their default where missing (the sources' `instances` and
     `labels`: no boxes; `early_stopping`: no patience; `model.self_critical`: cross-entropy)."""
     source = config["data"]["source"]
     if source["class_path"] != "caption.data.synthetic.shapes.ShapesSource":
         source = source | {"init_args": {"instances": None, "labels": None} | source["init_args"]}
-    model = {"self_critical": None} | grouped(config["model"])
+    model = {"self_critical": None} | config["model"]
     kind = model["attention"]["kind"]
     for group, settings in (("soft", SoftObjectiveSettings), ("hard", HardObjectiveSettings)):
         value = model.pop(group, None)
@@ -58,10 +57,11 @@ def fixture(name: str) -> dict:
         config["checkpoint"]["monitor"] = None
     if name == "shapes_soft":
         # stage 1's learning rate, at which the CNN learns the objects' kinds (docs/measurements.md)
-        config["model"]["learning_rate"] = 0.001
-        config["model"]["encoder_weights"] = "runs/shapes_encoder"  # from stage 0's classifier (docs/measurements.md)
-    if "entropy_weight" in config["model"]:  # hard runs: configs/hard.yaml's entropy weight (docs/hard-attention.md)
-        config["model"]["entropy_weight"] = 0.002
+        config["model"]["optimization"]["learning_rate"] = 0.001
+        # from stage 0's classifier (docs/measurements.md)
+        config["model"]["encoder"]["weights"] = "runs/shapes_encoder"
+    if config["model"]["attention"]["kind"] == "hard":  # configs/hard.yaml's entropy weight (docs/hard-attention.md)
+        config["model"]["hard"]["entropy_weight"] = 0.002
     return config
 
 

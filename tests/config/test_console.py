@@ -20,7 +20,7 @@ from caption.evaluation.ptb_tokenizer import ptb_tokenize
 
 # every command whose --help needs no model (fit, validate, test and predict: the kept short help)
 LIGHT_COMMANDS = ("fit", "validate", "test", "predict", "pretrain-encoder", "describe", "evaluate", "compare",
-                  "features", "serve", "migrate-config")
+                  "features", "serve")
 HELP_LIMIT_S = 0.5  # a command's --help, once `caption` itself is imported
 HEAVY_MODULES = ("torch", "lightning", "matplotlib", "pycocoevalcap", "PIL")
 HELP_PROGRAM = """

@@ -17,6 +17,7 @@ from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCache, FeatureCacheError, build_cache, cache_config
 from caption.data.sources.image_files import BadImageError
 from caption.data.sources.karpathy import KarpathySource
+from caption.io import encoder_weights
 from caption.model.encoder import TorchvisionVGG
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ def config_of(source, weights, records=None, encoder="vgg16"):
 
 
 def build(folder, source, weights, *, encoder=None, on_bad_image="error", batch_size=4):
-    encoder = encoder or TorchvisionVGG(name="vgg16", weights=str(weights))
+    encoder = encoder or TorchvisionVGG(name="vgg16", weights=str(weights), reader=encoder_weights)
     return build_cache(str(folder), encoder=encoder, config=config_of(source, weights), source=source,
                        records=source.records(), on_bad_image=on_bad_image, batch_size=batch_size, num_workers=0,
                        device=torch.device("cpu"))
@@ -71,7 +72,7 @@ def test_cache_round_trip(dataset, tmp_path):
     assert not (tmp_path / "cache" / "progress.json").exists()
 
     cache = FeatureCache(str(tmp_path / "cache"), config_of(source, weights))
-    encoder = TorchvisionVGG(name="vgg16", weights=str(weights))
+    encoder = TorchvisionVGG(name="vgg16", weights=str(weights), reader=encoder_weights)
     with torch.no_grad():
         computed = encoder(torch.stack([source.image(r) for r in source.records()]))  # (9, 4, 512)
     read = torch.stack([cache.annotations(r.image_id) for r in source.records()])
@@ -133,7 +134,7 @@ def test_a_stale_cache_is_refused_with_the_command_to_rebuild_it(dataset, tmp_pa
 def test_an_interrupted_build_resumes(dataset, tmp_path):
     root, annotations, weights = dataset
     source = source_of(root, annotations)
-    vgg = TorchvisionVGG(name="vgg16", weights=str(weights))
+    vgg = TorchvisionVGG(name="vgg16", weights=str(weights), reader=encoder_weights)
     interrupted = Counting(vgg, fail_at=3)  # call 1 sizes the array, call 2 encodes rows 0-3, call 3 fails
     with pytest.raises(KeyboardInterrupt):
         build(tmp_path / "cache", source, weights, encoder=interrupted)

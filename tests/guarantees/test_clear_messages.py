@@ -13,9 +13,10 @@ from PIL import Image
 
 from caption.config.console import one_line_warning
 from caption.data.sources.image_files import BadImageError, to_rgb
-from caption.errors import CaptionWarning, CheckpointError
+from caption.errors import CaptionWarning, CheckpointError, EncoderWeightsError
+from caption.io import encoder_weights
 from caption.io.checkpoints import read_checkpoint
-from caption.model.encoder import EncoderWeightsError, SmallVGG
+from caption.model.encoder import SmallVGG
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +56,7 @@ def test_the_projects_warnings_print_as_one_line_without_the_source_line():
 
 def encoder_error(weights) -> str:
     with pytest.raises(EncoderWeightsError) as error:
-        SmallVGG(channels=(4, 8)).load_from_run(str(weights))
+        SmallVGG(channels=(4, 8)).load_from_run(str(weights), reader=encoder_weights)
     return str(error.value)
 
 

@@ -16,6 +16,7 @@ from kit.data import write_image
 from kit.search import all_hypotheses
 from kit.serving import VOCABULARY, tiny_captioner
 
+import caption.inference.captioner as captioner_module
 import caption.inference.describe_images as describe_module
 from caption.data.sources.image_files import BadImageError, image_files
 from caption.errors import ConfigError
@@ -120,7 +121,7 @@ def test_a_beam_larger_than_the_memory_free_is_refused_naming_the_widest_that_fi
     image = write_image(tmp_path / "photo.png")
     needed = {beam: search.search_bytes(images=1, beam_size=beam, locations=32 * 32, attention_dim=8,
                                  vocabulary_size=len(VOCABULARY), max_length=6) for beam in (2, 3)}
-    monkeypatch.setattr(search, "free_memory", lambda device: needed[3] - 1)
+    monkeypatch.setattr(captioner_module, "free_memory", lambda device: needed[3] - 1)
     with pytest.raises(ConfigError, match=r"a beam of 3 over 1 images needs about .* more than the .* free on cpu: "
                                           r"use a beam of at most 2 \(decoding.beam_size, num_captions\)"):
         captioner(image, beam_size=3)

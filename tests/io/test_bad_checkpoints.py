@@ -1,6 +1,7 @@
 """A truncated or corrupt checkpoint: one line naming the file, wherever a checkpoint is read
 (the Python API, every command, `--ckpt_path last`, `model.optimization.init_from`, `data.vocabulary_from`); a
-flipped byte anywhere in its weights is caught by the zip's own checksums, which torch does not check."""
+flipped byte anywhere in its weights is caught by the zip's own checksums, which torch does not check; a checkpoint of
+another layout (a format before this release) is refused in one line too."""
 
 import struct
 import sys
@@ -11,6 +12,7 @@ import pytest
 import torch
 from kit.cli import failed
 from kit.data import write_image
+from kit.models import tiny_module
 from kit.tiny import tiny_run_args
 
 from caption.errors import CheckpointError
@@ -125,3 +127,33 @@ def test_a_checkpoint_naming_a_model_class_is_refused_naming_it(tiny_runs, tmp_p
         Captioner.from_checkpoint(path, device="cpu")
     line = failed(["predict", "--ckpt_path", str(path), "--data.predict", str(tmp_path)])
     assert f"checkpoint {path}: hyper_parameters._class_path is" in line, line
+
+
+def older_checkpoint(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    """A checkpoint of a tiny model in a layout this release does not read, and the start of its refusal: its model
+    settings flat (`attention: soft`, `embed_dim: 8`), or its data source in a module of the project that does not
+    exist."""
+    vocabulary = ["<pad>", "<start>", "<end>", "<unk>", "a", "red", "circle"]
+    module = tiny_module(vocabulary)
+    path = tmp_path / f"{kind}.ckpt"
+    if kind == "flat settings":
+        settings = {"vocabulary": vocabulary, "attention": "soft", "encoder": "small_vgg", "embed_dim": 8}
+        torch.save({"state_dict": module.state_dict(), "hyper_parameters": settings}, path)
+        return path, (f"{path}: written by a format before this release (its model settings are not in groups: "
+                      "hyper_parameters.encoder is 'small_vgg'), which is not read; retrain with `caption fit`")
+    source = {"class_path": "caption.data.shapes.ShapesSource", "init_args": {}}
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "datamodule_hyper_parameters": {"source": source}}, path)
+    return path, (f"{path}: written by another version of caption (it names caption.data.shapes.ShapesSource, whose "
+                  "module this release does not have), whose format is not read; retrain with `caption fit`")
+
+
+@pytest.mark.parametrize("kind", ["flat settings", "a module that does not exist"])
+def test_a_checkpoint_of_another_layout_is_refused_in_one_line(tmp_path, kind):
+    path, refusal = older_checkpoint(tmp_path, kind)
+    with pytest.raises(CheckpointError) as error:
+        Captioner.from_checkpoint(path, device="cpu")
+    assert str(error.value).startswith(refusal) and "\n" not in str(error.value), str(error.value)
+    line = failed(["describe", "--ckpt_path", str(path), str(write_image(tmp_path / "photo.png")), "--predictions.out",
+                   str(tmp_path / "out")])
+    assert line.startswith(f"caption: error: {refusal}"), line

@@ -287,6 +287,7 @@ def test_push_without_the_package_or_a_login_stops_before_any_work(tiny_runs, tm
 
 def test_a_new_model_starts_from_the_folder_as_from_a_checkpoint(exported):
     """model.encoder.weights (stage 2's frozen encoder) and model.optimization.init_from take the folder."""
+    from caption.io import encoder_weights
     from caption.io.model_folder import read_config
     from caption.model.encoder import EncoderSettings, build_encoder
     from caption.training.finetuning import load_weights
@@ -294,7 +295,8 @@ def test_a_new_model_starts_from_the_folder_as_from_a_checkpoint(exported):
 
     folder = exported["soft"]
     weights, config = load_file(folder / "model.safetensors"), read_config(folder)
-    encoder = build_encoder(EncoderSettings(**{**config["model"]["encoder"], "weights": str(folder)}))
+    encoder = build_encoder(EncoderSettings(**{**config["model"]["encoder"], "weights": str(folder)}),
+                            reader=encoder_weights)
     assert all(torch.equal(tensor, weights[f"encoder.{name}"]) for name, tensor in encoder.state_dict().items())
 
     groups = {key: value for key, value in config["model"].items() if key not in ("lr_scheduler", "image_size")}

@@ -10,11 +10,11 @@ from kit.data import resnet_weights, vgg16_weights
 from torchvision import models
 
 from caption.data.sources.image_source import describe_transform, image_transform
-from caption.errors import ConfigError
+from caption.errors import ConfigError, EncoderWeightsError
+from caption.io import encoder_weights
 from caption.model.encoder import (
     TORCHVISION_RESNET,
     EncoderSettings,
-    EncoderWeightsError,
     SmallVGG,
     TorchvisionResNet,
     TorchvisionVGG,
@@ -50,7 +50,7 @@ def test_official_url_file_name():
 
 
 def test_weights_file_gives_torchvision_features(weights_file, torchvision_features):
-    encoder = build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file)))
+    encoder = build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file)), reader=encoder_weights)
     images = torch.randn(2, 3, 64, 80)
     with torch.no_grad():
         annotations = encoder(images)
@@ -67,7 +67,7 @@ def test_imagenet_weights_from_torch_home_without_network(weights_file, torchvis
     (folder / OFFICIAL_FILE).symlink_to(weights_file)
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
-    encoder = TorchvisionVGG(name="vgg16", weights="imagenet")
+    encoder = TorchvisionVGG(name="vgg16", weights="imagenet", reader=encoder_weights)
     images = torch.randn(1, 3, 48, 48)
     with torch.no_grad():
         torch.testing.assert_close(encoder(images), reference(torchvision_features, images), rtol=0, atol=0)
@@ -77,7 +77,7 @@ def test_missing_imagenet_weights_name_the_file_and_folder(tmp_path, monkeypatch
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
     with pytest.raises(EncoderWeightsError) as error:
-        TorchvisionVGG(name="vgg16", weights="imagenet")
+        TorchvisionVGG(name="vgg16", weights="imagenet", reader=encoder_weights)
     message = str(error.value)
     assert OFFICIAL_FILE in message and str(tmp_path / "hub" / "checkpoints" / OFFICIAL_FILE) in message
     assert "$TORCH_HOME/hub/checkpoints/" in message
@@ -93,7 +93,7 @@ def test_unusable_weights_files_are_named(tmp_path):
              "text.pth": "cannot read", "absent.pth": "does not exist"}
     for name, expected in cases.items():
         with pytest.raises(EncoderWeightsError, match=expected) as error:
-            TorchvisionVGG(name="vgg16", weights=str(tmp_path / name))
+            TorchvisionVGG(name="vgg16", weights=str(tmp_path / name), reader=encoder_weights)
         assert str(tmp_path / name) in str(error.value)
 
 
@@ -105,7 +105,7 @@ def test_vgg19_ends_at_relu5_4(tmp_path):
 
 
 def test_frozen_encoder_stays_in_eval_mode_without_gradients(weights_file):
-    encoder = TorchvisionVGG(name="vgg16", weights=str(weights_file), freeze=True)
+    encoder = TorchvisionVGG(name="vgg16", weights=str(weights_file), freeze=True, reader=encoder_weights)
     encoder.train()
     assert not encoder.training and not any(p.requires_grad for p in encoder.parameters())
 
@@ -169,15 +169,18 @@ def test_resnet_annotations_have_the_documented_shape(name):
 def test_vgg_grid_pools_conv5_and_defaults_to_the_unpooled_map(weights_file):
     images = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
-        assert (build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file), grid=7))(images).shape
+        assert (build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file), grid=7),
+                              reader=encoder_weights)(images).shape
                 == (1, 49, 512))
-        assert build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file)))(images).shape == (1, 196, 512)
+        paper = build_encoder(EncoderSettings(name="vgg16", weights=str(weights_file)), reader=encoder_weights)
+        assert paper(images).shape == (1, 196, 512)
 
 
 @pytest.mark.parametrize("grid", [2, 4])
 def test_resnet_weights_file_gives_torchvision_output(resnet50_file, grid):
     """64x64 images: layer4 is 2x2, kept at grid 2 and enlarged at grid 4, exactly as torchvision computes it."""
-    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(resnet50_file), grid=grid))
+    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(resnet50_file), grid=grid),
+                            reader=encoder_weights)
     reference = torchvision_resnet("resnet50", resnet50_file, grid)
     images = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
@@ -196,7 +199,7 @@ def test_resnet_imagenet_weights_from_torch_home_without_network(resnet50_file, 
     (folder / official).symlink_to(resnet50_file)
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
-    encoder = TorchvisionResNet(name="resnet50", weights="imagenet", grid=2)
+    encoder = TorchvisionResNet(name="resnet50", weights="imagenet", grid=2, reader=encoder_weights)
     images = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         expected = torchvision_resnet("resnet50", resnet50_file, 2)(images).flatten(2).transpose(1, 2)
@@ -207,7 +210,7 @@ def test_missing_resnet_imagenet_weights_name_the_file_and_folder(tmp_path, monk
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))
     monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
     with pytest.raises(EncoderWeightsError) as error:
-        TorchvisionResNet(name="resnet101", weights="imagenet")
+        TorchvisionResNet(name="resnet101", weights="imagenet", reader=encoder_weights)
     official = models.ResNet101_Weights.IMAGENET1K_V1.url.rsplit("/", 1)[1]
     assert official == "resnet101-63fe2227.pth"
     assert str(tmp_path / "hub" / "checkpoints" / official) in str(error.value)
@@ -223,12 +226,13 @@ def test_foreign_and_mismatched_resnet_weights_are_refused_by_name(resnet50_file
     }
     for (path, name), expected in cases.items():
         with pytest.raises(EncoderWeightsError, match=expected) as error:
-            build_encoder(EncoderSettings(name=name, weights=path))
+            build_encoder(EncoderSettings(name=name, weights=path), reader=encoder_weights)
         assert path in str(error.value)
 
 
 def test_resnet_batch_norm_stays_in_eval_mode_and_frozen_without_gradients(resnet50_file):
-    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(resnet50_file), grid=2))
+    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(resnet50_file), grid=2),
+                            reader=encoder_weights)
     encoder.train()
     assert not any(module.training for module in encoder.modules())
     assert not any(p.requires_grad for p in encoder.parameters())
@@ -242,7 +246,7 @@ def test_stages_split_the_encoders_from_the_input_up(weights_file):
     assert [stage is layer for stage, layer in zip(resnet.stages[1:], (resnet.layer1, resnet.layer2,
                                                                        resnet.layer3, resnet.layer4))] == [True] * 4
     assert list(resnet.stages[0]) == [resnet.conv1, resnet.bn1]
-    vgg = TorchvisionVGG(name="vgg16", weights=str(weights_file))
+    vgg = TorchvisionVGG(name="vgg16", weights=str(weights_file), reader=encoder_weights)
     blocks = vgg.stages
     convolutions = [sum(isinstance(layer, torch.nn.Conv2d) for layer in block) for block in blocks]
     assert convolutions == [2, 2, 3, 3, 3] and isinstance(blocks[-1][-1], torch.nn.ReLU)

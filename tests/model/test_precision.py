@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from kit.models import tiny_decoder, tiny_module
 
-from caption.model import precision as precisions
 from caption.model.decoding import DecodingSettings
 from caption.model.objectives import (
     HardAttentionObjective,
@@ -17,7 +16,7 @@ from caption.model.objectives import (
     SoftAttentionObjective,
     token_log_likelihood,
 )
-from caption.model.precision import autocast, bf16_support, checked_precision, default_precision
+from caption.model.precision import autocast, checked_precision
 from caption.model.search import beam_search, generate, greedy, sample
 from caption.model.vocabulary import Vocabulary
 
@@ -319,11 +318,3 @@ def test_a_precision_is_one_of_two_spellings_and_anything_else_is_refused_by_nam
     with pytest.raises(ValueError, match="trainer.precision must be one of auto, 32-true, bf16-mixed.*'16-mixed'"):
         checked_precision("16-mixed", key="trainer.precision")
 
-
-@pytest.mark.parametrize(("flags", "support"), [({"avx2"}, "none"), ({"avx512f", "avx512_bf16"}, "AVX-512 BF16"),
-                                                ({"avx512_bf16", "amx_bf16", "amx_tile"}, "AMX")])
-def test_the_cpus_bf16_support_is_read_from_its_flags_and_bf16_is_the_default_only_with_it(
-        monkeypatch: pytest.MonkeyPatch, flags: set[str], support: str) -> None:
-    monkeypatch.setattr(precisions, "cpu_flags", lambda: flags)
-    assert bf16_support("cpu") == support
-    assert default_precision("cpu") == ("32-true" if support == "none" else "bf16-mixed")

@@ -4,6 +4,7 @@ import random
 import pytest
 from nltk.tokenize import TreebankWordTokenizer
 
+from caption.io.outputs import write_text
 from caption.model.vocabulary import Vocabulary, tokenize
 
 
@@ -109,13 +110,14 @@ def test_list_round_trip():
     assert Vocabulary.from_list(words) == vocab
 
 
-def test_save_load_round_trip(tmp_path):
+def test_json_file_round_trip(tmp_path):
     vocab = Vocabulary.build([["café", "naïve", "a"]])
     path = tmp_path / "vocab.json"
-    vocab.save(path)
-    assert json.loads(path.read_text(encoding="utf-8")) == {"words": vocab.itos}
-    assert Vocabulary.load(path) == vocab
-    assert Vocabulary.load(str(path)) == vocab
+    write_text(path, vocab.to_json())
+    text = path.read_text(encoding="utf-8")
+    assert json.loads(text) == {"words": vocab.itos}
+    assert Vocabulary.from_json(text, origin=path) == vocab
+    assert Vocabulary.from_json(text, origin=str(path)) == vocab
 
 
 @pytest.mark.parametrize(
@@ -128,8 +130,7 @@ def test_save_load_round_trip(tmp_path):
         '{"words": ["<pad>", "<start>", "<end>", "<unk>", 3]}',
     ],
 )
-def test_load_malformed_file_names_path(tmp_path, content):
+def test_malformed_json_names_its_file(tmp_path, content):
     path = tmp_path / "broken_vocab.json"
-    path.write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match="broken_vocab.json"):
-        Vocabulary.load(path)
+        Vocabulary.from_json(content, origin=path)

@@ -34,7 +34,7 @@ def relative_links(page: Path) -> list[str]:
 def test_heading_anchor_follows_github():
     assert heading_anchor("Hard attention: what it takes") == "hard-attention-what-it-takes"
     assert heading_anchor("COCO, Flickr8k, Flickr30k") == "coco-flickr8k-flickr30k"
-    assert heading_anchor("Migration from 0.1") == "migration-from-01"
+    assert heading_anchor("Python 3.11 and later") == "python-311-and-later"
     assert heading_anchor("The `model:` groups") == "the-model-groups"
 
 

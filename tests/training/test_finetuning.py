@@ -22,6 +22,7 @@ from caption.data.datamodule import CaptionDataModule
 from caption.data.features import FeatureCache, FeatureCacheError, build_cache, cache_config
 from caption.data.sources.karpathy import KarpathySource
 from caption.errors import ConfigError
+from caption.io import encoder_weights
 from caption.model.encoder import EncoderSettings, build_encoder
 from caption.training.finetuning import stage_parameters
 
@@ -49,7 +50,8 @@ def config_of(source, weights, *, encoder="resnet50", grid=GRID):
 def test_a_cache_of_another_encoder_or_grid_is_refused_as_stale(dataset, tmp_path):
     root, annotations, weights = dataset
     source = source_of(root, annotations)
-    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(weights), grid=GRID))
+    encoder = build_encoder(EncoderSettings(name="resnet50", weights=str(weights), grid=GRID),
+                            reader=encoder_weights)
     manifest = build_cache(str(tmp_path / "cache"), encoder=encoder, config=config_of(source, weights), source=source,
                            records=source.records(), on_bad_image="error", batch_size=9, num_workers=0,
                            device=torch.device("cpu"))

@@ -23,7 +23,7 @@ from caption.io.checkpoints import (
     newest_first,
     read_checkpoint,
 )
-from caption.io.model_folder import is_model_folder
+from caption.io.model_folder import is_model_folder, settings_file
 from caption.model.caption_model import check_sizes
 from caption.model.decoding import DecodingSettings
 from caption.model.weight_settings import weight_defining_keys
@@ -44,7 +44,8 @@ def given_checkpoint(args: list[str], *, config: Namespace, subcommand: str | No
     readable = ckpt_path and (Path(ckpt_path).is_file() or is_model_folder(ckpt_path))
     checkpoint = read_checkpoint(ckpt_path) if readable else None
     if checkpoint is not None:  # the checkpoint's model settings are taken next: refuse others given
-        check_sizes(checkpoint["hyper_parameters"], checkpoint["state_dict"], path=ckpt_path)  # before any is built
+        check_sizes(checkpoint["hyper_parameters"], checkpoint["state_dict"],
+                    origin=settings_file(ckpt_path))  # before any is built
         given = given_model_settings(args, dotted(config[subcommand].model.as_dict()))
         check_model_settings(ckpt_path, checkpoint, given, defining=MODEL_DEFINING)
     return checkpoint
@@ -94,7 +95,7 @@ def resolve_last(config: Any, *, subcommand: str) -> dict[str, Any] | None:
     settings = {key: (model[key], "in this run's settings") for key in MODEL_DEFINING if key in model}
     # the model is built from them, then loads the checkpoint
     check_model_settings(found[0], found[1], settings, defining=MODEL_DEFINING)
-    check_sizes(found[1]["hyper_parameters"], found[1]["state_dict"], path=found[0])
+    check_sizes(found[1]["hyper_parameters"], found[1]["state_dict"], origin=settings_file(found[0]))
     return found[1]
 
 

@@ -54,8 +54,8 @@ from caption.data.datamodule import DATA_LINKS, CaptionDataModule
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.io.checkpoints import SafeCheckpointIO, has_encoder
 from caption.io.class_paths import named_modules
+from caption.io.device import trainer_precision
 from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
-from caption.model.precision import trainer_precision
 from caption.training.allocator import configure_allocator
 from caption.training.callbacks import AttentionPatience, LoggingInterval, PeriodicCheckpoint
 from caption.training.module import CaptionModule
@@ -205,7 +205,7 @@ class CaptionCLI(LightningCLI):
             callbacks.append(ParameterCount())
             kwargs["enable_model_summary"] = False  # Lightning then adds none of its own, and does not say so
         callbacks.append(LoggingInterval())
-        # unset or auto: bf16-mixed where the device has bf16 matrix units (caption.model.precision); the model line
+        # unset or auto: bf16-mixed where the device has bf16 matrix units (caption.io.device); the model line
         # of the console says which ran
         kwargs["precision"] = trainer_precision(settings.get("precision"), settings.get("accelerator"))
         self.fit_summary = FitSummary() if self.subcommand == "fit" else None

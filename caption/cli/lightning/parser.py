@@ -1,8 +1,7 @@
 """The parser of `caption fit | validate | test | predict`: Lightning's, named `caption`, with errors in one line.
 
 jsonargparse prints a 100-line usage before an error; here an error is one line that names the config file it is
-in, with the new name of a refused setting of caption 0.1 (`caption.legacy.settings.renamed_hint`). `predict`'s parser
-also gets `predictions:`, the writer of its captions (`caption.cli.lightning.predict_arguments`).
+in. `predict`'s parser also gets `predictions:`, the writer of its captions (`caption.cli.lightning.predict_arguments`).
 """
 
 import sys
@@ -62,12 +61,7 @@ class CaptionArgumentParser(LightningArgumentParser):
             sys.exit(f"caption: error: {refused}")
         if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
             message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
-        from caption.legacy.settings import renamed_hint  # only a refused key is looked up among the names of 0.1
-
-        message = " ".join(message.split())
-        hint = renamed_hint(message)
-        sys.exit(f"caption: error: {where}{message}{'. ' + hint if hint else ''} "
-                 "(every setting: `caption fit --help-all`)")
+        sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help-all`)")
 
 
 def holds_nothing(config_file: Any) -> bool:

@@ -3,13 +3,9 @@
 
 from __future__ import annotations
 
-import importlib
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from caption.errors import CaptionWarning
 
 Box = tuple[float, float, float, float]  # (x0, y0, x1, y1) in pixels, x0/y0 inclusive, x1/y1 exclusive
 
@@ -100,12 +96,3 @@ class BadImage:
         """Inverse of :meth:`to_dict`."""
         return cls(int(data["image_id"]), str(data["split"]), data["file"], str(data["reason"]))
 
-
-def __getattr__(name: str) -> Any:
-    """`CaptionSource` by its name of caption 0.2 (it lives in `caption.data.sources.base` now), saying so once; read
-    until caption 0.4. Looked up by name: `base` imports this module."""
-    if name == "CaptionSource":
-        warnings.warn(f"{__name__}.{name} is now caption.data.sources.base.{name} (the old name is read until caption "
-                      "0.4)", CaptionWarning, stacklevel=2)
-        return importlib.import_module("caption.data.sources.base").CaptionSource
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

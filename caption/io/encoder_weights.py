@@ -1,4 +1,5 @@
-"""Where an encoder's pretrained weights come from (`model.encoder.weights`), and how they are found, read and loaded.
+"""Where an encoder's pretrained weights come from (`model.encoder.weights`), and how they are found and read, as state
+dicts for the encoder to load.
 
     imagenet                torchvision's weights API (`imagenet_state_dict`): the official file in
                             $TORCH_HOME/hub/checkpoints, downloaded once; without a network, the error says where
@@ -7,32 +8,28 @@
                             its zip checksums are verified
     runs/shapes_encoder     the folder `caption pretrain-encoder` wrote, its encoder.pt (`pretrained_file`)
     runs/shapes_soft        small_vgg: another run's checkpoint or run folder, whose encoder is taken
-                            (`load_run_weights`)
+                            (`run_state_dict`)
 
 A checkpoint or run folder is read once, through the checkpoint reader (`caption.io.checkpoints.found_checkpoint`:
-weights_only, checked, the content of older versions upgraded there), then loaded. Every failure is one
-`EncoderWeightsError` naming the weights and what to do; an encoder not trained yet names the command that trains it.
-The architectures the weights load into: `caption.model.encoder`.
+weights_only, checked). Every failure is one `EncoderWeightsError` naming the weights and what to do; an encoder not
+trained yet names the command that trains it. The encoders are built without these reads and are given this module
+to read with (`torchvision_state_dict`, `run_state_dict`).
 """
 
 import os
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torchvision import models
 
-from caption.errors import CaptionError, CheckpointError
+from caption.errors import CheckpointError, EncoderWeightsError
 from caption.io.checkpoints import found_checkpoint, zip_damage
 
 PRETRAINED_FILE = "encoder.pt"  # what `caption pretrain-encoder` writes: the encoder's own state dict
 # what to run when small_vgg's weights name a run that has not been trained yet
 UNTRAINED_HINT = (". Train it first (the shapes recipe's stage 0: caption pretrain-encoder --config shapes_encoder; or "
                   "stage 1 from random weights: caption fit --config shapes_soft_scratch)")
-
-
-class EncoderWeightsError(CaptionError):
-    """The requested encoder weights cannot be found or read."""
 
 
 def imagenet_state_dict(weights: models.WeightsEnum, *, name: str) -> dict[str, Tensor]:
@@ -87,18 +84,6 @@ def torchvision_state_dict(
     return file_state_dict(pretrained_file(weights) or weights, family=family, example=example)
 
 
-def load_state(module: nn.Module, state: dict[str, Tensor], *, name: str, weights: str, layers: str) -> None:
-    """Load `state` into `module` strictly, naming the weights and the encoder if they do not fit."""
-    try:
-        module.load_state_dict(state)
-    except RuntimeError as error:
-        origin = f"the ImageNet weights of {name}" if weights == "imagenet" else weights
-        summary = " ".join(str(error).split())[:300]
-        raise EncoderWeightsError(
-            f"{origin} do not fit {name}'s layers {layers}: is it a torchvision {name} state dict? ({summary})"
-        ) from None
-
-
 def run_state_dict(path: str) -> tuple[dict[str, Tensor], Path]:
     """The encoder weights of `caption pretrain-encoder` (its folder, or its encoder.pt), or of a `caption fit`
     checkpoint or run folder (its newest best checkpoint's encoder, the file read once), with the file they came
@@ -114,19 +99,3 @@ def run_state_dict(path: str) -> tuple[dict[str, Tensor], Path]:
     state = {key.removeprefix("encoder."): value
              for key, value in read["state_dict"].items() if key.startswith("encoder.")}
     return state, checkpoint
-
-
-def load_run_weights(encoder: nn.Module, path: str) -> None:
-    """Load small_vgg `encoder` with the weights of the run `path` names (`run_state_dict`), refusing weights of
-    another shape with the settings that decide it."""
-    state, checkpoint = run_state_dict(path)
-    if not state:
-        raise EncoderWeightsError(f"model.encoder.weights: {checkpoint} holds no encoder weights")
-    try:
-        encoder.load_state_dict(state)
-    except RuntimeError as error:
-        summary = " ".join(str(error).split())[:300]
-        raise EncoderWeightsError(
-            f"model.encoder.weights: the encoder of {checkpoint} does not fit this small_vgg: use its run's "
-            f"model.encoder.channels, model.encoder.kernel_sizes and model.encoder.coordinates ({summary})"
-        ) from None
