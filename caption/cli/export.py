@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from torch import Tensor
 
     from caption.data.sources.base import CaptionSource
-    from caption.training.module import CaptionModule
+    from caption.model.caption_model import CaptionModel
 
     # an input transform, its per-channel (mean, std) in 0..1 pixel units, and the (height, width) of what it gives
     Inputs = tuple[Callable[[Image.Image], Tensor], tuple[tuple[float, ...], tuple[float, ...]], tuple[int, int]]
@@ -74,14 +74,17 @@ def main(argv: list[str]) -> None:
     paths = None if source is None else source_paths(source, checkpoint["datamodule_hyper_parameters"]["source"])
     config = model_config(checkpoint, version=caption.__version__,  # before building the model changes any setting
                           source_paths=paths, preprocessing=None if inputs is None else preprocessing(*inputs))
-    from caption.training.module import trained_module
+    from caption.inference.trained import TRAINING_STATE, build_model
 
-    module = trained_module(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
+    model = build_model(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
+    training_state = {name: weight for name, weight in checkpoint["state_dict"].items()
+                      if name.startswith(TRAINING_STATE)}
     run = run_folder(args.model, checkpoint_path)
     saved = saved_config(run) if run is not None else None
-    card = card_text(args, checkpoint_path, checkpoint, module, saved=saved, preprocessing=config["preprocessing"])
-    write_model_folder(args.out, weights=weights_bytes(module.state_dict()), config=config, card=card,
-                       training_config=saved.read_bytes() if saved is not None else None)
+    card = card_text(args, checkpoint_path, checkpoint, model, saved=saved, preprocessing=config["preprocessing"])
+    # the model's weights, and the objective's for a new run to start from (`model.optimization.init_from`)
+    write_model_folder(args.out, weights=weights_bytes({**model.state_dict(), **training_state}), config=config,
+                       card=card, training_config=saved.read_bytes() if saved is not None else None)
     files = "model.safetensors, config.json, README.md" + (" and training_config.yaml" if saved is not None else "")
     print(f"wrote {args.out}: {files}, from {checkpoint_path}")
     if api is not None:
@@ -89,12 +92,14 @@ def main(argv: list[str]) -> None:
 
 
 def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any],
-              module: CaptionModule, *, saved: Path | None, preprocessing: dict[str, Any] | None = None) -> str:
+              model: CaptionModel, *, saved: Path | None, preprocessing: dict[str, Any] | None = None) -> str:
     """The model card of the checkpoint, with what its run recorded: its saved config (`saved`) and its test
     figures, and config.json's `preprocessing`."""
     import caption
     from caption.reports.logs import find_logs
+    from caption.model.caption_model import typed
     from caption.reports.model_card import CardFacts, evaluated, last_test_row, model_card
+    from caption.training.optimization import OptimizationSettings
 
     run = run_folder(args.model, checkpoint_path)
     logs = find_logs(run, checkpoint_path) if run is not None else None
@@ -109,9 +114,11 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
         test = last_test_row(metrics_csv)
     else:
         test = None
+    hyperparameters = checkpoint["hyper_parameters"]
     return model_card(CardFacts(
-        name=args.model_name or args.push or args.out.resolve().name, settings=module.settings,
-        vocabulary_size=len(module.vocabulary), data=checkpoint.get("datamodule_hyper_parameters"),
+        name=args.model_name or args.push or args.out.resolve().name, settings=model.settings,
+        optimization=typed(OptimizationSettings, hyperparameters.get("optimization") or {}, "optimization"),
+        vocabulary_size=len(model.vocabulary), data=checkpoint.get("datamodule_hyper_parameters"),
         version=caption.__version__, test=test, epoch=checkpoint.get("epoch"), steps=checkpoint.get("global_step"),
         config=str(saved.relative_to(run)) if saved is not None and run is not None else None,
         lr_scheduler=checkpoint["hyper_parameters"].get("lr_scheduler"), license=args.license,

@@ -76,8 +76,8 @@ def load_trained(
 
 
 # what a checkpoint of `caption fit` holds beside the model's weights, the training's alone: the objective's state (hard
-# attention's baseline), and that baseline under its name of before it moved into the objective
-TRAINING_STATE = ("objective.", "baseline.value")
+# attention's baseline)
+TRAINING_STATE = ("objective.",)
 
 
 def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,

@@ -13,8 +13,6 @@ More: docs/paper.md#where-each-equation-lives.
 """
 
 from dataclasses import dataclass
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -24,22 +22,20 @@ from caption.model.decoding import HardEvalContext
 from caption.model.precision import at_least_float32
 from caption.model.weight_settings import defines_weights
 
-AttentionKind = Literal["soft", "hard"]
-
-
 @dataclass(frozen=True)
 class AttentionSettings:
     """f_att (eq. 4) and φ (sec. 4) (`model.attention:` in a config).
 
     Args:
-        kind: "soft" (sec. 4.2, trained on eq. 14) or "hard" (sec. 4.1, trained on eq. 12; `model.hard`).
+        kind: "soft" (sec. 4.2, trained on eq. 14) or "hard" (sec. 4.1, trained on eq. 12; `model.hard`): a name of
+            `caption.model.kinds.KINDS`.
         dim: size of the hidden layer of f_att (eq. 4).
         layers: linear layers on the annotation side of f_att (original code: n_layers_att).
         gate: use the gate β of sec. 4.2.1 on the context.
         inverse_temperature: multiplies the attention logits before the softmax (0: uniform α).
     """
 
-    kind: AttentionKind = defines_weights("soft")   # paper: both; soft is the one trained by backpropagation alone
+    kind: str = defines_weights("soft")             # paper: both; soft is the one trained by backpropagation alone
     dim: int = defines_weights(512)                 # original code: f_att's hidden layer is ctx_dim (512) wide
     layers: int = defines_weights(2)                # original code (COCO): n_layers_att=2
     gate: bool = defines_weights(True)              # paper sec. 4.2.1; original code: selector=True
@@ -106,6 +102,8 @@ class SoftAttention(nn.Module):
     annotations (B, L, D) and logits e_t (R, L) for R = B·k rows, k consecutive rows per image.
     """
 
+    locates = False  # the context is an expectation over every location
+
     def forward(self, annotations: Tensor, logits: Tensor, semi_sampled: Tensor | None = None) -> AttentionOutput:
         alpha = at_least_float32(logits).softmax(dim=-1)  # (R, L), fp32 under bf16 autocast: each row sums to 1
         return AttentionOutput(context=expected_context(annotations, alpha), alpha=alpha)
@@ -119,6 +117,8 @@ class HardAttention(nn.Module):
     use the expected context this sequence. Evaluation: `eval_context` picks the expected context
     (the original code's choice), the argmax location, or a sample.
     """
+
+    locates = True  # one location per word: s_t
 
     def __init__(self, *, eval_context: HardEvalContext):
         super().__init__()
@@ -154,6 +154,3 @@ class HardAttention(nn.Module):
             context = torch.where(semi_sampled[:, None], expected, context)
         log_alpha_location = log_alpha[rows, location]  # (R,)
         return AttentionOutput(context, alpha, location, log_alpha_location, entropy)
-
-
-ATTENTIONS: dict[AttentionKind, type[nn.Module]] = {"soft": SoftAttention, "hard": HardAttention}

@@ -28,6 +28,7 @@ from caption.model.captions import Decoded
 from caption.model.decoder import Decoder, DecoderSettings
 from caption.model.decoding import DecodingSettings
 from caption.model.encoder import EncoderSettings, WeightsReader, build_encoder
+from caption.model.kinds import KINDS, kind_of
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
 from caption.model.search import FreeMemory, generate
 from caption.model.self_critical import SelfCriticalSettings
@@ -38,7 +39,7 @@ from caption.model.vocabulary import Vocabulary
 class ModelSettings:
     """The settings of a trained model, typed, group by group as in a config's `model:` section: what builds its
     encoder and decoder and decodes with them, and the objective it was trained on (the optimizer's settings are the
-    training's alone: `caption.training.module_settings`)."""
+    training's alone: `caption.training.optimization`)."""
 
     encoder: EncoderSettings
     decoder: DecoderSettings
@@ -51,17 +52,18 @@ class ModelSettings:
     @classmethod
     def of(cls, **groups: Any) -> "ModelSettings":
         """The groups as dataclasses (a checkpoint stores plain dicts; a group not given: its defaults, or None for an
-        optional one), the objective of the attention kind given its defaults when unset; a ConfigError for a group
-        of the other kind, or a setting a group does not have."""
+        optional one), the objective group of the attention kind (`caption.model.kinds`) given its defaults when
+        unset; a ConfigError for an unknown kind, a group of another kind, or a setting a group does not have."""
         settings = {field.name: typed(field.type, groups[field.name], field.name) if field.name in groups
                     else unset(field.type) for field in fields(cls)}
-        kind = settings["attention"].kind
-        for objective in ("soft", "hard"):
-            if objective != kind and settings[objective] is not None:
-                raise ConfigError(f"model.{objective} only applies to model.attention.kind: {objective} (this run's is "
-                                  f"{kind}): leave model.{objective} unset (null)")
-        default = {"soft": SoftObjectiveSettings, "hard": HardObjectiveSettings}[kind]
-        settings[kind] = settings[kind] or default()
+        name = settings["attention"].kind
+        kind = kind_of(name)
+        for group in ("soft", "hard"):
+            if group != kind.group and settings[group] is not None:
+                kinds = " or ".join(sorted(other for other, entry in KINDS.items() if entry.group == group))
+                raise ConfigError(f"model.{group} only applies to model.attention.kind: {kinds} (this run's is "
+                                  f"{name}): leave model.{group} unset (null)")
+        settings[kind.group] = settings[kind.group] or kind.settings()
         return cls(**settings)
 
     def as_dicts(self) -> dict[str, dict[str, Any] | None]:
@@ -107,11 +109,13 @@ def batch_annotations(encoder: nn.Module, batch: Mapping[str, Any], *, freeze: b
 
 
 def build_decoder(settings: ModelSettings, *, vocabulary_size: int, annotation_dim: int) -> Decoder:
-    """The decoder of `settings` (the LSTM, f_att and the deep output) over `vocabulary_size` words (V, specials
-    included) and annotations of `annotation_dim` (D); hard attention semi-samples as its objective says."""
+    """The decoder of `settings` (the LSTM, f_att and φ of its attention kind, the deep output) over `vocabulary_size`
+    words (V, specials included) and annotations of `annotation_dim` (D); hard attention semi-samples as its objective
+    says."""
+    phi = kind_of(settings.attention.kind).phi(eval_context=settings.decoding.hard_eval_context)
     hard_only = {"semi_sampling": settings.hard.semi_sampling} if settings.hard else {}
     return Decoder(vocab_size=vocabulary_size, annotation_dim=annotation_dim, settings=settings.decoder,
-                   attention=settings.attention, eval_context=settings.decoding.hard_eval_context, **hard_only)
+                   attention=settings.attention, phi=phi, **hard_only)
 
 
 class CaptionModel(nn.Module):

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from caption.errors import ConfigError, check_range
-from caption.model.attention import ATTENTIONS, AdditiveScorer, AttentionSettings, HardAttention
-from caption.model.decoding import HardEvalContext
+from caption.errors import check_range
+from caption.model.attention import AdditiveScorer, AttentionSettings
 from caption.model.precision import at_least_float32
 from caption.model.weight_settings import defines_weights
 
@@ -94,11 +93,10 @@ class Decoder(nn.Module):
         vocab_size: V, size of the output vocabulary (with the special tokens).
         annotation_dim: D, size of each annotation vector.
         settings: the LSTM and its deep output.
-        attention: f_att and φ.
+        attention: f_att's settings.
+        phi: φ, the attention of its kind (`caption.model.kinds.Kind.phi`).
         semi_sampling: hard attention, training: probability per image of using the expected context (sec. 4.1;
             `model.hard.semi_sampling`). The original code's `semi_sampling_p` is the complement.
-        eval_context: hard attention at evaluation: "expected" (original), "argmax" or "sample"
-            (`model.decoding.hard_eval_context`).
     """
 
     def __init__(
@@ -108,12 +106,10 @@ class Decoder(nn.Module):
         annotation_dim: int,
         settings: DecoderSettings,
         attention: AttentionSettings,
-        eval_context: HardEvalContext,
+        phi: nn.Module,
         semi_sampling: float = 0.0,
     ):
         super().__init__()
-        if attention.kind not in ATTENTIONS:
-            raise ConfigError(f"model.attention.kind must be one of {sorted(ATTENTIONS)}, got {attention.kind!r}")
         embed_dim, hidden_dim, dropout = settings.embed_dim, settings.hidden_dim, settings.dropout
         self.hidden_dim = hidden_dim
         self.attention_dim = attention.dim
@@ -135,8 +131,7 @@ class Decoder(nn.Module):
         # f_att (eq. 4) and φ (sec. 4).
         self.scorer = AdditiveScorer(annotation_dim=annotation_dim, attention_dim=attention.dim,
                                      layers=attention.layers)
-        attention_options = {"eval_context": eval_context} if attention.kind == "hard" else {}
-        self.attention = ATTENTIONS[attention.kind](**attention_options)
+        self.attention = phi
         # LSTM (eq. 1): T [E y_{t-1}; h_{t-1}; ẑ_t] split by what each part depends on.
         self.word_to_gates = nn.Linear(embed_dim, 4 * hidden_dim)  # once for all steps
         self.context_to_gates = nn.Linear(annotation_dim, 4 * hidden_dim, bias=False)
@@ -151,7 +146,8 @@ class Decoder(nn.Module):
 
     @property
     def is_hard(self) -> bool:
-        return isinstance(self.attention, HardAttention)
+        """Whether φ picks one location per word (hard attention), not an expectation (soft)."""
+        return self.attention.locates
 
     def init_state(self, annotations: Tensor) -> DecoderState:
         """h_0, c_0 from the mean annotation (eq. 5)."""

@@ -264,8 +264,8 @@ class HardObjectiveSettings:
 class SoftAttentionObjective(nn.Module):
     """Eq. 14 with its weight: `objective(output, targets, mask)` -> LossTerms."""
 
-    def __init__(self, settings: SoftObjectiveSettings = SoftObjectiveSettings()):
-        super().__init__()
+    def __init__(self, settings: SoftObjectiveSettings = SoftObjectiveSettings(), *, hidden_dim: int = 0):
+        super().__init__()  # hidden_dim: the LSTM's size, which eq. 14 does not need
         self.alpha_c = settings.alpha_c
 
     def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor) -> LossTerms:

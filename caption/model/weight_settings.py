@@ -30,7 +30,7 @@ def groups_of(kind: Any) -> list[type]:
 
 def weight_defining_keys(settings: type, prefix: str = "") -> tuple[str, ...]:
     """The dotted keys of every field marked with `defines_weights` in the settings dataclass `settings` and in the
-    dataclasses of its groups (`ModuleSettings`: "encoder.name", "decoder.embed_dim", ...), in the order of the
+    dataclasses of its groups (`ModelSettings`: "encoder.name", "decoder.embed_dim", ...), in the order of the
     fields."""
     hints = typing.get_type_hints(settings)
     keys: list[str] = []

@@ -30,8 +30,9 @@ from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, format_score
 from caption.io.model_folder import LIBRARY, TRAINING_CONFIG
+from caption.model.caption_model import ModelSettings
 from caption.reports.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
-from caption.training.module_settings import ModuleSettings
+from caption.training.optimization import OptimizationSettings
 
 COLUMNS = (*METRICS, "attention_accuracy", "alpha_entropy")  # the card's test table
 DATASET_NAMES = {"coco": "COCO", "flickr8k": "Flickr8k", "flickr30k": "Flickr30k", "shapes": "shapes (built-in)"}
@@ -64,7 +65,8 @@ class CardFacts:
     """What the card says about one model."""
 
     name: str
-    settings: ModuleSettings
+    settings: ModelSettings
+    optimization: OptimizationSettings
     vocabulary_size: int
     data: dict[str, Any] | None  # the data settings it was trained with, if recorded
     version: str  # of show-attend-tell, which exported it
@@ -301,8 +303,8 @@ def training(facts: CardFacts) -> list[str]:
                                          f"saved in epoch {facts.epoch} (from 0)" if facts.epoch is not None else "")
                        if part)
     lines = [
-        f"- objective: {objective}; optimizer {settings.optimization.optimizer}, learning rate "
-        f"{settings.optimization.learning_rate}, schedule {schedule}" + (f"; {length}" if length else ""),
+        f"- objective: {objective}; optimizer {facts.optimization.optimizer}, learning rate "
+        f"{facts.optimization.learning_rate}, schedule {schedule}" + (f"; {length}" if length else ""),
         f"- decoding: beam {settings.decoding.beam_size}, at most {settings.decoding.max_caption_length} words",
     ]
     if facts.config is not None:

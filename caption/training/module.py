@@ -1,14 +1,13 @@
 """The LightningModule: encoder + decoder, wired to the objectives, decoding and metrics.
 
-Its settings come in typed groups (`caption.training.module_settings`), set from a config's `model:` section, one
-YAML mapping per group. They are stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is
-enough for inference: `caption.inference.load_trained(path)` builds the model
-(`caption.model.caption_model.CaptionModel`: this module's encoder and decoder, the same annotations and captions)
-from it, weights_only=True, without this module.
+Its settings come in typed groups, set from a config's `model:` section, one YAML mapping per group: the trained
+model's (`caption.model.caption_model.ModelSettings`) and the optimizer's (`caption.training.optimization`). They are
+stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for inference:
+`caption.inference.load_trained(path)` builds the model (`caption.model.caption_model.CaptionModel`: this module's
+encoder and decoder, the same annotations and captions) from it, weights_only=True, without this module.
 """
 
-import inspect
-import os
+from dataclasses import asdict
 from typing import Any
 
 import lightning as L
@@ -24,28 +23,31 @@ from caption.evaluation.report import GREEDY, GREEDY_METRICS, Evaluation, not_lo
 from caption.evaluation.results import Result, result
 from caption.evaluation.scoring import EpochCaptions
 from caption.io import encoder_weights
-from caption.io.checkpoint_weights import with_checkpoint_weights, without_encoder_download
 from caption.io.class_paths import instantiate, scheduler_bases
 from caption.io.device import free_memory as device_free_memory
-from caption.io.model_folder import settings_file
 from caption.model.attention import AttentionSettings
-from caption.model.caption_model import batch_annotations, build_decoder, check_sizes, first_occurrences
+from caption.model.caption_model import (
+    ModelSettings,
+    batch_annotations,
+    build_decoder,
+    first_occurrences,
+    typed,
+)
 from caption.model.captions import Decoded
 from caption.model.decoder import DecoderSettings
 from caption.model.decoding import DecodingSettings
 from caption.model.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
+from caption.model.kinds import kind_of
 from caption.model.objectives import (
-    HardAttentionObjective,
     HardObjectiveSettings,
     LossTerms,
-    SoftAttentionObjective,
     SoftObjectiveSettings,
 )
 from caption.model.search import FreeMemory, generate
 from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms
 from caption.model.vocabulary import Vocabulary, check_vocabulary
 from caption.training.finetuning import EncoderFinetuning, load_weights
-from caption.training.module_settings import ModuleSettings, OptimizationSettings
+from caption.training.optimization import OptimizationSettings
 from caption.training.self_critical import SelfCritical
 
 
@@ -91,27 +93,28 @@ class CaptionModule(L.LightningModule):
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
-        self.settings = settings = ModuleSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
-                                                     hard=hard, decoding=decoding, optimization=optimization,
-                                                     self_critical=self_critical)
+        self.settings = settings = ModelSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
+                                                    hard=hard, decoding=decoding, self_critical=self_critical)
+        self.optimization = typed(OptimizationSettings, optimization, "optimization")
         # plain dicts in the checkpoint, which loads with weights_only=True
-        self.save_hyperparameters({"vocabulary": vocabulary, **settings.as_dicts(), "lr_scheduler": lr_scheduler,
+        groups = settings.as_dicts()  # the optimizer's between decoding and self_critical, as a config lists them
+        self_critical_group = groups.pop("self_critical")
+        self.save_hyperparameters({"vocabulary": vocabulary, **groups, "optimization": asdict(self.optimization),
+                                   "self_critical": self_critical_group, "lr_scheduler": lr_scheduler,
                                    "image_size": image_size})
         self.vocabulary = Vocabulary(vocabulary)
         self.encoder = build_encoder(settings.encoder, reader=encoder_weights)
-        self.decoder = build_decoder(settings.model, vocabulary_size=len(self.vocabulary),
+        self.decoder = build_decoder(settings, vocabulary_size=len(self.vocabulary),
                                      annotation_dim=self.encoder.dim)
-        if settings.hard is not None:  # eq. 12, with its baseline
-            self.objective = HardAttentionObjective(settings.hard, hidden_dim=settings.decoder.hidden_dim)
-        else:  # eq. 14
-            self.objective = SoftAttentionObjective(settings.soft)
+        kind = kind_of(settings.attention.kind)  # eq. 12 with its baseline (hard), eq. 14 (soft)
+        self.objective = kind.objective(getattr(settings, kind.group), hidden_dim=settings.decoder.hidden_dim)
         self.self_critical = None if settings.self_critical is None else SelfCritical(settings.self_critical)
         self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
         self._greedy_captions = EpochCaptions()  # test's, greedy beside the model's beam (validation decodes so)
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
         self.not_looking: str | None = None  # why attention did not look at a validation, once said (`not_looking`)
         self.predict_num_captions = 1  # captions per image of `predict_step` (caption predict's writer sets it)
-        if settings.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
+        if self.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.decoder.step = torch.compile(self.decoder.step)
 
     @property
@@ -191,7 +194,7 @@ class CaptionModule(L.LightningModule):
             return True
         values = ", ".join(f"{name}={value.item():.4g}" for name, value in terms.as_dict().items())
         where = f"global step {self.global_step} (epoch {self.current_epoch}, batch {batch_index})"
-        if self.settings.optimization.on_nonfinite_loss == "error":
+        if self.optimization.on_nonfinite_loss == "error":
             raise NonFiniteLossError(
                 f"non-finite training loss at {where}; this rank's loss terms: {values}. "
                 "Lower model.optimization.learning_rate, set trainer.gradient_clip_val, "
@@ -209,7 +212,7 @@ class CaptionModule(L.LightningModule):
         encoder = self.settings.encoder
         if encoder.freeze or encoder.name not in TORCHVISION_ENCODERS:
             return []
-        rate = encoder.learning_rate or self.settings.optimization.learning_rate
+        rate = encoder.learning_rate or self.optimization.learning_rate
         return [EncoderFinetuning(frozen_epochs=encoder.frozen_epochs, stages=encoder.finetune_stages,
                                   learning_rate=rate)]
 
@@ -229,7 +232,7 @@ class CaptionModule(L.LightningModule):
     def on_fit_start(self) -> None:
         """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its
         own); self-critical training builds its reward from the training references."""
-        init_from = self.settings.optimization.init_from
+        init_from = self.optimization.init_from
         if init_from and self.trainer.ckpt_path is None:
             load_weights(self, init_from)
         if self.self_critical is not None:
@@ -245,7 +248,7 @@ class CaptionModule(L.LightningModule):
         `caption.training.finetuning`), and the `lr_scheduler:` of the config if there is one (ReduceLROnPlateau with
         its `monitor`, e.g. val/bleu4, as LightningCLI itself would return it)."""
         parameters = [p for p in self.parameters() if p.requires_grad]
-        optimization = self.settings.optimization
+        optimization = self.optimization
         if optimization.optimizer == "rmsprop":
             optimizer = torch.optim.RMSprop(parameters, lr=optimization.learning_rate)
         else:
@@ -345,28 +348,5 @@ class CaptionModule(L.LightningModule):
                          problem="the checkpoint's vocabulary differs from the one built from this config's data",
                          fix="use the config the checkpoint was trained with")
         self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)
-        state = checkpoint.get("state_dict", {})
-        if "baseline.value" in state:  # written before the baseline moved into the hard-attention objective
-            baseline = state.pop("baseline.value")
-            if self.settings.attention.kind == "hard":
-                state["objective.baseline.value"] = baseline
 
 
-def trained_module(path: str | os.PathLike, checkpoint: dict[str, Any]) -> CaptionModule:
-    """The trained CaptionModule in eval mode, from what `read_checkpoint(path)` read, built as Lightning's
-    `load_from_checkpoint` builds it: from the hyperparameters its arguments name, `on_load_checkpoint`, then every
-    weight loaded strictly, the objective's too (`caption export` writes them all, for a new run to start from), once
-    every size its settings set is found in the weights' shapes (`check_sizes`)."""
-    hyperparameters = without_encoder_download(checkpoint)
-    arguments = {key: value for key, value in hyperparameters.items() if key in MODULE_ARGUMENTS}
-    check_sizes(hyperparameters, checkpoint["state_dict"], origin=settings_file(path))
-
-    def build() -> CaptionModule:
-        module = CaptionModule(**arguments)
-        module.on_load_checkpoint(checkpoint)  # an old checkpoint's baseline moved into the objective, in place
-        return module
-
-    return with_checkpoint_weights(build, checkpoint["state_dict"], path=path)
-
-
-MODULE_ARGUMENTS = tuple(inspect.signature(CaptionModule.__init__).parameters)[1:]  # those a checkpoint may set

@@ -15,15 +15,17 @@ import yaml
 
 from caption.config.packaged import NAMED_RUNS
 from caption.data.datamodule import CaptionDataModule
-from caption.training.module_settings import ModuleSettings
+from caption.model.caption_model import ModelSettings
+from caption.training.optimization import OptimizationSettings
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SOURCES = ("paper", "original code", "ours")
 # the settings classes of a config's `model:` section, by group
 GROUPS: dict[str, type] = {
-    field.name: next(arg for arg in typing.get_args(kind) or (kind,) if arg is not type(None))
-    for field in dataclasses.fields(ModuleSettings)
-    for kind in [typing.get_type_hints(ModuleSettings)[field.name]]
+    **{field.name: next(arg for arg in typing.get_args(kind) or (kind,) if arg is not type(None))
+       for field in dataclasses.fields(ModelSettings)
+       for kind in [typing.get_type_hints(ModelSettings)[field.name]]},
+    "optimization": OptimizationSettings,
 }
 # keys a config may state at their default: a fragment that selects the attention kind names it
 SELECTORS = {"model.attention.kind"}

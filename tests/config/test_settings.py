@@ -7,14 +7,15 @@ import pytest
 
 from caption.errors import ConfigError
 from caption.training.module import CaptionModule
-from caption.training.module_settings import ModuleSettings
+from caption.model.caption_model import ModelSettings
+from caption.training.optimization import OptimizationSettings
 
 
 def test_the_module_takes_at_most_eleven_arguments_and_each_setting_is_a_field_of_one_group():
     import inspect
 
     assert len(inspect.signature(CaptionModule.__init__).parameters) - 1 <= 11  # self left out
-    groups = {field.name: field.type for field in fields(ModuleSettings)}
+    groups = {**{field.name: field.type for field in fields(ModelSettings)}, "optimization": OptimizationSettings}
     names = [f"{group}.{field.name}" for group, kind in groups.items()
              for field in fields(kind.__args__[0] if hasattr(kind, "__args__") else kind)]
     assert len(names) == len(set(names))

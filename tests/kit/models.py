@@ -8,6 +8,7 @@ import torch
 
 from caption.model.attention import AttentionSettings
 from caption.model.decoder import Decoder, DecoderSettings
+from caption.model.kinds import KINDS
 from caption.training.module import CaptionModule
 
 # a tiny CaptionModule's groups: a two-block small_vgg trained from scratch, an 8/16-unit decoder, one layer in f_init
@@ -35,7 +36,8 @@ def tiny_decoder(
     attention = AttentionSettings(kind=kind, dim=attention_dim,
                                   **{key: value for key, value in options.items() if key not in names})
     return Decoder(vocab_size=vocab_size, annotation_dim=annotation_dim, settings=settings, attention=attention,
-                   semi_sampling=semi_sampling if kind == "hard" else 0.0, eval_context=eval_context)
+                   phi=KINDS[kind].phi(eval_context=eval_context),
+                   semi_sampling=semi_sampling if kind == "hard" else 0.0)
 
 
 def tiny_groups(kind: str = "soft", **groups: dict[str, Any]) -> dict[str, dict[str, Any]]:

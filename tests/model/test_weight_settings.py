@@ -4,7 +4,7 @@ the model's settings groups: every key a checkpoint's settings may not be change
 from dataclasses import dataclass
 
 from caption.model.weight_settings import defines_weights, weight_defining_keys
-from caption.training.module_settings import ModuleSettings
+from caption.model.caption_model import ModelSettings
 
 # the list the checkpoint reader kept by hand before the fields were marked
 WEIGHT_DEFINING = {
@@ -15,7 +15,7 @@ WEIGHT_DEFINING = {
 
 
 def test_the_marked_fields_of_the_model_settings_are_the_weight_defining_keys():
-    keys = weight_defining_keys(ModuleSettings)
+    keys = weight_defining_keys(ModelSettings)
     assert set(keys) == WEIGHT_DEFINING and len(keys) == len(WEIGHT_DEFINING)
 
 

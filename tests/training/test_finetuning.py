@@ -228,11 +228,11 @@ def test_two_stage_recipe_fine_tunes_on_schedule_and_resumes_after_a_kill(datase
 def test_init_from_a_run_folder_reads_its_checkpoint_once_and_takes_its_weights(tiny_runs, monkeypatch):
     from caption.io import checkpoints
     from caption.training import finetuning
-    from caption.training.module import trained_module
+    from caption.training.module import CaptionModule
 
     run = tiny_runs["soft"]
     best = checkpoints.find_checkpoint(run)
-    module = trained_module(best, checkpoints.read_checkpoint(best))
+    module = CaptionModule.load_from_checkpoint(best, weights_only=True, map_location="cpu")
     with torch.no_grad():
         for parameter in module.parameters():
             parameter.zero_()

@@ -24,13 +24,12 @@ from caption.io.checkpoints import (
     read_checkpoint,
 )
 from caption.io.model_folder import is_model_folder, settings_file
-from caption.model.caption_model import check_sizes
+from caption.model.caption_model import ModelSettings, check_sizes
 from caption.model.decoding import DecodingSettings
 from caption.model.weight_settings import weight_defining_keys
 from caption.training.callbacks import LAST
-from caption.training.module_settings import ModuleSettings
 
-MODEL_DEFINING = weight_defining_keys(ModuleSettings)  # the model settings a checkpoint's weights fit only as trained
+MODEL_DEFINING = weight_defining_keys(ModelSettings)  # the model settings a checkpoint's weights fit only as trained
 
 
 def given_checkpoint(args: list[str], *, config: Namespace, subcommand: str | None) -> dict[str, Any] | None:
