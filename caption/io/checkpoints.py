@@ -31,7 +31,6 @@ from urllib.error import URLError
 from urllib.parse import urlparse
 
 import torch
-from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_warn
 
@@ -42,12 +41,14 @@ from caption.io.hub import hub_reference, pretrained_folder
 from caption.io.model_folder import CONFIG, is_model_folder, non_finite_weights, read_model_folder
 from caption.io.outputs import write_atomically
 
+PathLike = str | os.PathLike  # a checkpoint's path, as CheckpointIO's methods take it
+
 PROJECT = "caption"  # the package whose class paths a checkpoint of another version may name in modules gone since
 GROUPS = ("encoder", "decoder", "attention")  # model settings a checkpoint of `caption fit` holds as mappings
 SETTINGS = ("hyper_parameters", "datamodule_hyper_parameters")  # the parts of a checkpoint that name classes
 
 
-def zip_damage(path: _PATH) -> str | None:
+def zip_damage(path: PathLike) -> str | None:
     """What is wrong with the zip records of a file torch.save wrote (a record whose bytes no longer match their CRC-32
     checksum, or a record that cannot be read), or None when every record is whole. A file that is no zip at all
     (cut before its directory, or torch's legacy format) is left to torch.load to judge."""
@@ -75,7 +76,7 @@ def zip_damage(path: _PATH) -> str | None:
     return None
 
 
-def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
+def read_checkpoint(path: PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """torch.load(path, weights_only=True) once its zip checksums are verified, with errors that name the file and
     say what to do; for a folder, the model folder of `caption export` it holds
     (`caption.io.model_folder.read_model_folder`), as the same dict. The classes it names are checked before any of
@@ -95,7 +96,7 @@ def read_checkpoint(path: _PATH, map_location: Any = "cpu") -> dict[str, Any]:
     return checkpoint
 
 
-def loaded_checkpoint(path: _PATH, *, map_location: Any) -> dict[str, Any]:
+def loaded_checkpoint(path: PathLike, *, map_location: Any) -> dict[str, Any]:
     """Checkpoint file `path` as torch.load(weights_only=True) reads it once its zip checksums are verified, if it is
     one of this project's (hyperparameters with a vocabulary); else a CheckpointError naming it and what to do."""
     if not Path(path).is_file():
@@ -250,7 +251,7 @@ def plain(value: Any) -> Any:
 
 
 def check_model_settings(
-    path: _PATH, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]], *, defining: Collection[str],
+    path: PathLike, checkpoint: dict[str, Any], given: dict[str, tuple[Any, str]], *, defining: Collection[str],
 ) -> None:
     """A CheckpointError in one line naming every setting of `given` ({dotted key: (value, where it was given)}) that
     would change the model checkpoint `path` was trained as (one of `defining`, the dotted keys of the settings that
@@ -274,7 +275,7 @@ def has_encoder(checkpoint: dict[str, Any]) -> bool:
     return any(key.startswith("encoder.") for key in checkpoint.get("state_dict", {}))
 
 
-def sha256_of(path: _PATH) -> str:
+def sha256_of(path: PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as file:
         for chunk in iter(lambda: file.read(1 << 24), b""):
@@ -309,7 +310,7 @@ class SafeCheckpointIO(TorchCheckpointIO):
     saving local files atomically beside their target (Lightning's own save goes through the system's temporary
     folder, and a failed copy from there leaves a partial checkpoint under the real name)."""
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: PathLike, storage_options: Any | None = None) -> None:
         if storage_options is not None or "://" in str(path):  # remote storage: Lightning's fsspec transaction
             return super().save_checkpoint(checkpoint, path, storage_options)
         buffer = io.BytesIO()
@@ -317,6 +318,6 @@ class SafeCheckpointIO(TorchCheckpointIO):
         write_atomically(path, buffer.getbuffer(), what="checkpoint")
 
     def load_checkpoint(
-        self, path: _PATH, map_location: Any = None, weights_only: bool | None = None
+        self, path: PathLike, map_location: Any = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
         return read_checkpoint(path, map_location=map_location or "cpu")

@@ -16,7 +16,6 @@ import torch
 from lightning.pytorch.callbacks import BaseFinetuning
 from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from caption.errors import ConfigError
 from caption.io.checkpoints import found_checkpoint, read_checkpoint
@@ -24,6 +23,7 @@ from caption.model.encoder import STAGES
 from caption.model.vocabulary import check_vocabulary
 
 GROUP = "encoder"  # the optimizer parameter group of the fine-tuned stages (LearningRateMonitor: lr-Adam/encoder)
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)  # kept out of the trained stages
 
 
 def stage_parameters(encoder: nn.Module, stages: int | None) -> list[nn.Parameter]:
@@ -33,7 +33,7 @@ def stage_parameters(encoder: nn.Module, stages: int | None) -> list[nn.Paramete
         parameter
         for stage in chosen
         for module in stage.modules()
-        if not isinstance(module, _BatchNorm)
+        if not isinstance(module, BATCH_NORMS)
         for parameter in module.parameters(recurse=False)
     ]
 

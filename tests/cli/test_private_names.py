@@ -23,10 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "caption"
 ON_MODULES_AND_CLASSES = {
     ("lightning.fabric.loggers.csv_logs", "_ExperimentWriter"): "cli/lightning/run_files.py: metrics.csv written whole",
     ("lightning.fabric.loggers.csv_logs._ExperimentWriter", "_record_new_keys"): "cli/lightning/run_files.py",
-    ("lightning.fabric.utilities.types", "_PATH"): "io/checkpoints.py: the path type of CheckpointIO",
     ("lightning.pytorch.cli.LightningCLI", "_parse_ckpt_path"): "cli/lightning/commands.py: overridden",
-    ("torch.nn.modules.batchnorm", "_BatchNorm"): "training/finetuning.py: BatchNorm kept in eval mode",
-    ("torchvision.transforms._presets", "ImageClassification"): "data/sources/image_source.py: ImageNet presets",
     ("jsonargparse._typehints", "ActionTypeHint"): "cli/lightning/class_paths.py: the keys that take a class",
     ("jsonargparse._typehints.ActionTypeHint", "is_subclass_typehint"): "cli/lightning/class_paths.py",
     ("jsonargparse._typehints.ActionTypeHint", "is_callable_typehint"): "cli/lightning/class_paths.py",
@@ -42,7 +39,7 @@ ON_OBJECTS = {
     "_group_actions": "cli/lightning/short_help.py: a group's options",
     "_showwarnmsg_impl": "config/console.py: Python's own printer of warnings (the console replaces only that one)",
 }
-MODULES = {"_presets", "_typehints"}  # private modules named in an import
+MODULES = {"_typehints"}  # private modules named in an import
 
 
 def resolved(dotted: str):

@@ -19,7 +19,6 @@ from typing import Any
 from PIL import Image
 from torch import Tensor
 from torchvision import models
-from torchvision.transforms._presets import ImageClassification
 
 from caption.data.sources.base import CaptionSource
 from caption.data.sources.image_files import BadImageError, inspect_image, read_rgb
@@ -29,6 +28,7 @@ from caption.model.encoder import TORCHVISION_ENCODERS, imagenet_weights
 # The preset of the ImageNet VGG weights (VGG19_Weights.IMAGENET1K_V1 has the same one), also used for
 # small_vgg on image files.
 WEIGHTS = models.VGG16_Weights.IMAGENET1K_V1
+ImageClassification = type(WEIGHTS.transforms())  # torchvision's ImageNet preset, named through its weights
 HINT = (
     "run `caption features` or set data.check_images: decode to find every bad image before training, "
     "and fix them or set data.on_bad_image: skip to leave them out"
