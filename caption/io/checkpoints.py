@@ -45,7 +45,6 @@ PathLike = str | os.PathLike  # a checkpoint's path, as CheckpointIO's methods t
 
 PROJECT = "caption"  # the package whose class paths a checkpoint of another version may name in modules gone since
 GROUPS = ("encoder", "decoder", "attention")  # model settings a checkpoint of `caption fit` holds as mappings
-SETTINGS = ("hyper_parameters", "datamodule_hyper_parameters")  # the parts of a checkpoint that name classes
 
 
 def zip_damage(path: PathLike) -> str | None:
@@ -140,35 +139,21 @@ def loaded_checkpoint(path: PathLike, *, map_location: Any) -> dict[str, Any]:
 
 def older_format(checkpoint: dict[str, Any]) -> str | None:
     """Why `checkpoint` is not read, when its layout is not this release's, else None: model settings that are not in
-    their groups (`attention: soft` where a checkpoint of `caption fit` holds `attention: {kind: soft, ...}`), or a
-    class path of the project (`caption.…`) whose module this release does not have."""
+    their groups (`attention: soft` where a checkpoint of `caption fit` holds `attention: {kind: soft, ...}`), or a data
+    source of the project (`caption.…`, the one class of the project a checkpoint names) in a module this release does
+    not have."""
     hyperparameters = checkpoint["hyper_parameters"]
     flat = next((key for key in GROUPS if key in hyperparameters and not isinstance(hyperparameters[key], dict)), None)
     if flat is not None:
         return (f"written by a format before this release (its model settings are not in groups: "
                 f"hyper_parameters.{flat} is {short(hyperparameters[flat])}), which is not read")
-    missing = next((path for path in class_paths(checkpoint) if not project_module_exists(path)), None)
-    if missing is not None:
-        return (f"written by another version of caption (it names {missing}, whose module this release does not "
+    data = checkpoint.get("datamodule_hyper_parameters")
+    source = data.get("source") if isinstance(data, dict) else None
+    class_path = source.get("class_path") if isinstance(source, dict) else source
+    if isinstance(class_path, str) and class_path.startswith(f"{PROJECT}.") and not project_module_exists(class_path):
+        return (f"written by another version of caption (it names {class_path}, whose module this release does not "
                 "have), whose format is not read")
     return None
-
-
-def class_paths(checkpoint: dict[str, Any]) -> list[str]:
-    """The class paths of the project (`caption.…`) named anywhere in a checkpoint's settings."""
-    found: list[str] = []
-    pending, seen = [checkpoint.get(key) for key in SETTINGS], set()
-    while pending:
-        value = pending.pop()
-        if id(value) in seen or not isinstance(value, (dict, list)):
-            continue
-        seen.add(id(value))
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            if key in ("class_path", "_class_path") and isinstance(item, str) and item.startswith(f"{PROJECT}."):
-                found.append(item)
-            pending.append(item)
-    return found
 
 
 def project_module_exists(class_path: str) -> bool:
