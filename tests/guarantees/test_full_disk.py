@@ -13,12 +13,11 @@ import yaml
 from kit.cli import failed
 from kit.disk import disk  # noqa: F401  the fixture
 from kit.tiny import fit_args, tiny_run_args
-from lightning.pytorch.loggers import CSVLogger
 
 from caption.cli import main
-from caption.cli.lightning.run_files import guard_logger_writes
 from caption.io.checkpoints import read_checkpoint
 from caption.io.outputs import OutputError
+from caption.training.loggers import CSVLogger
 
 
 @pytest.fixture(autouse=True)
@@ -52,8 +51,7 @@ def test_logs_on_a_full_disk_are_one_line_naming_their_folder(disk, tmp_path):
     assert "config.yaml" in line and str(disk.folder) in line and "is full" in line
 
     logger = CSVLogger(save_dir=disk.folder / "csv")
-    guard_logger_writes(logger)
-    with pytest.raises(OutputError, match=f"logs of CSVLogger in {disk.folder / 'csv'}.* is full"):
+    with pytest.raises(OutputError, match=f"cannot write the logged metrics {disk.folder / 'csv'}/.*metrics.csv: .* is full"):
         logger.log_metrics({"train/nll": 1.0}, step=0)
         logger.save()
     logger.finalize("failed")  # after a failed run: no second error on top of the first
@@ -78,14 +76,14 @@ def test_logs_on_a_full_disk_leave_no_empty_or_partial_file(disk, tmp_path, free
 @pytest.mark.parametrize("free", [0, 20_000])
 def test_a_tensorboard_logger_on_a_full_disk_is_one_line_and_leaves_no_empty_event_file(disk, tmp_path, free):
     """Its writer's first event file (0 bytes free) or a later one (20 KB: config.yaml, hparams.yaml and some events
-    fit) cannot be written: one line naming the logger's folder, no traceback of its writer's thread, and no empty
+    fit) cannot be written: one line naming the logger's folder (TensorBoard's writer thread prints its own traceback), and no empty
     event file (a partial one stays: TensorBoard reads it up to its last whole record)."""
     pytest.importorskip("tensorboard")
     if not disk.mounted:
         pytest.skip("TensorBoard's own writes can only fail on a real full disk "
                     "(mounting a tmpfs is not permitted here)")
     disk.fill(free=free)
-    line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger",
+    line = failed(["fit", *fit_args(tmp_path / "run", "--trainer.logger", "caption.training.loggers.TensorBoardLogger",
                                     "--trainer.logger.init_args.save_dir", str(disk.folder))])
     assert f"cannot write the logs of TensorBoardLogger in {disk.folder / 'logs' / 'version_0'}" in line, line
     assert "is full" in line, line

@@ -119,9 +119,9 @@ def test_fit_replaces_links_at_its_config_and_logger_files_and_leaves_their_targ
     (run / "tb" / "version_0" / "hparams.yaml").symlink_to(outside / "tb-hparams.yaml")
     loggers = tmp_path / "loggers.yaml"
     loggers.write_text(json.dumps({"trainer": {"logger": [
-        {"class_path": "lightning.pytorch.loggers.CSVLogger",
+        {"class_path": "caption.training.loggers.CSVLogger",
          "init_args": {"save_dir": str(run), "name": "logs", "version": 0}},
-        {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+        {"class_path": "caption.training.loggers.TensorBoardLogger",
          "init_args": {"save_dir": str(run), "name": "tb", "version": 0}},
     ]}}))
     main(["fit", *fit_args(run, "--config", str(loggers), "--trainer.limit_test_batches", "0",

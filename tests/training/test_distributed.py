@@ -43,9 +43,9 @@ def write_extra_config(root: Path) -> None:
 trainer:
   log_every_n_steps: 2
   logger:
-    - class_path: lightning.pytorch.loggers.CSVLogger
+    - class_path: caption.training.loggers.CSVLogger
       init_args: {{save_dir: {root}, name: logs}}
-    - class_path: lightning.pytorch.loggers.TensorBoardLogger
+    - class_path: caption.training.loggers.TensorBoardLogger
       init_args: {{save_dir: {root}, name: tensorboard}}
   callbacks:
     - class_path: lightning.pytorch.callbacks.LearningRateMonitor

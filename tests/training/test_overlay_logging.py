@@ -27,9 +27,9 @@ def test_every_logger_that_takes_images_gets_overlays_and_captions_at_every_vali
     run = tmp_path / "run"
     loggers = tmp_path / "loggers.yaml"
     loggers.write_text(yaml.safe_dump({"trainer": {"logger": [
-        {"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+        {"class_path": "caption.training.loggers.TensorBoardLogger",
          "init_args": {"save_dir": str(run), "name": "tb"}},
-        {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(run), "name": "csv"}},
+        {"class_path": "caption.training.loggers.CSVLogger", "init_args": {"save_dir": str(run), "name": "csv"}},
         *({"class_path": f"kit.loggers.{name}", "init_args": {"save_dir": str(run), "name": name}}
           for name in ("WandbStandIn", "MLFlowStandIn", "NoImages")),
     ]}}))

@@ -40,7 +40,7 @@ from caption.cli.lightning.class_paths import check_configs, named_on_command_li
 from caption.cli.lightning.console import lightning_console, quiet_lightning
 from caption.cli.lightning.parser import CaptionArgumentParser
 from caption.cli.lightning.predict_arguments import predict_arguments, scoring_arguments
-from caption.cli.lightning.run_files import SaveConfig, atomic_logger_files, guard_logger_writes
+from caption.cli.lightning.run_files import SaveConfig
 from caption.cli.lightning.run_folders import (
     check_output_folders,
     checkpoints_under_root,
@@ -72,7 +72,7 @@ class CaptionCLI(LightningCLI):
     paths of its configs resolved under the project's one rule (`caption.cli.lightning.class_paths`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        with resolving_safely(), atomic_logger_files(), contextlib.ExitStack() as self.command_scope:  # run included
+        with contextlib.ExitStack() as self.command_scope:  # run included
             super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -211,8 +211,6 @@ class CaptionCLI(LightningCLI):
         self.fit_summary = FitSummary() if self.subcommand == "fit" else None
         kwargs["callbacks"] = callbacks + ([self.fit_summary] if self.fit_summary is not None else [])
         trainer = super().instantiate_trainer(**kwargs)
-        for logger in trainer.loggers:  # a full disk under the logs: one line naming the folder
-            guard_logger_writes(logger)
         if self.own_settings(self.config).get("keep_freed_memory", False):  # opt-in: malloc is process-wide
             configure_allocator(trainer.strategy.root_device.type)  # one log line says what it did
         return trainer
