@@ -9,9 +9,10 @@ torch name torch deprecates), Lightning's advertising tips, its lines about acce
 own libraries log at debug level (coco-caption's Java tokenizer saying how many tokens it read:
 `caption.evaluation.ptb_tokenizer`). Every warning prints as one line of its own without a file path: the project's
 as `caption: warning: ...`, a dependency's as `<package>: warning: ...` (with `-v`, Python's own format); a progress
-bar being drawn is cleared first and drawn again below it (`write_line`). All of it holds for the duration of one
-command only (`console`, around `caption.cli.main`): importing or calling the library changes no warning filter,
-no logger and no stream. What it looks like: docs/console.md.
+bar being drawn is cleared first and drawn again below it (`write_line`), through Python's documented hook for how a
+warning reads, `warnings.formatwarning` (`warnings.showwarning` is left as it is). All of it holds for the duration
+of one command only (`console`, around `caption.cli.main`): importing or calling the library changes no warning
+filter, no logger and no stream. What it looks like: docs/console.md.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ LEFT_OUT_NOTES = re.compile(rf"^({re.escape(TIP)}|[A-Z]PU available: False\b|(\[
 PROJECT_LOGGER = "caption"  # the project's libraries log under caption.<module>
 PACKAGE = Path(__file__).resolve().parents[1]  # caption/
 SITE_FOLDERS = ("site-packages", "dist-packages")  # where an installed dependency's files are
-PYTHON_WARNINGS = ("warnings", "_py_warnings")  # the module of Python's own warnings.showwarning (3.14: the second)
 
 _verbose = contextvars.ContextVar("caption_console_verbose", default=False)
 
@@ -107,14 +107,6 @@ def is_own(category: type[Warning], filename: str) -> bool:
     return issubclass(category, CaptionWarning) or source(filename) == "caption"
 
 
-def printed_by_python() -> bool:
-    """Whether a warning goes to Python's own printer now: not recorded (`catch_warnings(record=True)`, as pytest
-    does around each test) and not hooked (`logging.captureWarnings`), which `console` then leaves as they are."""
-    hook, printer = getattr(warnings, "showwarning", None), getattr(warnings, "_showwarnmsg_impl", None)
-    return (getattr(hook, "__name__", "") == "showwarning" and getattr(hook, "__module__", "") in PYTHON_WARNINGS
-            and getattr(printer, "__name__", "") == "_showwarnmsg_impl")
-
-
 @contextlib.contextmanager
 def console(*, verbose: bool = False) -> Iterator[None]:
     """The console of one `caption` command: quiet (the default) or, with `verbose`, everything the dependencies
@@ -128,21 +120,17 @@ def console(*, verbose: bool = False) -> Iterator[None]:
 
     def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                        line: str | None = None) -> str:
+        """Python's documented hook for how a warning reads: one line, written here with `write_line` (so no bar
+        shares its line; Python's printer then writes the empty text returned)."""
         one_line = not verbose or is_own(category, filename)
-        return (one_line_warning if one_line else full_format)(message, category, filename, lineno, line)
-
-    def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                     file: TextIO | None = None, line: str | None = None) -> None:
-        text = format_warning(message, category, filename, lineno, line)
-        with contextlib.suppress(OSError):  # as Python's own: a closed stream loses the warning, not the run
-            write_line(text, file or sys.stderr)
+        text = (one_line_warning if one_line else full_format)(message, category, filename, lineno, line)
+        with contextlib.suppress(OSError, ValueError):  # as Python's: a closed stream loses the warning, not the run
+            write_line(text, sys.stderr)
+        return ""
 
     token = _verbose.set(verbose)
-    with warnings.catch_warnings():  # restores the filters and warnings.showwarning
-        if printed_by_python():
-            warnings.showwarning = show_warning
-        else:  # recorded (pytest, catch_warnings(record=True)) or hooked (logging.captureWarnings): theirs to show
-            warnings.formatwarning = format_warning
+    with warnings.catch_warnings():  # restores the filters
+        warnings.formatwarning = format_warning  # recorded warnings (pytest) are never formatted: theirs to show
         if verbose:
             project.addHandler(handler)
             project.setLevel(logging.DEBUG)

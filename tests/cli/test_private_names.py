@@ -8,38 +8,31 @@ package read in `caption/` fails it until it is listed below.
 
 import ast
 import importlib
-import sys
-import types
-import warnings
 from pathlib import Path
 
 import pytest
 
-from caption.errors import CaptionWarning
 
 PACKAGE = Path(__file__).resolve().parents[2] / "caption"
 
 # (where it lives, the private name) -> where the project uses it
 ON_MODULES_AND_CLASSES = {
-    ("lightning.fabric.loggers.csv_logs", "_ExperimentWriter"): "cli/lightning/run_files.py: metrics.csv written whole",
-    ("lightning.fabric.loggers.csv_logs._ExperimentWriter", "_record_new_keys"): "cli/lightning/run_files.py",
-    ("lightning.pytorch.cli.LightningCLI", "_parse_ckpt_path"): "cli/lightning/commands.py: overridden",
-    ("jsonargparse._typehints", "ActionTypeHint"): "cli/lightning/class_paths.py: the keys that take a class",
-    ("jsonargparse._typehints.ActionTypeHint", "is_subclass_typehint"): "cli/lightning/class_paths.py",
-    ("jsonargparse._typehints.ActionTypeHint", "is_callable_typehint"): "cli/lightning/class_paths.py",
     ("argparse", "_ArgumentGroup"): "cli/lightning/short_help.py: the groups of the short help",
 }
 # private attributes of objects, checked on an object the test makes
 ON_OBJECTS = {
     "_signal_connector": "training/preemption.py: Trainer()._signal_connector.received_sigterm",
-    "_subcommands_action": "cli/lightning/commands.py, class_paths.py: the parser of each subcommand",
-    "_name_parser_map": "cli/lightning/commands.py, class_paths.py: the parser of each subcommand",
-    "_actions": "cli/lightning/class_paths.py: the parser's options; cli/options.py: those --print_config prints",
+    "_actions": "cli/options.py: the options --print_config prints",
     "_action_groups": "cli/lightning/short_help.py: the parser's groups",
     "_group_actions": "cli/lightning/short_help.py: a group's options",
-    "_showwarnmsg_impl": "config/console.py: Python's own printer of warnings (the console replaces only that one)",
 }
-MODULES = {"_typehints"}  # private modules named in an import
+MODULES: set[str] = set()  # private modules named in an import
+LIMIT = 5  # at most this many private names of a dependency in caption/
+
+
+def test_the_project_relies_on_few_private_names():
+    listed = {name for _, name in ON_MODULES_AND_CLASSES} | set(ON_OBJECTS) | MODULES
+    assert len(listed) <= LIMIT, sorted(listed)
 
 
 def resolved(dotted: str):
@@ -66,15 +59,8 @@ def test_each_private_attribute_of_an_object_exists():
 
     trainer = Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     parser = LightningArgumentParser()
-    parser.add_subcommands().add_subcommand("fit", LightningArgumentParser())
     group = parser.add_argument_group("group")
-    import caption.config.console  # noqa: F401  (the module that names Python's printer)
-
-    printer_module = next(module for name in ("warnings", "_py_warnings")
-                          if hasattr(module := importlib.import_module(name), "_showwarnmsg_impl"))
-    objects = {"_signal_connector": trainer, "_subcommands_action": parser, "_actions": parser,
-               "_name_parser_map": parser._subcommands_action, "_action_groups": parser, "_group_actions": group,
-               "_showwarnmsg_impl": printer_module}
+    objects = {"_signal_connector": trainer, "_actions": parser, "_action_groups": parser, "_group_actions": group}
     assert set(objects) == set(ON_OBJECTS)
     for name, owner in objects.items():
         assert hasattr(owner, name), f"{type(owner).__name__}.{name} is gone: {ON_OBJECTS[name]} needs it"
@@ -106,22 +92,3 @@ def test_every_private_name_used_is_listed():
     listed = {name for _, name in ON_MODULES_AND_CLASSES} | set(ON_OBJECTS) | MODULES
     unlisted = {name: sorted(paths) for name, paths in private_names_used().items() if name not in listed}
     assert not unlisted, f"private names of a dependency not listed in this test (add each, with its use): {unlisted}"
-
-
-def test_jsonargparse_import_object_is_guarded_or_the_fallback_says_so(monkeypatch):
-    """`resolving_safely` replaces jsonargparse's one `import_object`; where a release has several (or none), it says
-    so in one warning instead of running unguarded in silence."""
-    import jsonargparse  # noqa: F401
-    from lightning.pytorch.cli import LightningCLI  # noqa: F401  (imports the jsonargparse modules it uses)
-
-    from caption.cli.lightning.class_paths import resolving_safely
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CaptionWarning)
-        with resolving_safely():
-            pass
-    another = types.ModuleType("jsonargparse._another")  # a release whose modules hold two different import_object
-    another.import_object = lambda name: None
-    monkeypatch.setitem(sys.modules, "jsonargparse._another", another)
-    with pytest.warns(CaptionWarning, match="class paths are checked in the configs' walk only"), resolving_safely():
-        pass

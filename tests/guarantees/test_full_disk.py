@@ -51,7 +51,8 @@ def test_logs_on_a_full_disk_are_one_line_naming_their_folder(disk, tmp_path):
     assert "config.yaml" in line and str(disk.folder) in line and "is full" in line
 
     logger = CSVLogger(save_dir=disk.folder / "csv")
-    with pytest.raises(OutputError, match=f"cannot write the logged metrics {disk.folder / 'csv'}/.*metrics.csv: .* is full"):
+    written = f"cannot write the logged metrics {disk.folder / 'csv'}/.*metrics.csv: .* is full"
+    with pytest.raises(OutputError, match=written):
         logger.log_metrics({"train/nll": 1.0}, step=0)
         logger.save()
     logger.finalize("failed")  # after a failed run: no second error on top of the first
@@ -76,8 +77,8 @@ def test_logs_on_a_full_disk_leave_no_empty_or_partial_file(disk, tmp_path, free
 @pytest.mark.parametrize("free", [0, 20_000])
 def test_a_tensorboard_logger_on_a_full_disk_is_one_line_and_leaves_no_empty_event_file(disk, tmp_path, free):
     """Its writer's first event file (0 bytes free) or a later one (20 KB: config.yaml, hparams.yaml and some events
-    fit) cannot be written: one line naming the logger's folder (TensorBoard's writer thread prints its own traceback), and no empty
-    event file (a partial one stays: TensorBoard reads it up to its last whole record)."""
+    fit) cannot be written: one line naming the logger's folder (TensorBoard's writer thread prints its own
+    traceback), and no empty event file (a partial one stays: TensorBoard reads it up to its last whole record)."""
     pytest.importorskip("tensorboard")
     if not disk.mounted:
         pytest.skip("TensorBoard's own writes can only fail on a real full disk "

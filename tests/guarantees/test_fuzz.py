@@ -26,7 +26,6 @@ from kit.planted import planted_modules
 from safetensors.torch import load_file, save_file
 
 from caption import Captioner
-from caption.cli.lightning.class_paths import resolving_safely
 from caption.cli.lightning.commands import CaptionCLI
 from caption.cli.lightning.parser import CaptionArgumentParser
 from caption.config.packaged import NAMED_RUNS, packaged_configs
@@ -105,7 +104,7 @@ class ParserOnly(CaptionCLI):
 def parse(parser: CaptionArgumentParser, args: list[str]) -> None:
     """`caption fit ARGS` parsed as the CLI parses it (`CaptionCLI.parse_arguments`, under its class-path rule)."""
     cli = object.__new__(CaptionCLI)  # the parser built once: the parse alone, the same code path
-    with resolving_safely(), contextlib.ExitStack() as cli.command_scope:
+    with contextlib.ExitStack() as cli.command_scope:
         cli.parse_arguments(parser, args)
 
 

@@ -3,7 +3,8 @@ features` (which parses as `fit` does): a class a config names is resolved by im
 torch, torchvision, or a module the user named on the command line.
 
 jsonargparse imports a `class_path` as soon as it parses it, running the module's top-level code before it checks
-what it found, so the rule is applied before the parser sees anything:
+what it found, so the rule is applied before the parser sees anything (through public APIs only: no function of
+jsonargparse is replaced):
 
 - `caption` itself takes `--import MODULE` out of any command's arguments and imports it (`caption.cli.imports`):
   the user named it; `named_on_command_line` collects the modules of the class paths the command
@@ -13,29 +14,25 @@ what it found, so the rule is applied before the parser sees anything:
   naming the file, the key and the value, and one that resolves, through an allowed module, to an object defined
   outside them (`torch.os.system` is os.system: `caption.io.class_paths.outside_allowed`); a file that is no YAML
   mapping is refused in one line naming it;
-- `resolving_safely`, around the whole command, makes jsonargparse's own `import_object` refuse the same (both: the
-  module before importing, the object it found by its `__module__`) for any value the walk does not reach (the
-  message then names the value and the file being parsed).
+- `check_parsed` checks the parsed config the same way before anything is built, for any value the walk does not
+  reach (the message then names the key).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import itertools
 import re
-import sys
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from caption.config.keys import non_finite_message
-from caption.errors import CaptionWarning, ConfigError
+from caption.errors import ConfigError
 from caption.io.class_paths import (
-    ForeignClassError,
     checked_resolution,
     may_import,
     module_of,
@@ -45,40 +42,13 @@ from caption.io.class_paths import (
 
 DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")  # a class path: identifiers joined by dots
 NESTED_CONFIG_LIMIT = 1 << 20  # a file a value names is read as a nested config when no larger than this
-# the keys where a class is expected when the parser cannot be asked (see `class_keys`)
-CLASS_KEYS = ("data.source", "lr_scheduler", "trainer.callbacks", "trainer.logger", "trainer.plugins",
-              "trainer.strategy", "trainer.accelerator", "trainer.profiler")
+# the keys where a class is expected (tests/guarantees/test_class_paths.py checks it against jsonargparse's parsers)
+CLASS_KEYS = frozenset(("data.source", "lr_scheduler", "trainer.callbacks", "trainer.logger", "trainer.plugins",
+                        "trainer.strategy", "trainer.accelerator", "trainer.profiler"))
+# the endings of a file's name: a dotted value ending so is a file, not a class path (`test.json`)
+FILE_EXTENSIONS = frozenset(("json", "yaml", "yml", "txt", "csv", "jpg", "jpeg", "png", "pt", "pth", "ckpt", "npy",
+                             "npz", "safetensors", "tar", "zip", "gz", "bin", "h5", "pkl", "md", "log"))
 NOT_CONFIGS = ("config", "ckpt_path", "data.predict", "data.vocabulary_from")  # file values never read as configs
-
-
-class RefusedImport(ForeignClassError, ImportError):
-    """A class path jsonargparse was about to import, refused by `resolving_safely`."""
-
-
-NOT_IMPORTED = object()  # in REFUSED: a path refused before anything was imported
-# (class path, what it resolved to or NOT_IMPORTED) of each `resolving_safely` refused during the current parse
-REFUSED: list[tuple[str, Any]] = []
-
-
-def command_parser(parser: Any, args: list[str]) -> Any:
-    """The parser of the subcommand `args` start with (fit, test, ...), else `parser` itself."""
-    subcommands = getattr(getattr(parser, "_subcommands_action", None), "_name_parser_map", {})
-    return subcommands.get(args[0], parser) if args else parser
-
-
-def class_keys(parser: Any) -> frozenset[str]:
-    """The keys of `parser` that take a class (a class path, or a list of them), asked of jsonargparse, with
-    CLASS_KEYS where it cannot say."""
-    keys: set[str] = set(CLASS_KEYS)
-    try:
-        from jsonargparse._typehints import ActionTypeHint
-
-        keys |= {action.dest for action in parser._actions if isinstance(action, ActionTypeHint) and (
-            ActionTypeHint.is_subclass_typehint(action, all_subtypes=False, also_lists=True)
-            or ActionTypeHint.is_callable_typehint(action))}
-    except (ImportError, AttributeError, TypeError):  # another jsonargparse: the keys known to take one
-        pass
-    return frozenset(keys)
 
 
 def option_values(args: list[str]) -> Iterator[tuple[str, str]]:
@@ -96,12 +66,13 @@ def option_values(args: list[str]) -> Iterator[tuple[str, str]]:
 
 
 def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, folder: Path | None,
-                   seen: set[Path], inside: tuple[int, ...] = ()) -> Iterator[tuple[str, str, str]]:
+                   seen: set[Path], inside: tuple[int, ...] = (), files: bool = True) -> Iterator[tuple[str, str, str]]:
     """(origin, key, class path) of every class path in settings `node` found at `key`: each `class_path`'s value,
     a dotted string where a class is expected (`keys`) or that starts with a module `may_import` allows (a callable
     given by its path, `on_fit_start: torch.os.system`), and those of a small file a string value names (a nested
     config, with that file as origin). `inside`: the ids of the mappings and lists around `node`; a YAML alias inside
-    its own anchor (a value holding itself, which jsonargparse recurses into without end) is a ConfigError."""
+    its own anchor (a value holding itself, which jsonargparse recurses into without end) is a ConfigError. Without
+`files`, no file is read."""
     if isinstance(node, (dict, list)):
         if id(node) in inside:
             raise ConfigError(f"{origin}: {key} holds itself (a YAML alias inside its own anchor), which no setting "
@@ -113,25 +84,38 @@ def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, fo
         for name, value in node.items():
             if name != "class_path" or not isinstance(value, str):
                 yield from class_paths_in(value, f"{key}.{name}" if key else str(name), keys=keys, origin=origin,
-                                          folder=folder, seen=seen, inside=inside)
+                                          folder=folder, seen=seen, inside=inside, files=files)
     elif isinstance(node, list):
         for index, value in enumerate(node):
             yield from class_paths_in(value, f"{key}[{index}]", keys=keys, origin=origin, folder=folder, seen=seen,
-                                      inside=inside)
+                                      inside=inside, files=files)
     elif isinstance(node, str):
         takes_class = re.sub(r"\[\d+\]", "", key) in keys
         dotted = DOTTED.fullmatch(node) is not None
         if takes_class and dotted:
             yield origin, key, node
             return
-        if dotted and may_import(node):  # perhaps a callable given by its path (`on_fit_start: torch.os.system`)
+        # perhaps a callable or class given by its path, which jsonargparse imports wherever its type allows one
+        if dotted and (may_import(node) or names_a_module(node)):  # (`on_fit_start: os.system`)
             yield origin, key, node
-        if key not in NOT_CONFIGS:
+        if files and key not in NOT_CONFIGS:
             nested = nested_config(node, folder, any_name=takes_class)
             if nested is not None and nested not in seen:
                 seen.add(nested)
                 yield from class_paths_in(settings_of(nested), key, keys=keys, origin=f"config {nested}",
                                           folder=nested.parent, seen=seen)
+
+
+def names_a_module(value: str) -> bool:
+    """Whether dotted `value` starts with a top-level module this process could import (looked up, not imported), and
+    is not a file's name (`test.json`, `vgg16.pth`)."""
+    top, _, rest = value.partition(".")
+    if rest.rpartition(".")[2].lower() in FILE_EXTENSIONS:
+        return False
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def nested_config(value: str, folder: Path | None, *, any_name: bool = False) -> Path | None:
@@ -160,10 +144,10 @@ def settings_of(path: Path) -> Any:
         return None
 
 
-def named_on_command_line(args: list[str], *, parser: Any) -> list[str]:
+def named_on_command_line(args: list[str]) -> list[str]:
     """The modules of the class paths the command line itself gives (`--trainer.callbacks+=mylab.Probe`,
     `--lr_scheduler '{"class_path": ...}'`): the user named them. Files a value names are configs: not counted."""
-    keys = class_keys(command_parser(parser, args))
+    keys = CLASS_KEYS
     found: list[str] = []
     for key, value in option_values(args):
         if key in NOT_CONFIGS:
@@ -180,11 +164,11 @@ def named_on_command_line(args: list[str], *, parser: Any) -> list[str]:
     return list(dict.fromkeys(module_of(path) for path in found))
 
 
-def check_configs(args: list[str], *, parser: Any) -> None:
+def check_configs(args: list[str]) -> None:
     """Refuse, in one line naming the file, the key and the value, a class path in a `--config` file (or in a file a
     value names) whose module may not be imported (`caption.io.class_paths.may_import`), and a config file that is
     not a YAML mapping of settings. Call it once the modules named on the command line are registered."""
-    keys = class_keys(command_parser(parser, args))
+    keys = CLASS_KEYS
     configs = [value for key, value in option_values(args) if key == "config"]
     configs += [value for flag, value in itertools.pairwise(args) if flag == "-c"]
     seen: set[Path] = set()
@@ -220,55 +204,24 @@ def check_configs(args: list[str], *, parser: Any) -> None:
             checked_resolution(class_path, key=key, origin=origin)
 
 
-@contextmanager
-def resolving_safely() -> Iterator[None]:
-    """While inside, jsonargparse's `import_object` refuses (RefusedImport, recorded in REFUSED) a class path taken
-    from a value whose module `may_import` does not allow, before importing anything; paths from the code's own
-    annotations (`check_path=False`) pass."""
-    modules = [module for name, module in list(sys.modules.items())
-               if (name == "jsonargparse" or name.startswith("jsonargparse.")) and module is not None]
-    # each module's own attribute (vars: a module's __getattr__ would warn about deprecated names)
-    originals = {id(function): function for module in modules
-                 if callable(function := vars(module).get("import_object"))}
-    if len(originals) != 1:  # not the jsonargparse this was written for: the walk of `check_configs` still holds
-        warnings.warn(f"jsonargparse {version('jsonargparse')} does not have the one `import_object` this project "
-                      f"guards (found {len(originals)}): class paths are checked in the configs' walk only, not again "
-                      "where jsonargparse imports them", CaptionWarning, stacklevel=3)
-        yield
-        return
-    (original,) = originals.values()
-
-    def import_object(name: Any, *args: Any, **kwargs: Any) -> Any:
-        from_value = kwargs.get("check_path", args[0] if args else True)
-        if from_value and isinstance(name, str) and "." in name and not may_import(name):
-            REFUSED.append((name, NOT_IMPORTED))
-            raise RefusedImport(str(not_importable(name, key="a class path", origin="the settings")))
-        found = original(name, *args, **kwargs)
-        outside = outside_allowed(name, found, key="a class path", origin="the settings") if from_value else None
-        if outside is not None:  # defined elsewhere, reached through an allowed module: `torch.os.system`
-            REFUSED.append((name, found))
-            raise RefusedImport(str(outside))
-        return found
-
-    patched = [module for module in modules if vars(module).get("import_object") is original]
-    for module in patched:
-        module.import_object = import_object
-    REFUSED.clear()
-    try:
-        yield
-    finally:
-        for module in patched:
-            module.import_object = original
-        REFUSED.clear()
-
-
-def refusal(where: str) -> str | None:
-    """The message of the class path `resolving_safely` refused last during this parse, with `where` it was read
-    (e.g. "config file x.yaml"), or None if it refused none."""
-    if not REFUSED:
-        return None
-    name, found = REFUSED[-1]
-    if found is NOT_IMPORTED:
-        return str(not_importable(name, key="a class path", origin=where or "the settings"))
-    return str(outside_allowed(name, found, key="a class path", origin=where or "the settings"))
-
+def check_parsed(settings: Any, key: str = "") -> None:
+    """Refuse, in one line naming the key, what `check_configs` would refuse in the parsed settings of a command
+    (`config.as_dict()`): a class path whose module may not be imported, or a class or callable (jsonargparse holds
+    those resolved) defined outside the allowed modules, read from a place the walk of the files does not reach."""
+    if isinstance(settings, dict):
+        for name, value in settings.items():
+            check_parsed(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(settings, list):
+        for index, value in enumerate(settings):
+            check_parsed(value, f"{key}[{index}]")
+    elif isinstance(settings, str):
+        if key.endswith("class_path") or re.sub(r"\[\d+\]", "", key) in CLASS_KEYS:
+            if DOTTED.fullmatch(settings) and not may_import(settings):
+                raise not_importable(settings, key=key, origin="the settings")
+            if DOTTED.fullmatch(settings):
+                checked_resolution(settings, key=key, origin="the settings")
+    elif inspect.isroutine(settings) or inspect.isclass(settings) or inspect.ismodule(settings):
+        name = getattr(settings, "__qualname__", None) or type(settings).__name__
+        refused = outside_allowed(name, settings, key=key, origin="the settings")
+        if refused is not None:
+            raise refused

@@ -36,7 +36,7 @@ from caption.cli.lightning.checkpoint_settings import (
     resolve_last,
     with_run_checkpoint,
 )
-from caption.cli.lightning.class_paths import check_configs, named_on_command_line, resolving_safely
+from caption.cli.lightning.class_paths import check_configs, check_parsed, named_on_command_line
 from caption.cli.lightning.console import lightning_console, quiet_lightning
 from caption.cli.lightning.parser import CaptionArgumentParser
 from caption.cli.lightning.predict_arguments import predict_arguments, scoring_arguments
@@ -107,7 +107,8 @@ class CaptionCLI(LightningCLI):
         )
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Parse, then check --ckpt_path: Lightning reads its hyperparameters next, with a bare torch.load."""
+        """Parse, then check --ckpt_path's checkpoint and take its model settings (a model folder of `caption export`
+        too, which Lightning does not read)."""
         args = sys.argv[1:] if args is None else list(args)  # without --import: `caption` took it (caption.cli.run)
         stage_0 = encoder_run(args)
         if stage_0 is not None:
@@ -115,8 +116,8 @@ class CaptionCLI(LightningCLI):
                               f"{stage_0}`, then `caption fit` on it (README \"Quick start\")")
         args = with_packaged_configs(args)  # --config shapes_soft
         # a class a config names: imported only if the project's, Lightning's, torch's, or named on the command line
-        self.command_scope.enter_context(named_modules(named_on_command_line(args, parser=parser)))
-        check_configs(args, parser=parser)
+        self.command_scope.enter_context(named_modules(named_on_command_line(args)))
+        check_configs(args)
         if args[:1] != ["fit"]:  # --ckpt_path runs/x: the checkpoint `caption compare` picks there (fit resumes: last)
             args = with_run_checkpoint(args)
         if args[:1] == ["predict"]:
@@ -126,18 +127,13 @@ class CaptionCLI(LightningCLI):
         self.config = parser.parse_args(args)  # LightningCLI's own, without its warning that `caption` passes args
         self.command_line = args
         subcommand = self.config.get("subcommand")
+        check_parsed((self.config[subcommand] if subcommand else self.config).as_dict())  # before anything reads it
         self.checkpoint = given_checkpoint(args, config=self.config, subcommand=subcommand)
+        if self.checkpoint is not None:  # the model it was trained as (Lightning then reads the same from the file)
+            model = checkpoint_model_settings(self.checkpoint)
+            self.config = parser.parse_object({subcommand: {"model": model}}, self.config)
         # the checkpoint's model settings then replace the parsed ones: keep the decoding ones given here
         self.decoding_overrides = decoding_overrides(args, config=self.config, subcommand=subcommand)
-
-    # no public hook: LightningCLI.__init__ calls this between parse_arguments and before_instantiate_classes
-    def _parse_ckpt_path(self) -> None:
-        """The model settings of --ckpt_path's checkpoint, as Lightning takes them, but from the one read of the file
-        (`parse_arguments`), in which the settings of older checkpoints have moved to their groups already."""
-        if self.checkpoint is None:
-            return
-        model = checkpoint_model_settings(self.checkpoint)
-        self.config = self.parser.parse_object({self.config.subcommand: {"model": model}}, self.config)
 
     def before_instantiate_classes(self) -> None:
         """Where the run writes (`caption.cli.lightning.run_folders`), then what --ckpt_path changes in its settings
@@ -259,16 +255,23 @@ class ParserBuilt(Exception):
 
 
 def lightning_parsers() -> dict[str, LightningArgumentParser]:
-    """The parser of each subcommand (fit, validate, test, predict) as `main` builds it, without parsing or running."""
+    """The parser of each subcommand (fit, validate, test, predict) as `main` builds it, without parsing or running:
+    LightningCLI makes its main parser, then one per subcommand in the order of `subcommands()`, each by
+    `init_parser`."""
+    made: list[LightningArgumentParser] = []
 
     class ParserOnly(CaptionCLI):
+        def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+            made.append(super().init_parser(**kwargs))
+            return made[-1]
+
         def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-            raise ParserBuilt(parser)
+            raise ParserBuilt
 
     try:
         ParserOnly(CaptionModule, CaptionDataModule, args=[], **CLI_SETTINGS)
-    except ParserBuilt as built:
-        return dict(built.args[0]._subcommands_action._name_parser_map)
+    except ParserBuilt:
+        return dict(zip(LightningCLI.subcommands(), made[1:], strict=True))
     raise AssertionError("LightningCLI parsed without calling parse_arguments")
 
 

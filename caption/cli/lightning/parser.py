@@ -11,7 +11,6 @@ from typing import Any
 import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
-from caption.cli.lightning.class_paths import refusal
 from caption.cli.lightning.predict_arguments import add_prediction_arguments
 from caption.io.outputs import write_atomically
 
@@ -56,9 +55,6 @@ class CaptionArgumentParser(LightningArgumentParser):
         if not self.exit_on_error:  # jsonargparse catches these itself
             return super().error(message, ex)
         where = f"config file {self.config_file}: " if self.config_file else ""
-        refused = refusal(where.removesuffix(": "))  # a class path refused on import: that, not jsonargparse's list
-        if refused is not None:
-            sys.exit(f"caption: error: {refused}")
         if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
             message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
         sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help-all`)")
