@@ -54,12 +54,12 @@ from caption.data.datamodule import DATA_LINKS, CaptionDataModule
 from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.io.checkpoints import SafeCheckpointIO, has_encoder
 from caption.io.class_paths import named_modules
-from caption.io.device import trainer_precision
 from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
 from caption.training.allocator import configure_allocator
 from caption.training.callbacks import AttentionPatience, LoggingInterval, PeriodicCheckpoint
 from caption.training.module import CaptionModule
 from caption.training.progress import FitSummary, ParameterCount, ProgressBar, summary
+from caption.training.trainer import CaptionTrainer
 
 
 def scheduler_settings(scheduler: Namespace | None) -> dict[str, Any] | None:
@@ -129,11 +129,11 @@ class CaptionCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         check_parsed((self.config[subcommand] if subcommand else self.config).as_dict())  # before anything reads it
         self.checkpoint = given_checkpoint(args, config=self.config, subcommand=subcommand)
+        # the checkpoint's model settings replace the parsed ones, but the decoding ones given here win
+        self.decoding_overrides = decoding_overrides(args, config=self.config, subcommand=subcommand)
         if self.checkpoint is not None:  # the model it was trained as (Lightning then reads the same from the file)
             model = checkpoint_model_settings(self.checkpoint)
             self.config = parser.parse_object({subcommand: {"model": model}}, self.config)
-        # the checkpoint's model settings then replace the parsed ones: keep the decoding ones given here
-        self.decoding_overrides = decoding_overrides(args, config=self.config, subcommand=subcommand)
 
     def before_instantiate_classes(self) -> None:
         """Where the run writes (`caption.cli.lightning.run_folders`), then what --ckpt_path changes in its settings
@@ -201,9 +201,6 @@ class CaptionCLI(LightningCLI):
             callbacks.append(ParameterCount())
             kwargs["enable_model_summary"] = False  # Lightning then adds none of its own, and does not say so
         callbacks.append(LoggingInterval())
-        # unset or auto: bf16-mixed where the device has bf16 matrix units (caption.io.device); the model line
-        # of the console says which ran
-        kwargs["precision"] = trainer_precision(settings.get("precision"), settings.get("accelerator"))
         self.fit_summary = FitSummary() if self.subcommand == "fit" else None
         kwargs["callbacks"] = callbacks + ([self.fit_summary] if self.fit_summary is not None else [])
         trainer = super().instantiate_trainer(**kwargs)
@@ -236,7 +233,8 @@ class CaptionCLI(LightningCLI):
 
 
 # how `caption` makes its LightningCLI
-CLI_SETTINGS: dict[str, Any] = {"parser_class": CaptionArgumentParser, "save_config_callback": SaveConfig,
+CLI_SETTINGS: dict[str, Any] = {"trainer_class": CaptionTrainer, "parser_class": CaptionArgumentParser,
+                                "save_config_callback": SaveConfig,
                                 "save_config_kwargs": {"overwrite": True}, "auto_configure_optimizers": False}
 
 

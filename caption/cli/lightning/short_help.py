@@ -44,8 +44,8 @@ LEFT_OUT = ("--data.source.init_args",)  # a data source's settings: `--data.sou
 # jsonargparse's help of --config, as `caption` reads it (caption.config.packaged)
 OWN_HELP = {"--config": "a YAML config: a file, or a packaged config or named run by name (shapes_soft, coco_hard, "
                         "...); repeat it to compose them, a later one overriding an earlier one",
-            "--trainer.precision": "32-true or bf16-mixed (or another of Lightning's); unset: bf16-mixed where the "
-                                   "device has bf16 matrix units, else 32-true (caption.model.precision)"}
+            "--trainer.precision": "auto (= unset: bf16-mixed where the device has bf16 matrix units, else 32-true), "
+                                   "32-true, bf16-mixed or 16-mixed (caption.training.trainer)"}
 HELP_COLUMN = 40  # where an option's help starts, when its name leaves room (else on the next line)
 # the end of a sentence (not of "e.g." or "i.e."), before the next one starts
 SENTENCE_END = re.compile(r"(?<![ei]\.[ge]\.)(?<=[.!?])\s+(?=[A-Z`\"(])")
