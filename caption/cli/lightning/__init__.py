@@ -14,6 +14,6 @@ argparse commands beside it in `caption.cli`.
     short_help.py          `--help` without importing Lightning, from short_help.json beside it
 
 Nothing of Lightning or jsonargparse is patched (`tests/guarantees/test_nothing_patched.py`); the few private names
-the project reads are listed, and checked to exist, in `tests/cli/test_private_names.py`. Nothing here imports Lightning at import of the package: `caption --help` and the
-short help stay fast.
+the project reads are listed, and checked to exist, in `tests/cli/test_private_names.py`. Nothing here imports
+Lightning at import of the package: `caption --help` and the short help stay fast.
 """
