@@ -74,7 +74,8 @@ def main(argv: list[str]) -> None:
     paths = None if source is None else source_paths(source, checkpoint["datamodule_hyper_parameters"]["source"])
     config = model_config(checkpoint, version=caption.__version__,  # before building the model changes any setting
                           source_paths=paths, preprocessing=None if inputs is None else preprocessing(*inputs))
-    from caption.inference.trained import TRAINING_STATE, build_model
+    from caption.inference.trained import build_model
+    from caption.model.caption_model import TRAINING_STATE
 
     model = build_model(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
     training_state = {name: weight for name, weight in checkpoint["state_dict"].items()

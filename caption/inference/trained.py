@@ -34,7 +34,7 @@ from caption.io.checkpoint_weights import with_checkpoint_weights, without_encod
 from caption.io.checkpoints import find_checkpoint, read_checkpoint
 from caption.io.class_paths import ForeignClassError, checked, instantiate
 from caption.io.model_folder import settings_file
-from caption.model.caption_model import CaptionModel, ModelSettings, check_sizes
+from caption.model.caption_model import TRAINING_STATE, CaptionModel, ModelSettings, check_sizes
 from caption.model.vocabulary import Vocabulary
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
@@ -77,7 +77,6 @@ def load_trained(
 
 # what a checkpoint of `caption fit` holds beside the model's weights, the training's alone: the objective's state (hard
 # attention's baseline)
-TRAINING_STATE = ("objective.",)
 
 
 def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,

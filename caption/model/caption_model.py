@@ -8,10 +8,9 @@ the decoder's captions of them (sec. 3.1.2, decoded by `caption.model.search`), 
 A checkpoint of `caption fit` stores the settings as plain dicts, one per group, read back by `ModelSettings.of`;
 `caption.inference.load_trained` builds the model from them and loads its weights (`encoder.*`, `decoder.*`), once
 `check_sizes` has found every size the settings set in the weights' shapes (`size_problem`). The LightningModule that
-trains it (`caption.training.module.CaptionModule`) holds the same encoder and decoder (`build_encoder`,
-`build_decoder`) and computes annotations and captions with the same functions (`batch_annotations`,
-`caption.model.search.generate`). Nothing here reads a file or asks the machine: what does is passed in (the encoder's
-weights `reader`, the search's `free_memory`).
+trains it (`caption.training.module.CaptionModule`) holds one as `model`, and its checkpoints name the weights as the
+model does (`checkpoint_state`), beside the objective's state (`TRAINING_STATE`). Nothing here reads a file or asks
+the machine: what does is passed in (the encoder's weights `reader`, the search's `free_memory`).
 """
 
 import os
@@ -33,6 +32,22 @@ from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSetting
 from caption.model.search import FreeMemory, generate
 from caption.model.self_critical import SelfCriticalSettings
 from caption.model.vocabulary import Vocabulary
+
+# the prefixes of what a checkpoint holds beside the model's weights: the training's own state (hard attention's
+# baseline), which inference leaves out
+TRAINING_STATE = ("objective.",)
+MODEL = "model."  # the prefix of the CaptionModel's weights in the LightningModule that trains it
+
+
+def checkpoint_state(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """The training module's state dict as a checkpoint stores it: the CaptionModel's weights under their own names
+    (`encoder.*`, `decoder.*`, as `CaptionModel.load_state_dict` takes them), the objective's state (`objective.*`)."""
+    return {name.removeprefix(MODEL): value for name, value in state.items()}
+
+
+def module_state(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """A checkpoint's state dict under the training module's names (`checkpoint_state` undone)."""
+    return {name if name.startswith(TRAINING_STATE) else MODEL + name: value for name, value in state.items()}
 
 
 @dataclass(frozen=True)

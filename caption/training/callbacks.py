@@ -254,7 +254,7 @@ class ModelFlopsUtilization(ThroughputMonitor):
         super().setup(trainer, pl_module, stage)
         pl_module.flops_per_batch = None  # ThroughputMonitor reads it after every batch; None: not counted
         if self._hook is None:
-            self._hook = pl_module.decoder.register_forward_pre_hook(self._record_forward)
+            self._hook = pl_module.model.decoder.register_forward_pre_hook(self._record_forward)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self._hook is not None:
@@ -271,7 +271,7 @@ class ModelFlopsUtilization(ThroughputMonitor):
     def batch_flops(self, pl_module: L.LightningModule) -> int:
         """Forward + backward FLOPs of the decoder's training forwards in the batch that just ended."""
         return sum(
-            DecoderFlops.of(pl_module.decoder, locations).training(captions=rows, tokens=int(tokens))
+            DecoderFlops.of(pl_module.model.decoder, locations).training(captions=rows, tokens=int(tokens))
             for locations, rows, tokens in self._forwards
         )
 

@@ -19,6 +19,7 @@ from torch import nn
 
 from caption.errors import ConfigError
 from caption.io.checkpoints import found_checkpoint, read_checkpoint
+from caption.model.caption_model import module_state
 from caption.model.encoder import STAGES
 from caption.model.vocabulary import check_vocabulary
 
@@ -53,7 +54,7 @@ class EncoderFinetuning(BaseFinetuning):
         self.frozen_epochs, self.stages, self.learning_rate = frozen_epochs, stages, learning_rate
 
     def freeze_before_training(self, pl_module: L.LightningModule) -> None:
-        pl_module.encoder.requires_grad_(False)
+        pl_module.model.encoder.requires_grad_(False)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """A run resumed in the middle of an epoch gets no `on_train_epoch_start` (Lightning skips it), so its
@@ -64,7 +65,7 @@ class EncoderFinetuning(BaseFinetuning):
     def finetune_function(self, pl_module: L.LightningModule, epoch: int, optimizer: torch.optim.Optimizer) -> None:
         if epoch < self.frozen_epochs:
             return
-        trained = stage_parameters(pl_module.encoder, self.stages)
+        trained = stage_parameters(pl_module.model.encoder, self.stages)
         for parameter in trained:  # again at every start: a resumed run's `setup` froze them
             parameter.requires_grad_(True)
         in_optimizer = {id(parameter) for group in optimizer.param_groups for parameter in group["params"]}
@@ -88,12 +89,12 @@ def load_weights(module: L.LightningModule, path: str) -> None:
         raise ConfigError(f"model.optimization.init_from: {path} does not exist: point it at the checkpoint of the run "
                           "to start from (e.g. stage 1's checkpoints/best.ckpt)")
     vocabulary = checkpoint["hyper_parameters"]["vocabulary"]
-    check_vocabulary(vocabulary, module.vocabulary.itos, problem=f"model.optimization.init_from: {path} was trained "
-                     "on another vocabulary", fix="use the data settings of its run")
+    check_vocabulary(vocabulary, module.model.vocabulary.itos, problem=f"model.optimization.init_from: {path} was "
+                     "trained on another vocabulary", fix="use the data settings of its run")
     state: dict[str, Any] = checkpoint["state_dict"]
-    trained_with, attention = checkpoint["hyper_parameters"]["attention"]["kind"], module.settings.attention.kind
+    trained_with, attention = checkpoint["hyper_parameters"]["attention"]["kind"], module.model.settings.attention.kind
     if trained_with != attention:  # the weights fit; the objective's state (hard attention's baseline) does not
-        objective = {key: value for key, value in module.state_dict().items() if key.startswith("objective.")}
+        objective = {key: value for key, value in module.objective.state_dict(prefix="objective.").items()}
         left_out = sorted(key for key in state if key.startswith("objective."))
         state = {**{key: value for key, value in state.items() if not key.startswith("objective.")}, **objective}
         parts = [f"its {', '.join(left_out)} (for {trained_with} attention only) is left out"] if left_out else []
@@ -101,7 +102,7 @@ def load_weights(module: L.LightningModule, path: str) -> None:
         rank_zero_info(f"model.optimization.init_from: {path} was trained with {trained_with} attention, "
                        f"this run uses {attention}: its weights are used; {'; '.join(parts)}")
     try:
-        module.load_state_dict(state)
+        module.load_state_dict(module_state(state))
     except RuntimeError as error:
         summary = " ".join(str(error).split())[:400]
         raise ConfigError(

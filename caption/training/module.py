@@ -27,23 +27,23 @@ from caption.io.class_paths import instantiate, scheduler_bases
 from caption.io.device import free_memory as device_free_memory
 from caption.model.attention import AttentionSettings
 from caption.model.caption_model import (
+    CaptionModel,
     ModelSettings,
-    batch_annotations,
-    build_decoder,
+    checkpoint_state,
     first_occurrences,
+    module_state,
     typed,
 )
-from caption.model.captions import Decoded
+from caption.model.captions import Caption
 from caption.model.decoder import DecoderSettings
 from caption.model.decoding import DecodingSettings
-from caption.model.encoder import TORCHVISION_ENCODERS, EncoderSettings, build_encoder
+from caption.model.encoder import TORCHVISION_ENCODERS, EncoderSettings
 from caption.model.kinds import kind_of
 from caption.model.objectives import (
     HardObjectiveSettings,
     LossTerms,
     SoftObjectiveSettings,
 )
-from caption.model.search import FreeMemory, generate
 from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms
 from caption.model.vocabulary import Vocabulary, check_vocabulary
 from caption.training.finetuning import EncoderFinetuning, load_weights
@@ -93,7 +93,7 @@ class CaptionModule(L.LightningModule):
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
-        self.settings = settings = ModelSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
+        settings = ModelSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
                                                     hard=hard, decoding=decoding, self_critical=self_critical)
         self.optimization = typed(OptimizationSettings, optimization, "optimization")
         # plain dicts in the checkpoint, which loads with weights_only=True
@@ -102,10 +102,8 @@ class CaptionModule(L.LightningModule):
         self.save_hyperparameters({"vocabulary": vocabulary, **groups, "optimization": asdict(self.optimization),
                                    "self_critical": self_critical_group, "lr_scheduler": lr_scheduler,
                                    "image_size": image_size})
-        self.vocabulary = Vocabulary(vocabulary)
-        self.encoder = build_encoder(settings.encoder, reader=encoder_weights)
-        self.decoder = build_decoder(settings, vocabulary_size=len(self.vocabulary),
-                                     annotation_dim=self.encoder.dim)
+        # images in, captions out; a checkpoint names its weights as it does (`checkpoint_state`)
+        self.model = CaptionModel(vocabulary=Vocabulary(vocabulary), settings=settings, reader=encoder_weights)
         kind = kind_of(settings.attention.kind)  # eq. 12 with its baseline (hard), eq. 14 (soft)
         self.objective = kind.objective(getattr(settings, kind.group), hidden_dim=settings.decoder.hidden_dim)
         self.self_critical = None if settings.self_critical is None else SelfCritical(settings.self_critical)
@@ -115,7 +113,7 @@ class CaptionModule(L.LightningModule):
         self.not_looking: str | None = None  # why attention did not look at a validation, once said (`not_looking`)
         self.predict_num_captions = 1  # captions per image of `predict_step` (caption predict's writer sets it)
         if self.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
-            self.decoder.step = torch.compile(self.decoder.step)
+            self.model.decoder.step = torch.compile(self.model.decoder.step)
 
     @property
     def hparams_initial(self) -> AttributeDict:
@@ -129,30 +127,13 @@ class CaptionModule(L.LightningModule):
             hparams["vocabulary_size"] = len(words)
         return hparams
 
-    # ----------------------------------------------------------------------------- model
-    def annotations(self, batch: dict[str, Any]) -> Tensor:
-        """(B, L, D) annotations: from the cache when the batch has them, else through the CNN, which sees each
-        distinct image of the batch once (`caption.model.caption_model.batch_annotations`)."""
-        return batch_annotations(self.encoder, batch, freeze=self.settings.encoder.freeze)
-
-    def generate(
-        self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
-        num_captions: int = 1, free_memory: FreeMemory | None = device_free_memory,
-    ) -> Decoded:
-        """Captions for a batch of annotations, with the model's decoding settings unless `beam_size` or `max_length`
-        is given; `num_captions` = n: the n best of each image; a beam search larger than the memory `free_memory`
-        says is free (the device's, `caption.io.device.free_memory`; None: not checked) is refused
-        (`caption.model.search.generate`)."""
-        return generate(self.decoder, annotations, decoding=self.settings.decoding, beam_size=beam_size,
-                        max_length=max_length, num_captions=num_captions, free_memory=free_memory)
-
     # -------------------------------------------------------------------------- training
     def training_step(self, batch: dict[str, Any], batch_index: int) -> Tensor | None:
         # the expected CIDEr-D of sampled captions (`caption.training.self_critical`)
         if self.self_critical is not None:
             first = first_occurrences(batch["image_id"])[0]  # one row per distinct image (U,)
-            annotations = self.annotations(batch)[first]  # (U, L, D)
-            terms: LossTerms | SelfCriticalTerms = self.self_critical.step(self.decoder, annotations,
+            annotations = self.model.annotations(batch)[first]  # (U, L, D)
+            terms: LossTerms | SelfCriticalTerms = self.self_critical.step(self.model.decoder, annotations,
                                                                            batch["image_id"][first])
             logged, rows = {}, len(first)
         else:
@@ -168,14 +149,14 @@ class CaptionModule(L.LightningModule):
 
     def _likelihood_terms(self, batch: dict[str, Any]) -> tuple[LossTerms, dict[str, Tensor], int]:
         """Eq. 14 (soft) or eq. 12 (hard) on the batch's captions, what to log beside the terms, and the rows."""
-        annotations, captions = self.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
+        annotations, captions = self.model.annotations(batch), batch["caption"]  # (B, L, D), (B, T+1)
         images = first_occurrences(batch["image_id"])[1] if "image_id" in batch else None  # (B,): 0..U-1
-        samples = self.settings.hard.samples if self.settings.hard else 1
+        samples = self.model.settings.hard.samples if self.model.settings.hard else 1
         if samples > 1:  # N Monte Carlo samples per caption (eq. 12)
             annotations = annotations.repeat_interleave(samples, dim=0)
             captions = captions.repeat_interleave(samples, dim=0)
             images = None if images is None else images.repeat_interleave(samples)
-        output = self.decoder(annotations, captions, images)
+        output = self.model.decoder(annotations, captions, images)
         targets = captions[:, 1:]
         mask = (targets != Vocabulary.PAD).float()  # (B·N, T): N samples of each caption (hard attention), else N = 1
         terms = self.objective(output, targets, mask)
@@ -209,7 +190,7 @@ class CaptionModule(L.LightningModule):
     def configure_callbacks(self) -> list[L.Callback]:
         """A torchvision encoder that trains (model.encoder.freeze: false) does so on its schedule
         (`caption.training.finetuning`)."""
-        encoder = self.settings.encoder
+        encoder = self.model.settings.encoder
         if encoder.freeze or encoder.name not in TORCHVISION_ENCODERS:
             return []
         rate = encoder.learning_rate or self.optimization.learning_rate
@@ -218,7 +199,7 @@ class CaptionModule(L.LightningModule):
 
     def on_train_epoch_start(self) -> None:
         """Hard attention with semi_sampling_final: this epoch's semi-sampling probability, on a linear schedule."""
-        hard = self.settings.hard
+        hard = self.model.settings.hard
         if hard is None or hard.semi_sampling_final is None:
             return
         epochs = hard.semi_sampling_epochs or self.trainer.max_epochs
@@ -226,8 +207,9 @@ class CaptionModule(L.LightningModule):
             raise ConfigError("model.hard.semi_sampling_final needs the schedule's length: set "
                               "model.hard.semi_sampling_epochs (or a positive trainer.max_epochs)")
         progress = min(1.0, self.current_epoch / max(1, epochs - 1))
-        self.decoder.semi_sampling = hard.semi_sampling + (hard.semi_sampling_final - hard.semi_sampling) * progress
-        self.log("train/semi_sampling", self.decoder.semi_sampling)
+        decoder = self.model.decoder
+        decoder.semi_sampling = hard.semi_sampling + (hard.semi_sampling_final - hard.semi_sampling) * progress
+        self.log("train/semi_sampling", decoder.semi_sampling)
 
     def on_fit_start(self) -> None:
         """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its
@@ -241,7 +223,7 @@ class CaptionModule(L.LightningModule):
                                   "model.optimization.init_from to its run folder or checkpoint "
                                   "(e.g. runs/shapes_soft)")
             data = self.trainer.datamodule
-            self.self_critical.build_reward(data.usable("train"), self.vocabulary)
+            self.self_critical.build_reward(data.usable("train"), self.model.vocabulary)
 
     def configure_optimizers(self) -> Any:
         """The optimizer over the parameters that train now (a fine-tuned encoder joins later, in its own group:
@@ -266,10 +248,16 @@ class CaptionModule(L.LightningModule):
     def _decode_batch(self, batch: dict[str, Any], beam_size: int, *, greedy_too: bool = False) -> None:
         """Caption the batch with `beam_size` for the epoch's scores; `greedy_too`: greedily as well, when the beam
         is wider (`_greedy_captions`)."""
-        annotations = self.annotations(batch)
-        self._epoch_captions.add(batch, self.generate(annotations, beam_size=beam_size).captions(self.vocabulary))
+        annotations = self.model.annotations(batch)
+        self._epoch_captions.add(batch, self.captions(annotations, beam_size=beam_size))
         if greedy_too and beam_size > 1:
-            self._greedy_captions.add(batch, self.generate(annotations, beam_size=1).captions(self.vocabulary))
+            self._greedy_captions.add(batch, self.captions(annotations, beam_size=1))
+
+    def captions(self, annotations: Tensor, **decoding: Any) -> list[Caption]:
+        """The model's captions of `annotations` (B, L, D) (`CaptionModel.generate` with `decoding`), a beam search
+        larger than the device's free memory refused (`caption.io.device.free_memory`)."""
+        decoded = self.model.generate(annotations, free_memory=device_free_memory, **decoding)
+        return decoded.captions(self.model.vocabulary)
 
     def _log_epoch(self, split: str, *, beam_size: int, metrics: tuple[str, ...], prog_bar: bool,
                    captions: EpochCaptions | None = None, prefix: str = "") -> Evaluation:
@@ -289,7 +277,7 @@ class CaptionModule(L.LightningModule):
         """The beam and metrics of validation: while fitting, greedy and BLEU-4 and CIDEr (each epoch, fast);
         `caption validate`, as `caption test` and `caption evaluate` score: the model's beam, every metric."""
         if self._trainer is not None and self.trainer.state.fn == "validate":
-            return self.settings.decoding.beam_size, TEST_METRICS
+            return self.model.settings.decoding.beam_size, TEST_METRICS
         return 1, ("bleu4", "cider")
 
     def validation_step(self, batch: dict[str, Any], batch_index: int) -> None:
@@ -301,17 +289,17 @@ class CaptionModule(L.LightningModule):
         beam_size, metrics = self._validation_scoring()
         evaluation = self._log_epoch("val", beam_size=beam_size, metrics=metrics, prog_bar=True)
         if self.not_looking is None and not self.trainer.sanity_checking:
-            self.not_looking = not_looking(evaluation, kind=self.settings.attention.kind)
+            self.not_looking = not_looking(evaluation, kind=self.model.settings.attention.kind)
             if self.not_looking is not None:
                 rank_zero_warn(self.not_looking, category=CaptionWarning)
 
     def test_step(self, batch: dict[str, Any], batch_index: int) -> None:
-        self._decode_batch(batch, beam_size=self.settings.decoding.beam_size, greedy_too=True)
+        self._decode_batch(batch, beam_size=self.model.settings.decoding.beam_size, greedy_too=True)
 
     def on_test_epoch_end(self) -> None:
         """The test scores of the model's decoding (test/...) and, with a beam, of greedy decoding beside them, as
         validation decodes while fitting (test/greedy/...: the paper's BLEU-4 and CIDEr, where the model looked)."""
-        beam_size = self.settings.decoding.beam_size
+        beam_size = self.model.settings.decoding.beam_size
         evaluation = self._log_epoch("test", beam_size=beam_size, metrics=TEST_METRICS, prog_bar=False)
         if beam_size > 1:
             self._log_epoch("test", beam_size=1, metrics=GREEDY_METRICS, prog_bar=False,
@@ -327,26 +315,29 @@ class CaptionModule(L.LightningModule):
         if not len(batch["image_id"]):  # every image of the batch failed to load: named, and skipped
             return []
         count = self.predict_num_captions
-        captions = self.generate(self.annotations(batch), num_captions=count).captions(self.vocabulary)
+        captions = self.captions(self.model.annotations(batch), num_captions=count)
         files = batch.get("file") or [None] * len(batch["image_id"])
         return [result(image_id, file, captions[index * count:(index + 1) * count])
                 for index, (image_id, file) in enumerate(zip(batch["image_id"].tolist(), files))]
 
     # ----------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """The weights under the CaptionModel's own names (`checkpoint_state`)."""
+        checkpoint["state_dict"] = checkpoint_state(checkpoint["state_dict"])
         checkpoint["nonfinite_batches"] = self.nonfinite_batches
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse checkpoints of another project or trained on another vocabulary, by name."""
+        """Refuse checkpoints of another project or trained on another vocabulary, by name; then the weights under
+        this module's names (`module_state`), which Lightning loads next."""
         hyperparameters = checkpoint.get("hyper_parameters", {})
         if "vocabulary" not in hyperparameters:
             raise CheckpointError(
                 "this checkpoint has no vocabulary in its hyperparameters: it was not written by this "
                 "project's `caption fit` (or by an old version); retrain or pick another checkpoint"
             )
-        check_vocabulary(hyperparameters["vocabulary"], self.vocabulary.itos,
+        check_vocabulary(hyperparameters["vocabulary"], self.model.vocabulary.itos,
                          problem="the checkpoint's vocabulary differs from the one built from this config's data",
                          fix="use the config the checkpoint was trained with")
         self.nonfinite_batches = checkpoint.get("nonfinite_batches", 0)
-
+        checkpoint["state_dict"] = module_state(checkpoint["state_dict"])
 

@@ -53,8 +53,8 @@ class AttentionImages(Callback):
         if not image_ids:
             return
         with torch.no_grad():
-            annotations = pl_module.annotations({"image": pixels.to(pl_module.device)})
-            captions = pl_module.generate(annotations, beam_size=1).captions(pl_module.vocabulary)
+            annotations = pl_module.model.annotations({"image": pixels.to(pl_module.device)})
+            captions = pl_module.model.generate(annotations, beam_size=1).captions(pl_module.model.vocabulary)
         normalization = trainer.datamodule.source.normalization
         overlays = [Overlay(to_uint8(image, *normalization), caption.words, caption.alpha, caption.beta,
                             caption.locations, title=caption.text, label=f"image {image_id}")

@@ -29,9 +29,10 @@ def test_fit_then_test_through_the_cli(tmp_path, kind):
     last = next(path for path in checkpoints if path.name == "last.ckpt")
 
     module = CaptionModule.load_from_checkpoint(last, weights_only=True, map_location="cpu")
-    assert module.settings.attention.kind == kind
-    assert module.vocabulary.itos[:4] == ["<pad>", "<start>", "<end>", "<unk>"] and len(module.vocabulary) > 10
-    if module.settings.attention.kind == "hard":
+    assert module.model.settings.attention.kind == kind
+    vocabulary = module.model.vocabulary
+    assert vocabulary.itos[:4] == ["<pad>", "<start>", "<end>", "<unk>"] and len(vocabulary) > 10
+    if module.model.settings.attention.kind == "hard":
         state = torch.load(last, weights_only=True, map_location="cpu")["state_dict"]
         assert state["objective.baseline.value"] != 0, "the baseline moved during training and is saved"
 

@@ -180,7 +180,7 @@ def test_the_papers_table_1_sits_beside_the_figures_on_its_data(dataset, paper):
     data = {"source": {"class_path": "caption.data.sources.karpathy.KarpathySource",
                        "init_args": {"annotations": f"data/{dataset}/dataset_{dataset}.json"}}}
     scores = dict.fromkeys(METRICS, 0.25) | {"meteor": math.nan}
-    card = model_card(CardFacts(name="owner/name", settings=module.settings,
+    card = model_card(CardFacts(name="owner/name", settings=module.model.settings,
                                 optimization=module.optimization, vocabulary_size=5, data=data,
                                 version="0", test=TestFigures(scores, origin="metrics.json", beam_size=3)))
     assert paper in card

@@ -18,6 +18,7 @@ from kit.tiny import tiny_run_args
 from caption.errors import CheckpointError
 from caption.inference import Captioner
 from caption.io.class_paths import ForeignClassError
+from caption.model.caption_model import checkpoint_state
 
 CUTS = 40  # cut points spread over the file: headers, pickle, every tensor record, the zip directory
 
@@ -138,11 +139,11 @@ def older_checkpoint(tmp_path: Path, kind: str) -> tuple[Path, str]:
     path = tmp_path / f"{kind}.ckpt"
     if kind == "flat settings":
         settings = {"vocabulary": vocabulary, "attention": "soft", "encoder": "small_vgg", "embed_dim": 8}
-        torch.save({"state_dict": module.state_dict(), "hyper_parameters": settings}, path)
+        torch.save({"state_dict": checkpoint_state(module.state_dict()), "hyper_parameters": settings}, path)
         return path, (f"{path}: written by a format before this release (its model settings are not in groups: "
                       "hyper_parameters.encoder is 'small_vgg'), which is not read; retrain with `caption fit`")
     source = {"class_path": "caption.data.shapes.ShapesSource", "init_args": {}}
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+    torch.save({"state_dict": checkpoint_state(module.state_dict()), "hyper_parameters": dict(module.hparams),
                 "datamodule_hyper_parameters": {"source": source}}, path)
     return path, (f"{path}: written by another version of caption (it names caption.data.shapes.ShapesSource, whose "
                   "module this release does not have), whose format is not read; retrain with `caption fit`")

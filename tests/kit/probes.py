@@ -68,7 +68,7 @@ class Probe(Callback):
             "world_size": trainer.world_size,
             "global_step": trainer.global_step,
             "epoch": trainer.current_epoch,
-            "baseline": (pl_module.objective.baseline.value.item() if pl_module.settings.attention.kind == "hard"
+            "baseline": (pl_module.objective.baseline.value.item() if pl_module.model.settings.attention.kind == "hard"
                          else 0.0),
             "parameters": checksum(pl_module.parameters()),
             **extra,
@@ -107,14 +107,14 @@ class EncoderProbe(Callback):
     """What a fine-tuned encoder and the optimizer hold, in $CAPTION_PROBE_DIR/encoder.jsonl."""
 
     def _write(self, trainer: L.Trainer, pl_module: L.LightningModule, event: str) -> None:
-        encoder = pl_module.encoder
+        encoder = pl_module.model.encoder
         append_record("encoder", {
             "event": event,
             "epoch": trainer.current_epoch,
             "global_step": trainer.global_step,
             "layer3": checksum(encoder.layer3.parameters()),
             "layer4": checksum(encoder.layer4.parameters()),
-            "decoder": checksum(pl_module.decoder.parameters()),
+            "decoder": checksum(pl_module.model.decoder.parameters()),
             "trainable": sum(parameter.requires_grad for parameter in encoder.parameters()),
             "encoder_training": encoder.training,
             "groups": [{"name": group.get("name"), "lr": group["lr"], "size": len(group["params"])}

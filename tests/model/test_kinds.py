@@ -56,8 +56,9 @@ def test_a_kind_defined_here_alone_trains_and_decodes_through_the_command_line(u
 def test_the_kind_decides_the_objective_and_its_group(uniform):
     module = CaptionModule(vocabulary=WORDS, encoder={"name": "small_vgg", "weights": "none"},
                            attention={"kind": "uniform"})
-    assert isinstance(module.objective, SoftAttentionObjective) and module.settings.soft == SoftObjectiveSettings()
-    assert isinstance(module.decoder.attention, UniformAttention) and not module.decoder.is_hard
+    assert isinstance(module.objective, SoftAttentionObjective)
+    assert module.model.settings.soft == SoftObjectiveSettings()
+    assert isinstance(module.model.decoder.attention, UniformAttention) and not module.model.decoder.is_hard
     with pytest.raises(ConfigError, match=r"model.hard only applies to model.attention.kind: hard \(this run's is "
                                           r"uniform\)"):
         CaptionModule(vocabulary=WORDS, encoder={"name": "small_vgg", "weights": "none"},

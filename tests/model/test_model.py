@@ -267,7 +267,7 @@ def test_semi_sampling_schedule_moves_linearly_over_the_epochs():
     for epoch in range(5):
         module._trainer = SimpleNamespace(current_epoch=epoch, max_epochs=5)
         module.on_train_epoch_start()
-        seen.append(module.decoder.semi_sampling)
+        seen.append(module.model.decoder.semi_sampling)
     assert seen == pytest.approx([1.0, 0.75, 0.5, 0.25, 0.0])
     constant = small_module("hard", hard={"semi_sampling": 0.5})
     constant._trainer = SimpleNamespace(current_epoch=3, max_epochs=5)
@@ -284,7 +284,7 @@ def test_semi_sampling_schedule_has_a_length_under_early_stopping():
     for epoch in range(5):  # an upper bound of 500 epochs does not stretch a 3-epoch schedule
         module._trainer = SimpleNamespace(current_epoch=epoch, max_epochs=500)
         module.on_train_epoch_start()
-        seen.append(module.decoder.semi_sampling)
+        seen.append(module.model.decoder.semi_sampling)
     assert seen == pytest.approx([1.0, 0.5, 0.0, 0.0, 0.0])
     unbounded = small_module("hard", hard={"semi_sampling": 1.0, "semi_sampling_final": 0.0})
     unbounded._trainer = SimpleNamespace(current_epoch=1, max_epochs=-1)
@@ -390,13 +390,13 @@ def test_hard_attention_in_training_samples_its_locations_unless_semi_sampled():
 def test_training_step_gives_the_decoder_each_rows_image():
     module = small_module("hard", hard={"samples": 2})
     seen = {}
-    forward = module.decoder.forward
+    forward = module.model.decoder.forward
 
     def recording(annotations, captions, images=None):
         seen["images"] = images
         return forward(annotations, captions, images)
 
-    module.decoder.forward = recording
+    module.model.decoder.forward = recording
     module.log_dict = module.log = lambda *args, **kwargs: None
     batch = {"image": torch.rand(3, 3, 32, 32), "image_id": torch.tensor([17, 17, 4]),
              "caption": torch.tensor([[1, 4, 5, 2], [1, 5, 2, 0], [1, 4, 2, 0]])}

@@ -306,8 +306,8 @@ def test_a_self_critical_step_under_bf16_keeps_its_reward_and_loss_in_float32() 
     module.self_critical.reward = CiderD(references)
     inputs = {"image": torch.rand(B, 3, 32, 32), "image_id": torch.arange(B)}
     with bf16():
-        annotations = module.annotations(inputs)
-        terms = module.self_critical.step(module.decoder, annotations, inputs["image_id"])
+        annotations = module.model.annotations(inputs)
+        terms = module.self_critical.step(module.model.decoder, annotations, inputs["image_id"])
     for name, value in terms.as_dict().items():
         assert value.dtype == torch.float32, name
     terms.loss.backward()  # and the step trains

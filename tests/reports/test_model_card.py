@@ -17,7 +17,7 @@ from caption.reports.model_card import CardFacts, metadata, model_card
 
 def card_text() -> str:
     module = tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a"])
-    return model_card(CardFacts(name="owner/name", settings=module.settings,
+    return model_card(CardFacts(name="owner/name", settings=module.model.settings,
                                 optimization=module.optimization, vocabulary_size=5, data=None,
                                 version="0"))
 
@@ -51,7 +51,7 @@ def coco_facts() -> CardFacts:
     data = {"source": {"class_path": "caption.data.sources.karpathy.KarpathySource",
                        "init_args": {"annotations": "data/coco/dataset_coco.json"}}}
     scores = dict.fromkeys(METRICS, 0.25) | {"meteor": math.nan, "attention_accuracy": 0.5}
-    return CardFacts(name="owner/name", settings=module.settings,
+    return CardFacts(name="owner/name", settings=module.model.settings,
                      optimization=module.optimization, vocabulary_size=5, data=data, version="0",
                      test=card_module.TestFigures(scores, origin="metrics.json"))
 
@@ -73,7 +73,7 @@ def test_the_metadata_round_trips_through_the_hubs_model_card():
 ])
 def test_only_coco_and_flickr_name_a_hub_dataset(source, datasets):
     module = tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a"])
-    facts = CardFacts(name="n", settings=module.settings,
+    facts = CardFacts(name="n", settings=module.model.settings,
                       optimization=module.optimization, vocabulary_size=5, data={"source": {"class_path": source}},
                       version="0")
     assert metadata(facts).get("datasets") == datasets

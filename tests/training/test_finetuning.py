@@ -25,6 +25,7 @@ from caption.errors import ConfigError
 from caption.io import encoder_weights
 from caption.model.encoder import EncoderSettings, build_encoder
 from caption.training.finetuning import stage_parameters
+from caption.model.caption_model import checkpoint_state
 
 SIZES = {"resize_size": 64, "crop_size": 64}  # ResNet-50 on 64x64 crops: layer4 is 2x2, fast on a CPU
 GRID = 2
@@ -248,4 +249,4 @@ def test_init_from_a_run_folder_reads_its_checkpoint_once_and_takes_its_weights(
     finetuning.load_weights(module, str(run))
     assert reads == [str(best)], "the run folder's checkpoint, read once"
     saved = torch.load(best, weights_only=True)["state_dict"]
-    assert all(torch.equal(value, saved[name]) for name, value in module.state_dict().items())
+    assert all(torch.equal(value, saved[name]) for name, value in checkpoint_state(module.state_dict()).items())

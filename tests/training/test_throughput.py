@@ -112,9 +112,9 @@ class Batches(Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_index):
         with torch.no_grad():
-            locations = module.annotations(batch).shape[1]
-        samples = module.settings.hard.samples if module.settings.hard else 1
-        counts = DecoderFlops.of(module.decoder, locations)
+            locations = module.model.annotations(batch).shape[1]
+        samples = module.model.settings.hard.samples if module.model.settings.hard else 1
+        counts = DecoderFlops.of(module.model.decoder, locations)
         rows, tokens = samples * len(batch["caption"]), samples * target_tokens(batch)  # Monte Carlo copies
         self.flops.append(counts.training(captions=rows, tokens=tokens))
 
@@ -143,7 +143,7 @@ def test_mfu_monitor_is_inert_on_a_cpu(shapes, tmp_path):
     logger = fit_tiny(shapes, tmp_path, monitor)
     assert not monitor.active
     assert not any(from_throughput_monitor(name) for _, metrics in logger.rows for name in metrics)
-    assert not hasattr(logger.module, "flops_per_batch") and not logger.module.decoder._forward_pre_hooks
+    assert not hasattr(logger.module, "flops_per_batch") and not logger.module.model.decoder._forward_pre_hooks
 
 
 @pytest.mark.parametrize("model", [dict(kind="soft"), dict(kind="hard", hard={"samples": 2})])
@@ -159,4 +159,4 @@ def test_mfu_monitor_reports_the_analytic_flops_of_each_batch(shapes, tmp_path, 
     [(step, metrics)] = [(step, metrics) for step, metrics in logger.rows if "train/device/mfu" in metrics]
     assert step == 3 and metrics["train/device/mfu"] == metrics["train/device/flops_per_sec"] / 10**12
     assert not any("validate/device/flops_per_sec" in metrics for _, metrics in logger.rows), "no FLOPs for decoding"
-    assert logger.module.flops_per_batch is None and not logger.module.decoder._forward_pre_hooks
+    assert logger.module.flops_per_batch is None and not logger.module.model.decoder._forward_pre_hooks

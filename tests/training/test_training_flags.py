@@ -39,7 +39,7 @@ class Recorder(Callback):
         self.batches: list[dict] = []
 
     def state(self, module: CaptionModule) -> tuple[float, float]:
-        baseline = module.objective.baseline.value.item() if module.settings.attention.kind == "hard" else 0.0
+        baseline = module.objective.baseline.value.item() if module.model.settings.attention.kind == "hard" else 0.0
         return float(sum(p.detach().double().sum() for p in module.parameters())), baseline
 
     def on_train_batch_start(self, trainer, module, batch, batch_index):
@@ -85,7 +85,7 @@ def test_bf16_mixed_trains_and_decodes(data, tmp_path, attention):
         assert math.isfinite(baseline.item()) and baseline.dtype == torch.float32
     batch = next(iter(data.test_dataloader()))
     with torch.autocast("cpu", dtype=torch.bfloat16):  # beam search as `caption test` runs it under bf16-mixed
-        decoded = module.generate(module.annotations(batch), beam_size=2)
+        decoded = module.model.generate(module.model.annotations(batch), beam_size=2)
     assert decoded.log_prob.dtype == torch.float32 and torch.isfinite(decoded.log_prob).all()
     weight_sums = decoded.alpha.float().sum(-1)[decoded.tokens != 0]  # α may be bf16: ~3 significant digits
     assert torch.allclose(weight_sums, torch.ones_like(weight_sums), atol=0.05)

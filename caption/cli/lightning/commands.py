@@ -55,6 +55,7 @@ from caption.errors import CaptionError, CheckpointError, ConfigError
 from caption.io.checkpoints import SafeCheckpointIO, has_encoder
 from caption.io.class_paths import named_modules
 from caption.io.model_folder import CONFIG, WEIGHTS, is_model_folder, weights_mismatch
+from caption.model.caption_model import checkpoint_state
 from caption.training.allocator import configure_allocator
 from caption.training.callbacks import AttentionPatience, LoggingInterval, PeriodicCheckpoint
 from caption.training.module import CaptionModule
@@ -175,7 +176,7 @@ class CaptionCLI(LightningCLI):
             raise cause from None
         ckpt_path = self.own_settings(self.config).get("ckpt_path") if self.subcommand else None
         if self.checkpoint is not None and ckpt_path and is_model_folder(ckpt_path):  # its config.json built the model
-            mismatch = weights_mismatch(self.model.state_dict(), self.checkpoint["state_dict"])
+            mismatch = weights_mismatch(checkpoint_state(self.model.state_dict()), self.checkpoint["state_dict"])
             if mismatch:
                 raise CheckpointError(f"{ckpt_path}/{WEIGHTS} does not fit the model {ckpt_path}/{CONFIG} describes: "
                                       f"{mismatch}; export the model again")
