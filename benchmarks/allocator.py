@@ -33,7 +33,7 @@ if case == "caption library":
     module = CaptionModule(vocabulary=vocabulary, encoder={"name": "small_vgg", "weights": "none", "freeze": False,
                            "channels": (4, 8)}, decoder={"embed_dim": 8, "hidden_dim": 16, "init_layers": 1},
                            attention={"dim": 8, "layers": 1})
-    captioner = Captioner(module, transform=lambda image: torch.zeros(3, 32, 32),
+    captioner = Captioner(module.model, transform=lambda image: torch.zeros(3, 32, 32),
                           normalization=((0,) * 3, (1,) * 3))
     captioner([torch.rand(3, 32, 32) for _ in range(4)])
 elif case == "keep_freed_memory":

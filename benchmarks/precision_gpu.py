@@ -78,7 +78,7 @@ def measure(attention: str, precision: str, args: argparse.Namespace) -> tuple[f
     module, words, locations = coco_module(attention, args)
     steps = args.warmup + args.steps
     data = SyntheticCaptions(batches=steps, batch_size=args.batch_size, locations=locations,
-                             dim=module.encoder.dim, words=words, length=args.length)
+                             dim=module.model.encoder.dim, words=words, length=args.length)
     timer = Timer(args.warmup)
     trainer = L.Trainer(
         accelerator=args.device, devices=1, precision=precision, max_steps=steps, limit_val_batches=0,
@@ -97,12 +97,12 @@ def measure_search(precision: str, beam_size: int, args: argparse.Namespace) -> 
     module, _, locations = coco_module("soft", args, decoding={"max_caption_length": 20})
     module = module.to(args.device).eval()
     with torch.no_grad():
-        module.decoder.output_words.bias[Vocabulary.END] = float("-inf")  # every hypothesis runs to the cap
-    annotations = torch.randn(args.images, locations, module.encoder.dim, device=args.device)
+        module.model.decoder.output_words.bias[Vocabulary.END] = float("-inf")  # every hypothesis runs to the cap
+    annotations = torch.randn(args.images, locations, module.model.encoder.dim, device=args.device)
 
     def run() -> None:
         with torch.no_grad(), autocast(args.device, precision):
-            module.generate(annotations, beam_size=beam_size)
+            module.model.generate(annotations, beam_size=beam_size)
 
     run()
     if args.device == "cuda":

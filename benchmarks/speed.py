@@ -231,7 +231,7 @@ def bench_train(args, clock: Clock, config: str, attention: str, precision: str)
     device, batch_size = clock.device, CONFIGS[config]["batch_size"]
     module = build_module(config, attention, device, args.compile).train()
     optimizer = module.configure_optimizers()
-    counts = DecoderFlops.of(module.decoder, LOCATIONS)
+    counts = DecoderFlops.of(module.model.decoder, LOCATIONS)
     warm = caption_batch(batch_size, 11, device)
     first, _ = clock.time(lambda: train_step(module, optimizer, warm, precision))  # compiles, if asked
     train_step(module, optimizer, warm, precision)
@@ -282,7 +282,7 @@ def bench_self_critical(args, clock: Clock, attention: str, images: int = 10, sa
 
     step()  # warm-up (and the reward's tables onto the device)
     with torch.no_grad():  # this model's samples, to time the reward alone on them
-        sampled = sample(module.decoder, batch["annotations"].float(), samples=samples, max_length=20).tokens
+        sampled = sample(module.model.decoder, batch["annotations"].float(), samples=samples, max_length=20).tokens
     rows = batch["image_id"].repeat_interleave(samples)
     steps, rewards = [], []
     for _ in range(args.repeats):
@@ -298,8 +298,8 @@ def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, d
     device = clock.device
     module = build_module(config, "soft", device, args.compile).eval()
     with torch.no_grad():
-        module.decoder.output_words.bias[Vocabulary.END] = float("-inf")  # every hypothesis runs to the cap
-    counts = DecoderFlops.of(module.decoder, LOCATIONS)
+        module.model.decoder.output_words.bias[Vocabulary.END] = float("-inf")  # every hypothesis runs to the cap
+    counts = DecoderFlops.of(module.model.decoder, LOCATIONS)
     images = args.decode_images
     annotations = torch.randn(images, LOCATIONS, ANNOTATION_DIM).to(device)
     results = {}
@@ -308,7 +308,7 @@ def bench_decode(args, clock: Clock, config: str, precision: str) -> dict[int, d
 
         def work():
             with autocast(device, checked_precision(precision)):
-                decoded.append(module.generate(annotations, beam_size=beam))
+                decoded.append(module.model.generate(annotations, beam_size=beam))
 
         work()  # warm-up (and compilation)
         memory = PeakMemory(device)

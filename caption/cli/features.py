@@ -31,13 +31,15 @@ def main(argv: list[str]) -> None:
     from caption.data.datamodule import CaptionDataModule
     from caption.data.features import FeatureCacheError, build_cache
     from caption.training.module import CaptionModule
+    from caption.training.trainer import CaptionTrainer
 
     configs = [item for config in args.config for item in ("--config", config)]
     cli = CaptionCLI(CaptionModule, CaptionDataModule, args=[*configs, *overrides], run=False,
-                     parser_class=CaptionArgumentParser, auto_configure_optimizers=False)  # one-line config errors
+                     trainer_class=CaptionTrainer, parser_class=CaptionArgumentParser,  # one-line config errors
+                     auto_configure_optimizers=False)
     data = cli.datamodule
     if data.features is None:
         raise FeatureCacheError("set data.features in the config: the cache folder, e.g. data/features/coco_vgg16")
-    build_cache(data.features, encoder=cli.model.encoder, config=data.cache_config(), source=data.source,
+    build_cache(data.features, encoder=cli.model.model.encoder, config=data.cache_config(), source=data.source,
                 records=data.records(), on_bad_image=data.on_bad_image, batch_size=data.eval_batch_size,
                 num_workers=data.num_workers, device=cli.trainer.strategy.root_device)

@@ -110,7 +110,7 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     from caption.data.labelled_objects import ClassFolders, LabelledObjects, collate_objects, object_categories
     from caption.evaluation.grid import attention_grid
     from caption.inference.evaluate import build_data
-    from caption.io.device import trainer_precision
+    from caption.io.device import resolved_precision
     from caption.model.encoder import EncoderSettings, build_encoder
     from caption.training.encoder_pretraining import EncoderClassifier, confusion_table
     from caption.training.progress import ProgressBar
@@ -150,7 +150,7 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
         raise ConfigError("no labelled objects in the validation split: the data's val images have no boxes")
     classifier = EncoderClassifier(encoder=encoder, categories=categories, settings=settings)
     trainer = L.Trainer(max_epochs=settings.epochs, accelerator=accelerator, devices=devices,
-                        precision=trainer_precision(precision, accelerator),
+                        precision=resolved_precision(precision, accelerator),
                         logger=False, enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
                         callbacks=[ProgressBar(shown=("loss", "val/accuracy"))])
     trainer.fit(classifier, train_dataloaders=loaders["train"], val_dataloaders=loaders["val"])

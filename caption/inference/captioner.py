@@ -49,17 +49,11 @@ from caption.inference.inputs import (
 )
 from caption.inference.trained import Normalization, load_trained, source_inputs
 from caption.io.checkpoints import download_checkpoint
-from caption.io.device import default_precision, free_memory
+from caption.io.device import free_memory, resolved_precision
 from caption.io.hub import pretrained_folder
 from caption.model.caption_model import CaptionModel
 from caption.model.captions import Caption
 from caption.model.precision import Precision, PrecisionSetting, at_least_float32, autocast, checked_precision
-
-
-def resolved_precision(setting: str, device: torch.device | str) -> Precision:
-    """The precision a setting runs in on `device`: "auto" is `default_precision(device)`."""
-    setting = checked_precision(setting)
-    return default_precision(device) if setting == "auto" else setting
 
 
 def pick_device(name: str | torch.device | None) -> torch.device:
@@ -88,14 +82,15 @@ class Captioner:
             URL), if any.
         precision: "auto" (bf16-mixed where the device has bf16 matrix units, else 32-true), "32-true" or "bf16-mixed"
             (bf16 autocast; `caption.model.precision`); what it resolves to is `captioner.precision`
-            (`resolved_precision`).
+            (`caption.io.device.resolved_precision`).
     """
 
     def __init__(self, module: CaptionModel, *, transform: Callable[[Image.Image], Tensor],
                  normalization: Normalization, data: tuple[dict[str, Any], str] | None = None,
                  checkpoint: str | None = None, precision: PrecisionSetting = "auto"):
         self.module = module.eval()
-        self.precision: Precision = resolved_precision(precision, self.module.device)
+        resolved = resolved_precision(checked_precision(precision), self.module.device)
+        self.precision: Precision = resolved  # type: ignore[assignment]
         self.checkpoint = checkpoint
         self.transform = transform
         self.normalization = normalization

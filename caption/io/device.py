@@ -4,7 +4,7 @@
                               compute capability 8.0, or "none"
     default_precision(device) what the precision "auto" runs in there: bf16-mixed where the hardware multiplies bf16
                               matrices (it pays and keeps the results: docs/measurements.md#bf16-against-fp32), else
-                              32-true; `trainer_precision` the same for a Trainer's accelerator
+                              32-true; `resolved_precision` the setting "auto" on a device or a Trainer's accelerator
     free_memory(device)       a GPU's free memory and what PyTorch's cache holds unused; the CPU's MemAvailable
 """
 
@@ -44,14 +44,21 @@ def default_precision(device: torch.device | str) -> Literal["32-true", "bf16-mi
     return "32-true" if bf16_support(device) == "none" else "bf16-mixed"
 
 
-def trainer_precision(setting: str | None, accelerator: str | None) -> str:
-    """A Trainer's `precision` for the setting given (None: unset): "auto" or unset resolves on the device that
-    `accelerator` ("cpu", "gpu", "cuda", "mps", "auto" or unset) picks; any other of Lightning's values is kept."""
+def resolved_precision(setting: str | None, device: torch.device | str | None) -> str:
+    """The precision `setting` runs in on `device` (a torch device, or a Trainer's accelerator: "cpu", "gpu", "cuda",
+    "mps", "auto" or None): "auto" or unset is `default_precision` there ("auto": the GPU if there is one), any other
+    setting stays as it is. The one place "auto" is resolved, for every command and `Captioner`."""
     if setting not in (None, "auto"):
         return setting
-    if accelerator in ("gpu", "cuda") or (accelerator in (None, "auto") and torch.cuda.is_available()):
-        return default_precision("cuda")
-    return default_precision("cpu") if accelerator in (None, "auto", "cpu") else "32-true"
+    if not isinstance(device, torch.device):
+        device = {"gpu": "cuda", None: "auto"}.get(device, device)
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            device = torch.device(device)
+        except RuntimeError:  # an accelerator torch has no device for: no bf16 units asked of it
+            return "32-true"
+    return default_precision(device)
 
 
 def free_memory(device: torch.device) -> int | None:

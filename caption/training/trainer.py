@@ -11,7 +11,7 @@ from typing import Any
 from lightning.pytorch import Trainer
 
 from caption.errors import ConfigError
-from caption.io.device import trainer_precision
+from caption.io.device import resolved_precision
 
 # Lightning's settings that keep the weights in half precision or need another library: the model keeps its weights,
 # LSTM state, α and losses in float32 (caption.model.precision), so these are refused rather than half-run
@@ -31,6 +31,6 @@ class CaptionTrainer(Trainer):
                               "losses in float32; use bf16-mixed (bf16 matrix products, float32 weights), 16-mixed "
                               "or 32-true, or auto")
         accelerator = kwargs.get("accelerator")  # an Accelerator object: resolved as for a device without bf16
-        precision = trainer_precision(None if precision is None else str(precision),
-                                      accelerator if isinstance(accelerator, str) or accelerator is None else "other")
+        precision = resolved_precision(None if precision is None else str(precision),
+                                       accelerator if isinstance(accelerator, str) or accelerator is None else "other")
         super().__init__(precision=precision, **kwargs)  # type: ignore[arg-type]

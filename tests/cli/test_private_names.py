@@ -17,14 +17,16 @@ PACKAGE = Path(__file__).resolve().parents[2] / "caption"
 
 # (where it lives, the private name) -> where the project uses it
 ON_MODULES_AND_CLASSES = {
-    ("argparse", "_ArgumentGroup"): "cli/lightning/short_help.py: the groups of the short help",
+    ("argparse", "_ArgumentGroup"): "cli/lightning/short_help.py: the groups of the short help (argparse has no "
+                                    "public type or list of a parser's groups; read when short_help.json is composed)",
 }
 # private attributes of objects, checked on an object the test makes
 ON_OBJECTS = {
-    "_signal_connector": "training/preemption.py: Trainer()._signal_connector.received_sigterm",
-    "_actions": "cli/options.py: the options --print_config prints",
-    "_action_groups": "cli/lightning/short_help.py: the parser's groups",
-    "_group_actions": "cli/lightning/short_help.py: a group's options",
+    "_signal_connector": "training/preemption.py: Trainer()._signal_connector.received_sigterm (Lightning's SIGTERM "
+                         "handler records it there; no public API says a run was pre-empted)",
+    "_actions": "cli/options.py: the options --print_config prints (argparse lists a parser's options nowhere else)",
+    "_action_groups": "cli/lightning/short_help.py: the parser's groups (as _ArgumentGroup)",
+    "_group_actions": "cli/lightning/short_help.py: a group's options (as _ArgumentGroup)",
 }
 MODULES: set[str] = set()  # private modules named in an import
 LIMIT = 5  # at most this many private names of a dependency in caption/

@@ -82,6 +82,14 @@ def test_composing_by_hand_gives_the_named_run():
 
 
 @pytest.mark.parametrize("kind", ["soft", "hard"])
+def test_the_shapes_base_composes_with_a_kind_alone(kind):
+    """`--config shapes --config hard`, without a stage: every setting a run needs is set (the schedule's gamma)."""
+    scheduler = printed("--config", "shapes", "--config", kind)["lr_scheduler"]
+    assert scheduler["class_path"] == "torch.optim.lr_scheduler.ExponentialLR"
+    assert scheduler["init_args"]["gamma"] == 0.7
+
+
+@pytest.mark.parametrize("kind", ["soft", "hard"])
 def test_resnet101_stages(kind):
     """Stage 1: frozen ResNet-101 from the cache; stage 2: stage 1's settings, fine-tuning layer2-4 from images,
     starting from stage 1's best.ckpt; the decoder and hard weights as coco_hard's."""

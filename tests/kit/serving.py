@@ -31,7 +31,7 @@ def tiny_captioner(kind: str, data_root: Path | None, seed: int) -> Captioner:
     source = {"class_path": "caption.data.synthetic.shapes.ShapesSource",
               "init_args": {"root": str(data_root), "num_train": 4, "num_val": 2, "num_test": 3}}
     shapes = ShapesSource()
-    return Captioner(module, transform=shapes.inference_transform(), normalization=shapes.normalization,
+    return Captioner(module.model, transform=shapes.inference_transform(), normalization=shapes.normalization,
                      data=None if data_root is None else ({"source": source}, "the test"))
 
 

@@ -272,7 +272,7 @@ def test_semi_sampling_schedule_moves_linearly_over_the_epochs():
     constant = small_module("hard", hard={"semi_sampling": 0.5})
     constant._trainer = SimpleNamespace(current_epoch=3, max_epochs=5)
     constant.on_train_epoch_start()
-    assert constant.decoder.semi_sampling == 0.5, "without semi_sampling_final: the paper's constant p"
+    assert constant.model.decoder.semi_sampling == 0.5, "without semi_sampling_final: the paper's constant p"
 
 
 def test_semi_sampling_schedule_has_a_length_under_early_stopping():

@@ -105,7 +105,7 @@ def tiny_captioner() -> Captioner:
     """A Captioner of an untrained tiny model over 8 tokens: 6 possible first words (<pad> and <start> never are)."""
     torch.manual_seed(0)
     module = tiny_module(["<pad>", "<start>", "<end>", "<unk>", "a", "red", "circle", "square"])
-    return Captioner(module, transform=lambda image: to_tensor(image.resize((32, 32))),
+    return Captioner(module.model, transform=lambda image: to_tensor(image.resize((32, 32))),
                      normalization=((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)))
 
 

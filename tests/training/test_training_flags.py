@@ -56,7 +56,7 @@ class Poisoned(CaptionModule):
     def __init__(self, *, poisoned: tuple[int, ...] = (), **kwargs):
         super().__init__(**kwargs)
         self.poisoned, self.batch = poisoned, -1
-        self.decoder.output_words.register_forward_hook(self.poison)
+        self.model.decoder.output_words.register_forward_hook(self.poison)
 
     def poison(self, layer, inputs, logits):
         return logits * math.nan if self.training and self.batch in self.poisoned else None
@@ -131,7 +131,7 @@ def test_compile_constructs_and_matches_eager(data, monkeypatch):
     eager = tiny_module(data.vocabulary, decoder={"dropout": 0.0})
     torch.manual_seed(0)
     compiled = tiny_module(data.vocabulary, decoder={"dropout": 0.0}, optimization={"compile": True})
-    assert "step" in vars(compiled.decoder) and "step" not in vars(eager.decoder)
+    assert "step" in vars(compiled.model.decoder) and "step" not in vars(eager.model.decoder)
     assert compiled.state_dict().keys() == eager.state_dict().keys(), "checkpoints are interchangeable"
     torch._dynamo.reset()
     for module in (eager, compiled):
@@ -140,8 +140,8 @@ def test_compile_constructs_and_matches_eager(data, monkeypatch):
     for (name, p), q in zip(eager.named_parameters(), compiled.parameters()):
         torch.testing.assert_close(p.grad, q.grad, msg=name)
     eager.eval(), compiled.eval()
-    images = eager.annotations(batch)[:3]
-    assert torch.equal(eager.generate(images).tokens, compiled.generate(images).tokens)
+    images = eager.model.annotations(batch)[:3]
+    assert torch.equal(eager.model.generate(images).tokens, compiled.model.generate(images).tokens)
 
 
 def test_periodic_checkpoint_schedule(data, tmp_path):
