@@ -1,10 +1,11 @@
-"""The LightningModule: encoder + decoder, wired to the objectives, decoding and metrics.
+"""The LightningModule: the captioning model (`module.model`, a `CaptionModel`), wired to its objective, decoding and
+metrics.
 
 Its settings come in typed groups, set from a config's `model:` section, one YAML mapping per group: the trained
 model's (`caption.model.caption_model.ModelSettings`) and the optimizer's (`caption.training.optimization`). They are
 stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alone is enough for inference:
-`caption.inference.load_trained(path)` builds the model (`caption.model.caption_model.CaptionModel`: this module's
-encoder and decoder, the same annotations and captions) from it, weights_only=True, without this module.
+`caption.inference.load_trained(path)` builds the same `CaptionModel` from it, weights_only=True, without this
+module: the checkpoint names the weights as the model does (`checkpoint_state`), beside the objective's state.
 """
 
 from dataclasses import asdict
@@ -93,8 +94,8 @@ class CaptionModule(L.LightningModule):
         image_size: tuple[int, int] | None = None,
     ):
         super().__init__()
-        settings = ModelSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft,
-                                                    hard=hard, decoding=decoding, self_critical=self_critical)
+        settings = ModelSettings.of(encoder=encoder, decoder=decoder, attention=attention, soft=soft, hard=hard,
+                                    decoding=decoding, self_critical=self_critical)
         self.optimization = typed(OptimizationSettings, optimization, "optimization")
         # plain dicts in the checkpoint, which loads with weights_only=True
         groups = settings.as_dicts()  # the optimizer's between decoding and self_critical, as a config lists them
