@@ -16,6 +16,7 @@ from caption.io.device import resolved_precision
 # Lightning's settings that keep the weights in half precision or need another library: the model keeps its weights,
 # LSTM state, α and losses in float32 (caption.model.precision), so these are refused rather than half-run
 REFUSED = ("16-true", "bf16-true", "transformer-engine", "transformer-engine-float16")
+ACCEPTED = ("auto", "32-true", "bf16-mixed", "16-mixed", "64-true", "32", "bf16", "16", "64")  # Lightning's spellings
 
 
 class CaptionTrainer(Trainer):
@@ -30,6 +31,8 @@ class CaptionTrainer(Trainer):
             raise ConfigError(f"trainer.precision {precision}: the model keeps its weights, LSTM state, attention and "
                               "losses in float32; use bf16-mixed (bf16 matrix products, float32 weights), 16-mixed "
                               "or 32-true, or auto")
+        if precision is not None and str(precision) not in ACCEPTED:
+            raise ConfigError(f"trainer.precision {precision!r} is none of {', '.join(ACCEPTED)}")
         accelerator = kwargs.get("accelerator")  # an Accelerator object: resolved as for a device without bf16
         precision = resolved_precision(None if precision is None else str(precision),
                                        accelerator if isinstance(accelerator, str) or accelerator is None else "other")

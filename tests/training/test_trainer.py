@@ -33,6 +33,12 @@ def test_half_weights_are_refused_in_one_line(setting):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("setting", ["foo", "", "bf32"])
+def test_an_unknown_precision_is_named_in_one_line(setting):
+    with pytest.raises(ConfigError, match=f"^trainer.precision '{setting}' is none of auto, 32-true, bf16-mixed"):
+        CaptionTrainer(precision=setting, accelerator="cpu", **QUIET)
+
+
 def test_the_command_line_takes_auto_and_refuses_bf16_true_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["caption"])
     assert printed("--config", "shapes_soft", "--trainer.precision", "auto")["trainer"]["precision"] == "auto"
