@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from caption.errors import ConfigError
 from caption.model.decoding import DecodingSettings
@@ -23,7 +23,7 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser, where `--print_config` prints the options resolved (defaults filled in) as YAML and exits,
+    """argparse's parser, with errors in one line, where `--print_config` prints the options resolved (defaults filled in) as YAML and exits,
     as `caption fit`'s does. A default derived from other options (`derived_defaults`: dest -> its function of them)
     is filled in on parsing."""
 
@@ -34,6 +34,10 @@ class CommandParser(argparse.ArgumentParser):
         self.derived_defaults: dict[str, Callable[[argparse.Namespace], Any]] = {}
         self.add_argument("--print_config", action="store_true",
                           help="print the options as resolved (defaults filled in) as YAML, then exit")
+
+    def error(self, message: str) -> NoReturn:
+        """One line, as the Lightning commands' errors (no usage block first), saying where the options are read."""
+        self.exit(2, f"caption: error: {message} (every option: `{self.prog} --help`)\n")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         parsed = super().parse_args(args, namespace)
