@@ -23,9 +23,9 @@ ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser, with errors in one line, where `--print_config` prints the options resolved (defaults filled in) as YAML and exits,
-    as `caption fit`'s does. A default derived from other options (`derived_defaults`: dest -> its function of them)
-    is filled in on parsing."""
+    """argparse's parser, with errors in one line, where `--print_config` prints the options resolved (defaults filled
+    in) as YAML and exits, as `caption fit`'s does. A default derived from other options (`derived_defaults`: dest ->
+    its function of them) is filled in on parsing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # no abbreviations: an option is read by its whole name only (`--model.decoding.beam` is refused, not read as
