@@ -88,7 +88,18 @@ def test_an_unknown_option_gets_argparses_own_message(capsys, option):
     """A mistyped option, another spelling of a knob, or an abbreviation of an option: refused, never read as one."""
     with pytest.raises(SystemExit) as exit_:
         main(["evaluate", "--ckpt_path", "x.ckpt", "--predictions.out", "o", option, "3"])
-    assert exit_.value.code == 2 and f"unrecognized arguments: {option}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"unrecognized arguments: {option}" in err
+    assert err.splitlines() == [f"caption: error: unrecognized arguments: {option} 3 (every option: "
+                                "`caption evaluate --help`)"], "one line, no usage block first"
+
+
+def test_a_bad_value_of_an_argparse_option_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", "--ckpt_path", "x.ckpt", "--trainer.precision", "foo"])
+    assert exit_.value.code == 2 and capsys.readouterr().err.splitlines() == [
+        "caption: error: argument --trainer.precision: --trainer.precision must be one of auto, 32-true, bf16-mixed "
+        "(or 32, bf16), got 'foo' (every option: `caption evaluate --help`)"]
 
 
 @pytest.mark.parametrize("given, expected", [
