@@ -65,14 +65,13 @@ def option_values(args: list[str]) -> Iterator[tuple[str, str]]:
         yield key.rstrip("+"), value
 
 
-def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, folder: Path | None,
-                   seen: set[Path], inside: tuple[int, ...] = (), files: bool = True) -> Iterator[tuple[str, str, str]]:
+def class_paths_in(node: Any, key: str, *, origin: str, folder: Path | None,
+                   seen: set[Path], inside: tuple[int, ...] = ()) -> Iterator[tuple[str, str, str]]:
     """(origin, key, class path) of every class path in settings `node` found at `key`: each `class_path`'s value,
-    a dotted string where a class is expected (`keys`) or that starts with a module `may_import` allows (a callable
+    a dotted string where a class is expected (`CLASS_KEYS`) or that starts with a module (`names_a_module`: a callable
     given by its path, `on_fit_start: torch.os.system`), and those of a small file a string value names (a nested
     config, with that file as origin). `inside`: the ids of the mappings and lists around `node`; a YAML alias inside
-    its own anchor (a value holding itself, which jsonargparse recurses into without end) is a ConfigError. Without
-`files`, no file is read."""
+    its own anchor (a value holding itself, which jsonargparse recurses into without end) is a ConfigError."""
     if isinstance(node, (dict, list)):
         if id(node) in inside:
             raise ConfigError(f"{origin}: {key} holds itself (a YAML alias inside its own anchor), which no setting "
@@ -83,14 +82,14 @@ def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, fo
             yield origin, f"{key}.class_path" if key else "class_path", node["class_path"]
         for name, value in node.items():
             if name != "class_path" or not isinstance(value, str):
-                yield from class_paths_in(value, f"{key}.{name}" if key else str(name), keys=keys, origin=origin,
-                                          folder=folder, seen=seen, inside=inside, files=files)
+                yield from class_paths_in(value, f"{key}.{name}" if key else str(name), origin=origin,
+                                          folder=folder, seen=seen, inside=inside)
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from class_paths_in(value, f"{key}[{index}]", keys=keys, origin=origin, folder=folder, seen=seen,
-                                      inside=inside, files=files)
+            yield from class_paths_in(value, f"{key}[{index}]", origin=origin, folder=folder, seen=seen,
+                                      inside=inside)
     elif isinstance(node, str):
-        takes_class = re.sub(r"\[\d+\]", "", key) in keys
+        takes_class = re.sub(r"\[\d+\]", "", key) in CLASS_KEYS
         dotted = DOTTED.fullmatch(node) is not None
         if takes_class and dotted:
             yield origin, key, node
@@ -98,11 +97,11 @@ def class_paths_in(node: Any, key: str, *, keys: frozenset[str], origin: str, fo
         # perhaps a callable or class given by its path, which jsonargparse imports wherever its type allows one
         if dotted and (may_import(node) or names_a_module(node)):  # (`on_fit_start: os.system`)
             yield origin, key, node
-        if files and key not in NOT_CONFIGS:
+        if key not in NOT_CONFIGS:
             nested = nested_config(node, folder, any_name=takes_class)
             if nested is not None and nested not in seen:
                 seen.add(nested)
-                yield from class_paths_in(settings_of(nested), key, keys=keys, origin=f"config {nested}",
+                yield from class_paths_in(settings_of(nested), key, origin=f"config {nested}",
                                           folder=nested.parent, seen=seen)
 
 
@@ -147,19 +146,18 @@ def settings_of(path: Path) -> Any:
 def named_on_command_line(args: list[str]) -> list[str]:
     """The modules of the class paths the command line itself gives (`--trainer.callbacks+=mylab.Probe`,
     `--lr_scheduler '{"class_path": ...}'`): the user named them. Files a value names are configs: not counted."""
-    keys = CLASS_KEYS
     found: list[str] = []
     for key, value in option_values(args):
         if key in NOT_CONFIGS:
             continue
-        if (key in keys or key.endswith("class_path")) and DOTTED.fullmatch(value):
+        if (key in CLASS_KEYS or key.endswith("class_path")) and DOTTED.fullmatch(value):
             found.append(value)
         elif value[:1] in "{[":  # inline YAML or JSON
             try:
                 settings = yaml.safe_load(value)
             except yaml.YAMLError:
                 continue
-            found += [path for _, _, path in class_paths_in(settings, key, keys=keys, origin="the command line",
+            found += [path for _, _, path in class_paths_in(settings, key, origin="the command line",
                                                             folder=None, seen=set()) if DOTTED.fullmatch(path)]
     return list(dict.fromkeys(module_of(path) for path in found))
 
@@ -168,7 +166,6 @@ def check_configs(args: list[str]) -> None:
     """Refuse, in one line naming the file, the key and the value, a class path in a `--config` file (or in a file a
     value names) whose module may not be imported (`caption.io.class_paths.may_import`), and a config file that is
     not a YAML mapping of settings. Call it once the modules named on the command line are registered."""
-    keys = CLASS_KEYS
     configs = [value for key, value in option_values(args) if key == "config"]
     configs += [value for flag, value in itertools.pairwise(args) if flag == "-c"]
     seen: set[Path] = set()
@@ -184,18 +181,18 @@ def check_configs(args: list[str]) -> None:
             if non_finite is not None:  # YAML's .inf and .nan
                 raise ConfigError(non_finite)
             seen.add(path)
-            found += class_paths_in(settings, "", keys=keys, origin=f"config {value}", folder=path.parent, seen=seen)
+            found += class_paths_in(settings, "", origin=f"config {value}", folder=path.parent, seen=seen)
         elif value[:1] in "{[":  # inline YAML or JSON (a named run's own settings)
             try:
-                found += class_paths_in(yaml.safe_load(value), "", keys=keys, origin="config given inline",
+                found += class_paths_in(yaml.safe_load(value), "", origin="config given inline",
                                         folder=None, seen=seen)
             except yaml.YAMLError:
                 continue
     for key, value in option_values(args):  # a file given as a value: `--trainer trainer.yaml`
-        nested = None if key in NOT_CONFIGS else nested_config(value, None, any_name=key in keys)
+        nested = None if key in NOT_CONFIGS else nested_config(value, None, any_name=key in CLASS_KEYS)
         if nested is not None and nested not in seen:
             seen.add(nested)
-            found += class_paths_in(settings_of(nested), key, keys=keys, origin=f"config {nested}",
+            found += class_paths_in(settings_of(nested), key, origin=f"config {nested}",
                                     folder=nested.parent, seen=seen)
     for origin, key, class_path in found:
         if "." in class_path and not may_import(class_path):
