@@ -53,16 +53,15 @@ def main(argv: list[str]) -> None:
     from caption.inference import Captioner, describe
 
     files = image_files(args.inputs, required="caption describe")  # none: one error line, before the model is read
-    # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
+    # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged); the decoding given
+    # here is the model's from now on: the one channel from the command line to the search
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config,
                                           decoding=given_decoding(args), precision=args.precision)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
     writable_folder(args.out, what="--predictions.out")
-    decoding = given_decoding(args)
     described = describe(
-        captioner, files, out=args.out, beam_size=decoding.get("beam_size"), num_captions=args.num_captions,
-        batch_size=args.batch_size, columns=args.columns, figure_format=args.format,
-        say=lambda line: print(line, flush=True),
+        captioner, files, out=args.out, num_captions=args.num_captions, batch_size=args.batch_size,
+        columns=args.columns, figure_format=args.format, say=lambda line: print(line, flush=True),
     )
     if not described:  # a folder's unreadable files were each named in a warning
         raise CaptionError(f"none of the {len(files)} image files found could be read in "
