@@ -22,7 +22,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from PIL import Image
@@ -89,8 +89,7 @@ class Captioner:
                  normalization: Normalization, data: tuple[dict[str, Any], str] | None = None,
                  checkpoint: str | None = None, precision: PrecisionSetting = "auto"):
         self.module = module.eval()
-        resolved = resolved_precision(checked_precision(precision), self.module.device)
-        self.precision: Precision = resolved  # type: ignore[assignment]
+        self.precision = cast(Precision, resolved_precision(checked_precision(precision), self.module.device))
         self.checkpoint = checkpoint
         self.transform = transform
         self.normalization = normalization

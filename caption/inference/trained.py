@@ -75,10 +75,6 @@ def load_trained(
     return TrainedModel(path=Path(path), module=module, data=data, data_origin=origin, data_problem=problem)
 
 
-# what a checkpoint of `caption fit` holds beside the model's weights, the training's alone: the objective's state (hard
-# attention's baseline)
-
-
 def build_model(path: str | os.PathLike, checkpoint: dict[str, Any], *,
                 decoding: Mapping[str, Any] | None = None) -> CaptionModel:
     """The trained CaptionModel in eval mode, from what `read_checkpoint(path)` read: every size its settings set

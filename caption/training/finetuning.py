@@ -19,7 +19,7 @@ from torch import nn
 
 from caption.errors import ConfigError
 from caption.io.checkpoints import found_checkpoint, read_checkpoint
-from caption.model.caption_model import module_state
+from caption.model.caption_model import TRAINING_STATE, module_state
 from caption.model.encoder import STAGES
 from caption.model.vocabulary import check_vocabulary
 
@@ -94,9 +94,9 @@ def load_weights(module: L.LightningModule, path: str) -> None:
     state: dict[str, Any] = checkpoint["state_dict"]
     trained_with, attention = checkpoint["hyper_parameters"]["attention"]["kind"], module.model.settings.attention.kind
     if trained_with != attention:  # the weights fit; the objective's state (hard attention's baseline) does not
-        objective = {key: value for key, value in module.objective.state_dict(prefix="objective.").items()}
-        left_out = sorted(key for key in state if key.startswith("objective."))
-        state = {**{key: value for key, value in state.items() if not key.startswith("objective.")}, **objective}
+        objective = module.objective.state_dict(prefix=TRAINING_STATE[0])
+        left_out = sorted(key for key in state if key.startswith(TRAINING_STATE))
+        state = {**{key: value for key, value in state.items() if not key.startswith(TRAINING_STATE)}, **objective}
         parts = [f"its {', '.join(left_out)} (for {trained_with} attention only) is left out"] if left_out else []
         parts += [f"{', '.join(sorted(objective))} starts afresh"] if objective else []
         rank_zero_info(f"model.optimization.init_from: {path} was trained with {trained_with} attention, "

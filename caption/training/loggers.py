@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import os
 from collections.abc import Callable, Iterator
@@ -88,30 +89,28 @@ class OneLineErrors:
     def writing(self, *, finalizing: str | None = None) -> Iterator[None]:
         try:
             yield
-        except (OSError, ValueError) as raised:  # Lightning's TensorBoard logger raises its writer's as a ValueError
+        except (OSError, OutputError, ValueError) as raised:  # Lightning's TensorBoard logger: a writer's as ValueError
             error = raised.__cause__ if isinstance(raised, ValueError) else raised
-            if not isinstance(error, OSError):
+            if not isinstance(error, (OSError, OutputError)):
                 raise
             if finalizing not in (None, "success"):
                 return  # the run already failed with its own error; its logs cannot be saved as well
+            if isinstance(error, OutputError):  # a file's own write (`write_atomically`) said it already
+                raise error from None
             for events in Path(self.log_dir).glob("events.out.tfevents.*"):  # a partial one stays: it can be read
                 with contextlib.suppress(OSError):
                     if events.is_file() and not events.is_symlink() and not events.stat().st_size:
                         events.unlink()
             raise cannot_write(self.log_dir, error, what=f"the logs of {type(self).__name__} in") from None
-        except OutputError:
-            if finalizing not in (None, "success"):
-                return
-            raise
 
 
 def guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     """`method` of a `OneLineErrors` logger, run inside its `writing`."""
+    @functools.wraps(method)
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self.writing():
             return method(self, *args, **kwargs)
 
-    write.__name__, write.__doc__ = method.__name__, method.__doc__
     return write
 
 

@@ -1,5 +1,6 @@
 """Nothing of a dependency is replaced while a command runs: from inside a running `caption fit` (a callback, in this
-process), every function, method, property and hook the project once patched is still the original.
+process), every function, method, property and hook that atomic logs, one-line warnings and the class-path rule could
+be tempted to replace is still the original.
 
 The places: Lightning's logger writers and their `experiment` properties, `threading.excepthook`,
 `warnings.showwarning`, jsonargparse's `import_object` (in every module that holds it), `sys.meta_path`, and the
@@ -20,7 +21,7 @@ LOGGER_METHODS = ("log_hyperparams", "log_metrics", "save", "finalize", "experim
 
 
 def places() -> dict[str, object]:
-    """{where: what is there now} for each place the project once replaced."""
+    """{where: what is there now} for each of those places."""
     import lightning.fabric.loggers.csv_logs as fabric_csv
     import lightning.pytorch.loggers as loggers
     from lightning.pytorch.loggers import csv_logs, tensorboard

@@ -195,10 +195,16 @@ def check_configs(args: list[str]) -> None:
             found += class_paths_in(settings_of(nested), key, origin=f"config {nested}",
                                     folder=nested.parent, seen=seen)
     for origin, key, class_path in found:
-        if "." in class_path and not may_import(class_path):
-            raise not_importable(class_path, key=key, origin=origin)
-        if DOTTED.fullmatch(class_path):  # what it resolves to, whatever path reached it (`torch.os.system`)
-            checked_resolution(class_path, key=key, origin=origin)
+        check_class_path(class_path, key=key, origin=origin)
+
+
+def check_class_path(class_path: str, *, key: str, origin: str) -> None:
+    """Refuse `class_path` when its module may not be imported (`may_import`), or when what it resolves to, whatever
+    path reached it (`torch.os.system`), is defined outside the allowed modules (`checked_resolution`)."""
+    if "." in class_path and not may_import(class_path):
+        raise not_importable(class_path, key=key, origin=origin)
+    if DOTTED.fullmatch(class_path):
+        checked_resolution(class_path, key=key, origin=origin)
 
 
 def check_parsed(settings: Any, key: str = "") -> None:
@@ -212,11 +218,8 @@ def check_parsed(settings: Any, key: str = "") -> None:
         for index, value in enumerate(settings):
             check_parsed(value, f"{key}[{index}]")
     elif isinstance(settings, str):
-        if key.endswith("class_path") or re.sub(r"\[\d+\]", "", key) in CLASS_KEYS:
-            if DOTTED.fullmatch(settings) and not may_import(settings):
-                raise not_importable(settings, key=key, origin="the settings")
-            if DOTTED.fullmatch(settings):
-                checked_resolution(settings, key=key, origin="the settings")
+        if (key.endswith("class_path") or re.sub(r"\[\d+\]", "", key) in CLASS_KEYS) and DOTTED.fullmatch(settings):
+            check_class_path(settings, key=key, origin="the settings")
     elif inspect.isroutine(settings) or inspect.isclass(settings) or inspect.ismodule(settings):
         name = getattr(settings, "__qualname__", None) or type(settings).__name__
         refused = outside_allowed(name, settings, key=key, origin="the settings")
