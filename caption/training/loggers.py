@@ -70,7 +70,7 @@ class AtomicExperimentWriter(ExperimentWriter):
         if not self.metrics:
             return
         rows = [*self.rows, *self.metrics]
-        self.metrics_keys = sorted({key for row in rows for key in row})
+        self.metrics_keys = sorted(set(self.metrics_keys).union(*self.metrics))  # every key logged so far
         table = io.StringIO()
         writer = csv.DictWriter(table, fieldnames=self.metrics_keys)
         writer.writeheader()
