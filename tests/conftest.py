@@ -36,7 +36,7 @@ def exported(tiny_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
     root = tmp_path_factory.mktemp("exported")
     with patch.object(sys, "argv", ["caption"]):
         for kind in ("soft", "hard"):
-            main(["export", str(tiny_runs[kind]), str(root / kind)])
+            main(["export", "--ckpt_path", str(tiny_runs[kind]), "--predictions.out", str(root / kind)])
     return {kind: root / kind for kind in ("soft", "hard")}
 
 # handlers a test may change: Lightning's signal connector (SIGTERM, SIGUSR1 on SLURM), its Ctrl-C shutdown (SIGINT

@@ -7,10 +7,10 @@
     caption compare runs/shapes_soft runs/shapes_hard --predictions.out reports/shapes
     caption predict --ckpt_path runs/shapes_soft/checkpoints/last.ckpt --data.predict photos/
 
-Each command is a module of `caption.cli` with its own `--help` and `main(argv)` (`COMMANDS`); fit, validate, test and
-predict are LightningCLI's, in the wing `caption.cli.lightning`; the others are small argparse programs on the
-inference layer, a knob several of them have spelled the same in each (`caption.cli.options`). Commands never import
-each other, except that `features` parses its config with the Lightning one. Foreseen errors print as one
+Each command is a module of `caption.cli` with its own `--help` and `main(argv)` (`COMMANDS`), and every one parses
+its options with jsonargparse: fit, validate, test and predict are LightningCLI's, in the wing `caption.cli.lightning`,
+and `features` parses a config with the same parser; the others are small programs on the inference layer, on
+jsonargparse's parser with the same option names (`caption.cli.options`). Foreseen errors print as one
 `caption: error:` line; torch and Lightning are imported only by the commands that need them; warnings print as one
 line each (`caption: warning: ...`), and `caption -v <command>` also shows the dependencies' notes
 (`caption.config.console`, docs/console.md).
@@ -32,6 +32,7 @@ TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell rep
 INTERRUPTED = 128 + 2  # exit status of a command stopped by Ctrl-C (SIGINT)
 # fit, validate, test and predict: LightningCLI's, with their plumbing in cli/lightning/
 LIGHTNING = "lightning.commands"
+SHORT_HELP = ("fit", "validate", "test", "predict", "features")  # LightningCLI's parser: --help from short_help.json
 
 # name -> (module under caption.cli with a `main(argv)`, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -97,7 +98,7 @@ def run(args: list[str]) -> None:
     if args[0] not in COMMANDS:
         raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
     name, argv = args[0], with_ckpt_path(args[1:])
-    if COMMANDS[name][0] == LIGHTNING:  # --help answered at once, without Lightning; --help-all by LightningCLI
+    if name in SHORT_HELP:  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)
     with named_modules(imports):
         import_named(imports)

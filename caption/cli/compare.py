@@ -30,7 +30,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from caption.cli.options import CommandParser, add_split_evaluation, device, given_beam_sizes, given_decoding
+from caption.cli.options import CommandParser, add_split_evaluation, device, given, given_beam_sizes
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder
 from caption.reports import DATASETS
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
     add_split_evaluation(parser, out="report.md, its figures and each model's metrics.json, captions.json and "
                          "captions.csv", out_default="reports/compare", data="the first checkpoint's",
                          decoding="each checkpoint's")
-    parser.add_argument("--against", nargs="+", type=Path, action="append", default=None, metavar="CKPT_OR_RUN",
+    parser.add_argument("--against", nargs="+", action="append", default=None, metavar="CKPT_OR_RUN",
                         help="another group of runs (e.g. the seeds of one recipe: runs/hard_seed*), set against the "
                              "models given first, which then form one group; repeatable. Each group's row shows the "
                              "mean over its runs ± a 95%% t interval, and a paired test sets each group against "
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--dataset", default=None, choices=DATASETS,
                         help="dataset for the paper's numbers (default: guessed from the data settings)")
     args = parser.parse_args(argv)
-    decoding = given_decoding(args)
+    decoding = given(args, "model.decoding")
     beam_sizes = given_beam_sizes(args)
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
@@ -81,10 +81,11 @@ def main(argv: list[str]) -> None:
     groups = None
     if args.against is None:
         models = read_models(args.models, names=args.names, device=device(args), config=args.config,
-                             decoding=decoding, precision=args.precision)
+                             decoding=decoding, precision=args.trainer.precision)
     else:
-        groups = read_groups([args.models, *args.against], names=args.names, device=device(args), config=args.config,
-                             decoding=decoding, precision=args.precision)
+        against = [[Path(run) for run in runs] for runs in args.against]  # jsonargparse: no type for appended lists
+        groups = read_groups([args.models, *against], names=args.names, device=device(args), config=args.config,
+                             decoding=decoding, precision=args.trainer.precision)
         models = [model for group in groups for model in group.models]
     if models[0].captioner.data is None:
         raise ConfigError(f"checkpoint {models[0].checkpoint} does not record its data: pass the training config "
@@ -99,23 +100,24 @@ def main(argv: list[str]) -> None:
                           "all are evaluated on the latter")
     data = build_data(settings, origin)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
-    writable_folder(args.out, what="--predictions.out")
-    if args.batch_size is not None:
-        data.eval_batch_size = args.batch_size
+    out = args.predictions.out
+    writable_folder(out, what="--predictions.out")
+    if args.data.eval_batch_size is not None:
+        data.eval_batch_size = args.data.eval_batch_size
     evaluations, cache = [], PTBCache()  # the references' PTB tokens, for every model
     for model in models:
         evaluation = evaluate(model.captioner, data, split=args.split, meteor_timeout=args.meteor_timeout,
-                              description=model.name, out=args.out / model.name, cache=cache, beam_sizes=beam_sizes)
-        write_evaluation(evaluation, args.out / model.name, checkpoint=str(model.checkpoint))
+                              description=model.name, out=out / model.name, cache=cache, beam_sizes=beam_sizes)
+        write_evaluation(evaluation, out / model.name, checkpoint=str(model.checkpoint))
         evaluations.append(evaluation)
     shown = list(range(len(models)))  # the overlays: every model, or each group's first run
     if groups is not None:
         firsts = [group.models[0] for group in groups]
         shown = [index for index, model in enumerate(models) if any(model is first for first in firsts)]
     figures = overlay_figures([models[i] for i in shown], [evaluations[i] for i in shown], data, args.split,
-                              args.images, args.out)
+                              args.images, out)
     by_group = None if groups is None else {group.name: [model.name for model in group.models] for group in groups}
-    curves_path, left_out = write_curves(models, args.out, by_group)
+    curves_path, left_out = write_curves(models, out, by_group)
     for name, why in left_out.items():
         warnings.warn(f"{name}: no training curves drawn: {why}")
     dataset = args.dataset or dataset_name(settings)
@@ -123,15 +125,15 @@ def main(argv: list[str]) -> None:
     if groups is not None:
         runs = iter(evaluations)
         seeds = compare_seeds(groups, [[next(runs) for _ in group.models] for group in groups])
-        write_comparison(seeds, split=args.split, dataset=dataset, out=args.out)
+        write_comparison(seeds, split=args.split, dataset=dataset, out=out)
     swept, written = None, ()  # a row per model, or per group, and beam size
     if beam_sizes:
         named = dict(zip((model.name for model in models), evaluations))
         rows = by_group or {model.name: [model.name] for model in models}
         swept = [beam_size_row(name, {run: named[run] for run in runs}) for name, runs in rows.items()]
-        written = write_beam_sizes(swept, split=args.split, images=len(evaluations[0].captions), out=args.out)
+        written = write_beam_sizes(swept, split=args.split, images=len(evaluations[0].captions), out=out)
     report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
-                          curves=curves_path, curves_left_out=left_out, out=args.out, seeds=seeds, beam_sizes=swept)
+                          curves=curves_path, curves_left_out=left_out, out=out, seeds=seeds, beam_sizes=swept)
     if seeds is None:
         print(results_table(models, evaluations, dataset))
         print("\n".join(beside_greedy(models, evaluations, seeds)))
@@ -139,7 +141,7 @@ def main(argv: list[str]) -> None:
         print(grouped_table(seeds, dataset))
         print("\n".join(beside_greedy(models, evaluations, seeds)))
         print(f"\npaired test (B − A, in points of %):\n{paired_table(seeds)}")
-        print(f"wrote {args.out / 'comparison.json'}")
+        print(f"wrote {out / 'comparison.json'}")
     if swept is not None:
         print(f"\ngrounding against beam size (%):\n{beam_size_table(swept)}")
         print(f"wrote {' and '.join(map(str, written))}")

@@ -23,7 +23,7 @@ from caption.cli.options import (
     add_num_captions,
     add_output,
     device,
-    given_decoding,
+    given,
     positive_int,
 )
 from caption.errors import CaptionError
@@ -56,15 +56,17 @@ def main(argv: list[str]) -> None:
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged); the decoding given
     # here is the model's from now on: the one channel from the command line to the search
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config,
-                                          decoding=given_decoding(args), precision=args.precision)
+                                          decoding=given(args, "model.decoding"),
+                                          precision=args.trainer.precision)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
-    writable_folder(args.out, what="--predictions.out")
+    writable_folder(args.predictions.out, what="--predictions.out")
     described = describe(
-        captioner, files, out=args.out, num_captions=args.num_captions, batch_size=args.batch_size,
+        captioner, files, out=args.predictions.out, num_captions=args.predictions.num_captions,
+        batch_size=args.data.eval_batch_size,
         columns=args.columns, figure_format=args.format, say=lambda line: print(line, flush=True),
     )
     if not described:  # a folder's unreadable files were each named in a warning
         raise CaptionError(f"none of the {len(files)} image files found could be read in "
                            f"{' '.join(map(readable_name, args.inputs))}: give images Pillow can open")
     print(f"wrote {sum(len(item.captions) for item in described)} figures, captions.json and captions.csv to "
-          f"{args.out}")
+          f"{args.predictions.out}")

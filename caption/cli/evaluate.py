@@ -24,8 +24,8 @@ from caption.cli.options import (
     add_split_evaluation,
     device,
     evaluation_folder,
+    given,
     given_beam_sizes,
-    given_decoding,
     run_name,
 )
 from caption.errors import CaptionWarning
@@ -43,19 +43,19 @@ def main(argv: list[str]) -> None:
                          "run folder (runs/x, runs/x/checkpoints/best.ckpt: eval/x)",
                          derived=evaluation_folder)
     args = parser.parse_args(argv)
-    out = args.out
-    decoding = given_decoding(args)
+    out = args.predictions.out
+    decoding = given(args, "model.decoding")
     beam_sizes = given_beam_sizes(args)
     from caption.inference import Captioner, evaluate, training_data, write_evaluation
 
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config,
-                                          decoding=decoding, precision=args.precision)
+                                          decoding=decoding, precision=args.trainer.precision)
     data = training_data(captioner)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
     writable_folder(out, what="--predictions.out")
-    if args.batch_size is not None:
-        data.eval_batch_size = args.batch_size
+    if args.data.eval_batch_size is not None:
+        data.eval_batch_size = args.data.eval_batch_size
     evaluation = evaluate(captioner, data, split=args.split, meteor_timeout=args.meteor_timeout, out=out,
                           beam_sizes=beam_sizes)
     write_evaluation(evaluation, out, checkpoint=captioner.checkpoint)

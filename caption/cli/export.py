@@ -1,27 +1,29 @@
 """`caption export`: a trained model as a folder people can share, with no code in it.
 
-    caption export runs/shapes_soft exports/shapes_soft
-    caption export runs/coco_soft exports/coco_soft --metrics eval/coco_soft/metrics.json --push owner/coco-soft
+    caption export --ckpt_path runs/shapes_soft                       # exports/shapes_soft/
+    caption export --ckpt_path runs/coco_soft --metrics eval/coco_soft/metrics.json --push owner/coco-soft
 
-RUN_OR_CKPT is a checkpoint file or a run folder (its newest best-*.ckpt, as every command picks it:
-`caption.io.checkpoints.find_checkpoint`). OUT gets model.safetensors (the weights only), config.json (the model's
-settings, vocabulary, data settings and the input's preprocessing, no file of this machine), README.md (the model
-card, with the Hub's metadata: `caption.reports.model_card`) and, when the run saved its config,
-training_config.yaml, each written atomically (`caption.io.model_folder`). Every command's `--ckpt_path` and
-`Captioner.from_pretrained` load such a folder; `--push owner/name` uploads it to the Hugging Face Hub
-(`caption.io.hub`, the extra `show-attend-tell[hub]`). The format: docs/sharing.md.
+`--ckpt_path` is a checkpoint file or a run folder (its newest best-*.ckpt, as every command picks it:
+`caption.io.checkpoints.find_checkpoint`). The folder of `--predictions.out` (default exports/<run name>) gets
+model.safetensors (the weights only), config.json (the model's settings, vocabulary, data settings and the input's
+preprocessing, no file of this machine), README.md (the model card, with the Hub's metadata:
+`caption.reports.model_card`) and, when the run saved its config, training_config.yaml, each written atomically
+(`caption.io.model_folder`). Every command's `--ckpt_path` and `Captioner.from_pretrained` load such a folder; `--push
+owner/name` uploads it to the Hugging Face Hub (`caption.io.hub`, the extra `show-attend-tell[hub]`). The format:
+docs/sharing.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from caption.cli.options import CommandParser
+from jsonargparse import Namespace
+
+from caption.cli.options import CommandParser, add_output, run_name
 from caption.errors import CaptionWarning, ConfigError
 from caption.io.outputs import writable_folder
 
@@ -42,15 +44,16 @@ def main(argv: list[str]) -> None:
         description="Write a trained model as a folder to share: model.safetensors, config.json and a model card "
                     "(README.md); --push uploads it to the Hugging Face Hub.",
     )
-    parser.add_argument("model", type=Path, metavar="RUN_OR_CKPT",
+    parser.add_argument("--ckpt_path", type=Path, required=True, metavar="CKPT",
                         help="checkpoint written by `caption fit`, or its run folder (the newest best-*.ckpt, else "
-                             "last.ckpt)")
-    parser.add_argument("out", type=Path, metavar="OUT", help="folder for model.safetensors, config.json, README.md")
+                             "last.ckpt) (alias: --ckpt)")
+    add_output(parser, help="the model folder: model.safetensors, config.json, README.md", derived=export_folder,
+               default="exports/<run name>: the name of the checkpoint's run folder (runs/x: exports/x)")
     parser.add_argument("--metrics", type=Path, default=None,
                         help="a metrics.json of `caption evaluate` for the card's test figures (default: the run's "
                              "last test, from its metrics.csv)")
     parser.add_argument("--model_name", default=None,
-                        help="the model's name in its card (default: --push's id, else OUT's folder name)")
+                        help="the model's name in its card (default: --push's id, else the name of --predictions.out)")
     parser.add_argument("--license", default="mit", help="the weights' license in the card's metadata, as the Hub "
                                                          "spells it (default: mit, the code's)")
     parser.add_argument("--push", default=None, metavar="OWNER/NAME",
@@ -58,17 +61,18 @@ def main(argv: list[str]) -> None:
                              "needs `hf auth login` and show-attend-tell[hub])")
     parser.add_argument("--private", action="store_true", help="with --push: create the repository private")
     args = parser.parse_args(argv)
+    out = args.predictions.out
     import caption
     from caption.io.checkpoints import find_checkpoint, read_checkpoint
     from caption.io.hub import check_login, upload_model_folder
     from caption.io.model_folder import model_config, weights_bytes, write_model_folder
 
     api = check_login(args.push) if args.push else None  # before any work: the package, the id, the login
-    checkpoint_path = find_checkpoint(args.model)
-    if args.out.is_dir() and any(args.out.rglob("*.ckpt")):
-        raise ConfigError(f"{args.out} holds checkpoints (a run folder?): export into a folder of its own, so that "
-                          "--ckpt_path of that run still means its checkpoints")
-    writable_folder(args.out, what="OUT")  # errors (CaptionError) are printed in one line by `caption`
+    checkpoint_path = find_checkpoint(args.ckpt_path)
+    if out.is_dir() and any(out.rglob("*.ckpt")):
+        raise ConfigError(f"--predictions.out {out} holds checkpoints (a run folder?): export into a folder of its "
+                          "own, so that --ckpt_path of that run still means its checkpoints")
+    writable_folder(out, what="--predictions.out")  # errors (CaptionError) are printed in one line by `caption`
     checkpoint = read_checkpoint(checkpoint_path)
     source, inputs = model_inputs(checkpoint_path, checkpoint)  # as `Captioner` builds them
     paths = None if source is None else source_paths(source, checkpoint["datamodule_hyper_parameters"]["source"])
@@ -80,19 +84,19 @@ def main(argv: list[str]) -> None:
     model = build_model(checkpoint_path, checkpoint)  # the weights checked against the settings, as loading does
     training_state = {name: weight for name, weight in checkpoint["state_dict"].items()
                       if name.startswith(TRAINING_STATE)}
-    run = run_folder(args.model, checkpoint_path)
+    run = run_folder(args.ckpt_path, checkpoint_path)
     saved = saved_config(run) if run is not None else None
     card = card_text(args, checkpoint_path, checkpoint, model, saved=saved, preprocessing=config["preprocessing"])
     # the model's weights, and the objective's for a new run to start from (`model.optimization.init_from`)
-    write_model_folder(args.out, weights=weights_bytes({**model.state_dict(), **training_state}), config=config,
+    write_model_folder(out, weights=weights_bytes({**model.state_dict(), **training_state}), config=config,
                        card=card, training_config=saved.read_bytes() if saved is not None else None)
     files = "model.safetensors, config.json, README.md" + (" and training_config.yaml" if saved is not None else "")
-    print(f"wrote {args.out}: {files}, from {checkpoint_path}")
+    print(f"wrote {out}: {files}, from {checkpoint_path}")
     if api is not None:
-        print(f"uploaded to {upload_model_folder(args.out, args.push, api=api, private=args.private)}")
+        print(f"uploaded to {upload_model_folder(out, args.push, api=api, private=args.private)}")
 
 
-def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[str, Any],
+def card_text(args: Namespace, checkpoint_path: Path, checkpoint: dict[str, Any],
               model: CaptionModel, *, saved: Path | None, preprocessing: dict[str, Any] | None = None) -> str:
     """The model card of the checkpoint, with what its run recorded: its saved config (`saved`) and its test
     figures, and config.json's `preprocessing`."""
@@ -102,7 +106,7 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
     from caption.reports.model_card import CardFacts, evaluated, last_test_row, model_card
     from caption.training.optimization import OptimizationSettings
 
-    run = run_folder(args.model, checkpoint_path)
+    run = run_folder(args.ckpt_path, checkpoint_path)
     logs = find_logs(run, checkpoint_path) if run is not None else None
     metrics_csv = logs if logs is not None and logs.suffix == ".csv" else None
     if args.metrics is not None:
@@ -117,7 +121,7 @@ def card_text(args: argparse.Namespace, checkpoint_path: Path, checkpoint: dict[
         test = None
     hyperparameters = checkpoint["hyper_parameters"]
     return model_card(CardFacts(
-        name=args.model_name or args.push or args.out.resolve().name, settings=model.settings,
+        name=args.model_name or args.push or args.predictions.out.resolve().name, settings=model.settings,
         optimization=typed(OptimizationSettings, hyperparameters.get("optimization") or {}, "optimization"),
         vocabulary_size=len(model.vocabulary), data=checkpoint.get("datamodule_hyper_parameters"),
         version=caption.__version__, test=test, epoch=checkpoint.get("epoch"), steps=checkpoint.get("global_step"),
@@ -188,6 +192,11 @@ def preprocessing(transform: Callable[[Image.Image], Tensor], normalization: tup
                   "\"preprocessing\" is null (Captioner still prepares images as the model was trained)",
                   CaptionWarning)
     return None
+
+
+def export_folder(args: Namespace) -> Path:
+    """exports/<run name>: the default --predictions.out of `caption export`."""
+    return Path("exports") / run_name(str(args.ckpt_path))
 
 
 def run_folder(given: Path, checkpoint_path: Path) -> Path | None:

@@ -1,9 +1,11 @@
-"""What the argparse commands share: the same option names as `caption fit/test/predict`, with the same checks.
+"""The parser of every command that is not Lightning's, with the same option names as `caption fit/test/predict`.
 
-A knob a Lightning command has too is spelled as it spells it, dotted name included (`--ckpt_path`,
-`--model.decoding.beam_size`, `--data.eval_batch_size`, `--trainer.accelerator`, `--predictions.out` ...), so a command
-line learnt in one command works in the others and every `--help` shows one name per knob. The knobs, command by
-command: docs/attention.md#one-name-per-knob.
+Every command parses its options with jsonargparse, the library under LightningCLI: `CommandParser` is jsonargparse's
+parser with errors in one line and `--print_config`, and a knob a Lightning command has too is spelled as it spells
+it, dotted name included (`--ckpt_path`, `--model.decoding.beam_size`, `--data.eval_batch_size`,
+`--trainer.accelerator`, `--predictions.out` ...), and read back under that name (`args.predictions.out`). Settings
+dataclasses give their options (`add_settings`: `DecodingSettings`, `PretrainingSettings`), never copied. The knobs,
+command by command: docs/attention.md#one-name-per-knob.
 """
 
 import argparse
@@ -15,6 +17,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, NoReturn, get_args, get_origin
 
+from jsonargparse import ArgumentParser, Namespace
+
 from caption.errors import ConfigError
 from caption.model.decoding import DecodingSettings
 from caption.model.precision import checked_precision
@@ -22,70 +26,52 @@ from caption.model.precision import checked_precision
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps")
 
 
-class CommandParser(argparse.ArgumentParser):
-    """argparse's parser, with errors in one line, where `--print_config` prints the options resolved (defaults filled
-    in) as YAML and exits, as `caption fit`'s does. A default derived from other options (`derived_defaults`: dest ->
-    its function of them) is filled in on parsing."""
+class CommandParser(ArgumentParser):
+    """jsonargparse's parser, with errors in one line, where `--print_config` prints the options resolved (defaults
+    filled in) as YAML and exits, as `caption fit`'s does. A default derived from other options (`derived_defaults`:
+    dotted key -> its function of them) is filled in on parsing."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # no abbreviations: an option is read by its whole name only (`--model.decoding.beam` is refused, not read as
-        # `--model.decoding.beam_size`)
-        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
-        self.derived_defaults: dict[str, Callable[[argparse.Namespace], Any]] = {}
+        # `--model.decoding.beam_size`); the help as argparse's (each help says its default); `--print_config` is
+        # this parser's own (jsonargparse's comes with a config file of the command's options, which --config is not)
+        super().__init__(*args, **{"allow_abbrev": False, "formatter_class": argparse.HelpFormatter,
+                                   "print_config": None, **kwargs})
+        self.derived_defaults: dict[str, Callable[[Namespace], Any]] = {}
         self.add_argument("--print_config", action="store_true",
                           help="print the options as resolved (defaults filled in) as YAML, then exit")
 
-    def error(self, message: str) -> NoReturn:
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         """One line, as the Lightning commands' errors (no usage block first), saying where the options are read."""
-        self.exit(2, f"caption: error: {message} (every option: `{self.prog} --help`)\n")
+        self.exit(2, f"caption: error: {' '.join(message.split())} (every option: `{self.prog} --help`)\n")
 
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
-        parsed = super().parse_args(args, namespace)
-        for dest, derive in self.derived_defaults.items():
-            if getattr(parsed, dest) is None:
-                setattr(parsed, dest, derive(parsed))
+    def parse_args(self, *args: Any, **kwargs: Any) -> Any:
+        parsed = super().parse_args(*args, **kwargs)
+        for key, derive in self.derived_defaults.items():
+            if parsed[key] is None:
+                parsed[key] = derive(parsed)
         if parsed.print_config:
-            sys.stdout.write(resolved_options(self, parsed))
+            shown = parsed.clone()
+            del shown["print_config"]
+            sys.stdout.write(self.dump(shown, skip_validation=True))
             self.exit()
         return parsed
 
 
-def resolved_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """The options of a parsed command line as YAML, nested by their dotted names (`--predictions.out` under
-    `predictions:`), as `caption fit --print_config` prints its own."""
-    import yaml
-
-    def plain(value: Any) -> Any:
-        return [plain(item) for item in value] if isinstance(value, list) else \
-            str(value) if isinstance(value, Path) else value
-
-    options: dict[str, Any] = {}
-    for action in parser._actions:
-        if action.dest in (argparse.SUPPRESS, "help", "print_config"):
-            continue
-        name = max(action.option_strings, key=len).lstrip("-") if action.option_strings else action.dest
-        *groups, key = name.split(".")
-        level = options
-        for group in groups:
-            level = level.setdefault(group, {})
-        level[key] = plain(getattr(args, action.dest))
-    return yaml.safe_dump(options, sort_keys=False, allow_unicode=True)
-
-
-def add_config(parser: argparse.ArgumentParser, *, help: str, **kwargs: Any) -> None:
+def add_config(parser: ArgumentParser, *, help: str, **kwargs: Any) -> None:
     """-c/--config, as `caption fit` spells it."""
     parser.add_argument("-c", "--config", help=help, **kwargs)
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+    """The type of an option that counts: an integer >= 1."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
-def add_checkpoint(parser: argparse.ArgumentParser) -> None:
+def add_checkpoint(parser: ArgumentParser) -> None:
     """--ckpt_path: a checkpoint written by `caption fit`, a run folder, or a URL with its --sha256."""
     parser.add_argument("--ckpt_path", required=True, metavar="CKPT",
                         help="checkpoint written by `caption fit`, its run folder (the newest best-*.ckpt, else "
@@ -94,22 +80,29 @@ def add_checkpoint(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sha256", default=None, help="the URL's expected SHA-256 (downloaded once, then checked)")
 
 
-def add_decoding(parser: argparse.ArgumentParser, *, default: str = "the checkpoint's") -> None:
-    """A `--model.decoding.<setting>` per field of `DecodingSettings`, as `caption test` takes them, each defaulting to
-    the checkpoint's; `given_decoding` collects those given (a new decoding setting is an option here too)."""
-    helps = settings_help(DecodingSettings)
-    for field in fields(DecodingSettings):
+def add_settings(parser: ArgumentParser, settings: type, group: str, *, default: str | None = None) -> None:
+    """A `--<group>.<field>` per field of the dataclass `settings`, with its docstring's line as help and the field's
+    type (an int counts: >= 1; a Literal's values are the choices); each defaults to the field's default, or with
+    `default` (what stands instead, for --help) to None: `given` then collects those given."""
+    helps = settings_help(settings)
+    for field in fields(settings):
         choices = get_args(field.type) if get_origin(field.type) is Literal else None
         kind = str if choices else positive_int if field.type is int else field.type
-        parser.add_argument(f"--model.decoding.{field.name}", dest=f"decoding.{field.name}", type=kind,
-                            choices=choices, default=None, metavar=field.name.upper(),
-                            help=f"{helps[field.name].rstrip('.')} (default: {default})")
+        value = None if default is not None else field.default
+        parser.add_argument(f"--{group}.{field.name}", type=kind, **({"choices": choices} if choices else {}),
+                            default=value, metavar=field.name.upper(),
+                            help=f"{helps[field.name].rstrip('.')} (default: {default or value})")
 
 
-def given_decoding(args: argparse.Namespace) -> dict[str, Any]:
-    """The decoding settings given on the command line (`add_decoding`), by field name."""
-    return {field.name: value for field in fields(DecodingSettings)
-            if (value := getattr(args, f"decoding.{field.name}")) is not None}
+def given(args: Namespace, group: str) -> dict[str, Any]:
+    """The settings of `group` (`add_settings`) given on the command line, by field name."""
+    return {name: value for name, value in vars(args[group]).items() if value is not None}
+
+
+def add_decoding(parser: ArgumentParser, *, default: str = "the checkpoint's") -> None:
+    """`--model.decoding.<setting>` per field of `DecodingSettings`, as `caption test` takes them, each defaulting to
+    the checkpoint's; `given(args, "model.decoding")` collects those given."""
+    add_settings(parser, DecodingSettings, "model.decoding", default=default)
 
 
 def settings_help(settings: type) -> dict[str, str]:
@@ -125,9 +118,11 @@ def settings_help(settings: type) -> dict[str, str]:
     return helps
 
 
-def one_device(text: str) -> int | None:
-    """argparse type of --trainer.devices as Lightning reads it, for one device: "auto" or 1 (None: the first), or one
-    GPU's index as [N] or "N," (N)."""
+def one_device(text: str | int) -> int | None:
+    """The type of --trainer.devices as Lightning reads it, for one device: "auto" or 1 (None: the first), or one
+    GPU's index as [N] or "N," (N; an index already read is kept: jsonargparse checks a parsed value again)."""
+    if isinstance(text, int):
+        return text
     text = text.strip()
     if text in ("auto", "1"):
         return None
@@ -138,58 +133,60 @@ def one_device(text: str) -> int | None:
     return int(found.group(1) or found.group(2))
 
 
-def add_device(parser: argparse.ArgumentParser) -> None:
-    """--trainer.accelerator and --trainer.devices, as `caption fit` takes them, for one device (`device`)."""
-    parser.add_argument("--trainer.accelerator", dest="accelerator", default="auto", choices=ACCELERATORS,
+def add_device(parser: ArgumentParser) -> None:
+    """--trainer.accelerator, --trainer.devices and --trainer.precision, as `caption fit` takes them, for one device
+    (`device`)."""
+    parser.add_argument("--trainer.accelerator", default="auto", choices=ACCELERATORS,
                         help="where to run, as for `caption fit`: auto (the GPU if there is one), cpu, gpu (= cuda), "
                              "mps (default: auto)")
-    parser.add_argument("--trainer.devices", dest="devices", type=one_device, default=None, metavar="DEVICES",
+    parser.add_argument("--trainer.devices", type=one_device, default=None, metavar="DEVICES",
                         help="the device, as for `caption fit` but one only: 1 or auto (the first), or a GPU's index "
                              "as [N] or N, (e.g. [1]: cuda:1) (default: auto)")
-    parser.add_argument("--trainer.precision", dest="precision", type=precision_type, default="auto",
+    parser.add_argument("--trainer.precision", type=precision_type, default="auto",
                         metavar="PRECISION", help="32-true, or bf16-mixed (the matrix products in bf16), as for "
                                                   "`caption fit`; auto: bf16-mixed where the device has bf16 matrix "
                                                   "units (docs/measurements.md#bf16-against-fp32) (default: auto)")
 
 
 def precision_type(text: str) -> str:
-    """argparse type of --trainer.precision (`caption.model.precision.checked_precision`)."""
+    """The type of --trainer.precision (`caption.model.precision.checked_precision`)."""
     try:
         return checked_precision(text, key="--trainer.precision")
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def device(args: argparse.Namespace) -> str:
+def device(args: Namespace) -> str:
     """The torch device of --trainer.accelerator and --trainer.devices: "auto" (the GPU if there is one), "cpu",
     "cuda", "cuda:1", "mps"."""
-    if args.devices is not None and args.accelerator in ("cpu", "mps"):
-        raise ConfigError(f"--trainer.devices [{args.devices}] is a GPU's index: use it with --trainer.accelerator gpu "
+    accelerator, index = args.trainer.accelerator, args.trainer.devices
+    if index is not None and accelerator in ("cpu", "mps"):
+        raise ConfigError(f"--trainer.devices [{index}] is a GPU's index: use it with --trainer.accelerator gpu "
                           "(or auto)")
-    if args.accelerator in ("cpu", "mps"):
-        return args.accelerator
-    if args.devices is not None:
-        return f"cuda:{args.devices}"
-    return "cuda" if args.accelerator in ("gpu", "cuda") else "auto"
+    if accelerator in ("cpu", "mps"):
+        return accelerator
+    if index is not None:
+        return f"cuda:{index}"
+    return "cuda" if accelerator in ("gpu", "cuda") else "auto"
 
 
-def add_batch_size(parser: argparse.ArgumentParser, *, default: int | None) -> None:
+def add_batch_size(parser: ArgumentParser, *, default: int | None) -> None:
     shown = default if default is not None else "the data's eval_batch_size"
-    parser.add_argument("--data.eval_batch_size", dest="batch_size", type=positive_int, default=default,
-                        metavar="EVAL_BATCH_SIZE", help=f"images per batch (default: {shown})")
+    parser.add_argument("--data.eval_batch_size", type=positive_int, default=default, metavar="EVAL_BATCH_SIZE",
+                        help=f"images per batch (default: {shown})")
 
 
 def add_output(parser: CommandParser, *, help: str, default: str,
-               derived: Callable[[argparse.Namespace], Path] | None = None) -> None:
-    """--predictions.out: the folder a command writes its captions (and the rest of its results) to, as predict's.
-    `derived`: the default's function of the other options, which `default` describes in --help."""
-    parser.add_argument("--predictions.out", dest="out", type=Path, default=None if derived else Path(default),
-                        metavar="OUT", help=f"{help} (default: {default})")
+               derived: Callable[[Namespace], Path] | None = None) -> None:
+    """--predictions.out: the folder a command writes its results to, as predict's. `derived`: the default's function
+    of the other options, which `default` describes in --help."""
+    parser.add_argument("--predictions.out", type=Path, default=None if derived else Path(default), metavar="OUT",
+                        help=f"{help} (default: {default})")
     if derived is not None:
-        parser.derived_defaults["out"] = derived
+        parser.derived_defaults["predictions.out"] = derived
 
 
-def evaluation_folder(args: argparse.Namespace) -> Path:
+def evaluation_folder(args: Namespace) -> Path:
     """eval/<run name>: the default --predictions.out of `caption evaluate`."""
     return Path("eval") / run_name(args.ckpt_path)
 
@@ -203,13 +200,13 @@ def run_name(ckpt_path: str) -> str:
     return path.name or "checkpoint"
 
 
-def add_num_captions(parser: argparse.ArgumentParser, *, default: int | None, help: str) -> None:
+def add_num_captions(parser: ArgumentParser, *, default: int | None, help: str) -> None:
     """--predictions.num_captions: each image's n best captions, as `caption predict` writes them."""
-    parser.add_argument("--predictions.num_captions", dest="num_captions", type=positive_int, default=default,
-                        metavar="NUM_CAPTIONS", help=help)
+    parser.add_argument("--predictions.num_captions", type=positive_int, default=default, metavar="NUM_CAPTIONS",
+                        help=help)
 
 
-def add_beam_sizes(parser: argparse.ArgumentParser) -> None:
+def add_beam_sizes(parser: ArgumentParser) -> None:
     """--beam_sizes: decode the split at each of these beam sizes too, for BLEU-4, CIDEr-D and attention accuracy
     against the beam size (`given_beam_sizes` checks them)."""
     parser.add_argument("--beam_sizes", type=int, nargs="+", default=None, metavar="BEAM_SIZE",
@@ -218,7 +215,7 @@ def add_beam_sizes(parser: argparse.ArgumentParser) -> None:
                              "table, beam_sizes.png and beam_sizes.json (default: none)")
 
 
-def given_beam_sizes(args: argparse.Namespace) -> tuple[int, ...]:
+def given_beam_sizes(args: Namespace) -> tuple[int, ...]:
     """The beam sizes of --beam_sizes, ascending, each once (none without it); one below 1 is refused in one line."""
     if args.beam_sizes is None:
         return ()
@@ -228,7 +225,7 @@ def given_beam_sizes(args: argparse.Namespace) -> tuple[int, ...]:
     return tuple(sorted(set(args.beam_sizes)))
 
 
-def add_scoring(parser: argparse.ArgumentParser) -> None:
+def add_scoring(parser: ArgumentParser) -> None:
     """--split and --meteor_timeout, for the commands that score a split."""
     parser.add_argument("--split", default="test", choices=("val", "test"), help="split to caption (default: test)")
     parser.add_argument("--meteor_timeout", type=float, default=None,
@@ -237,7 +234,7 @@ def add_scoring(parser: argparse.ArgumentParser) -> None:
 
 
 def add_split_evaluation(parser: CommandParser, *, out: str, out_default: str, data: str, decoding: str,
-                         derived: Callable[[argparse.Namespace], Path] | None = None) -> None:
+                         derived: Callable[[Namespace], Path] | None = None) -> None:
     """The options of the commands that caption and score a split (`evaluate`, `compare`): --predictions.out (`out`:
     what the folder holds; `out_default`, `derived`: as for `add_output`), -c/--config (`data`: whose data settings
     stand when it is not given), the decoding settings (their `decoding` default), --data.eval_batch_size, the
@@ -249,4 +246,3 @@ def add_split_evaluation(parser: CommandParser, *, out: str, out_default: str, d
     add_device(parser)
     add_scoring(parser)
     add_beam_sizes(parser)
-

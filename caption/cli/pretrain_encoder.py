@@ -23,13 +23,14 @@ from typing import Any
 
 import yaml
 
-from caption.cli.options import CommandParser, add_config, add_device, positive_int
+from jsonargparse import Namespace
+
+from caption.cli.options import CommandParser, add_config, add_device, add_settings
 from caption.config.packaged import configs, merged, named_run
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder, write_atomically, write_json
 from caption.training.pretraining_settings import PretrainingSettings
 
-SETTINGS = ("epochs", "batch_size", "learning_rate", "background_weight", "max_shift")  # PretrainingSettings' fields
 TRAINED_ELSEWHERE = ("weights", "freeze", "frozen_epochs", "finetune_stages", "learning_rate")  # set here, not read
 
 
@@ -50,11 +51,11 @@ def read_configs(values: list[str]) -> dict[str, Any]:
     return settings
 
 
-def output_folder(args: argparse.Namespace) -> Path:
+def output_folder(args: Namespace) -> Path:
     """--trainer.default_root_dir, else the folder of a named run given alone (runs/<name>): composed with other
     configs, it is other data, which must not overwrite that run's encoder."""
-    if args.out is not None:
-        return args.out
+    if args.trainer.default_root_dir is not None:
+        return args.trainer.default_root_dir
     run = named_run(args.config[0]) if len(args.config) == 1 else None
     if run is None:
         raise ConfigError("name the folder to write the encoder to: --trainer.default_root_dir runs/<data>_encoder")
@@ -62,7 +63,6 @@ def output_folder(args: argparse.Namespace) -> Path:
 
 
 def main(argv: list[str]) -> None:
-    defaults = PretrainingSettings()
     parser = CommandParser(prog="caption pretrain-encoder", formatter_class=argparse.RawDescriptionHelpFormatter,
                            description="Train the config's encoder from random weights as a classifier of its data's "
                                        "labelled objects (or of class folders), for model.encoder.weights.",
@@ -73,31 +73,26 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--images", type=Path, default=None,
                         help="a folder of class folders (<class>/*.jpg; or train/ and val/ of them) to classify "
                              "instead of the data's boxes")
-    parser.add_argument("--trainer.default_root_dir", dest="out", type=Path, default=None,
+    parser.add_argument("--trainer.default_root_dir", type=Path, default=None, metavar="OUT",
                         help="the run folder for encoder.pt and encoder.json (default: runs/<named run>)")
-    for key, kind, what in (("epochs", positive_int, "passes over the training images"),
-                            ("batch_size", positive_int, "images per step"),
-                            ("learning_rate", float, "Adam's step size"),
-                            ("background_weight", float, "loss weight of the cells no box holds"),
-                            ("max_shift", float, "random translation of training images, in grid cells")):
-        parser.add_argument(f"--pretraining.{key}", dest=key, type=kind, default=getattr(defaults, key),
-                            help=f"{what} (default: {getattr(defaults, key)})")
-    parser.add_argument("--seed_everything", dest="seed", type=int, default=None,
+    add_settings(parser, PretrainingSettings, "pretraining")
+    parser.add_argument("--seed_everything", type=int, default=None, metavar="SEED",
                         help="(default: the config's seed_everything, else 0)")
-    parser.add_argument("--data.num_workers", dest="num_workers", type=int, default=0,
+    parser.add_argument("--data.num_workers", type=int, default=0, metavar="NUM_WORKERS",
                         help="data loader workers (default: 0)")
     add_device(parser)
     args = parser.parse_args(argv)
-    settings = PretrainingSettings(**{key: getattr(args, key) for key in SETTINGS})
+    settings = PretrainingSettings(**vars(args.pretraining))
     folder = output_folder(args)
     config = read_configs(args.config)
     out = writable_folder(folder, what="--trainer.default_root_dir")
     from caption.cli.lightning.console import quiet_lightning
 
     with quiet_lightning():  # the progress bar and the summary; no device lines
-        pretrain(config, settings, out=out, images=args.images, seed=args.seed, num_workers=args.num_workers,
-                 accelerator=args.accelerator, devices=[args.devices] if args.devices is not None else 1,
-                 precision=args.precision, command=" ".join(["caption", "pretrain-encoder", *argv]))
+        pretrain(config, settings, out=out, images=args.images, seed=args.seed_everything,
+                 num_workers=args.data.num_workers, accelerator=args.trainer.accelerator,
+                 devices=[args.trainer.devices] if args.trainer.devices is not None else 1,
+                 precision=args.trainer.precision, command=" ".join(["caption", "pretrain-encoder", *argv]))
 
 
 def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path | None, seed: int | None,

@@ -25,7 +25,7 @@ def main(argv: list[str]) -> None:
         prog="caption serve",
         description="A local page: drop an image, see each model's captions and each word's attention.",
     )
-    parser.add_argument("--ckpt_path", dest="ckpt_paths", action="append", required=True, type=Path,
+    parser.add_argument("--ckpt_path", action="append", required=True, type=Path,
                         metavar="CKPT_OR_RUN", help="checkpoint or run folder; twice to compare two models side by "
                                                     "side (alias: --ckpt)")
     parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
@@ -53,8 +53,8 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be in 0..65535, got {args.port}")
-    if args.num_captions > MAX_CAPTIONS:
-        parser.error(f"--predictions.num_captions must be at most {MAX_CAPTIONS}, got {args.num_captions}")
+    if args.predictions.num_captions > MAX_CAPTIONS:
+        parser.error(f"--predictions.num_captions must be at most {MAX_CAPTIONS}, got {args.predictions.num_captions}")
     if args.test_images < 0 or args.max_upload_mb <= 0:
         parser.error("--test_images must be >= 0 and --max_upload_mb > 0")
     if not (math.isfinite(args.timeout_s) and args.timeout_s > 0) or args.max_connections < 1:
@@ -64,9 +64,9 @@ def main(argv: list[str]) -> None:
     from caption.serving.server import AttentionServer
     from caption.serving.viewer import AttentionViewer
 
-    models = read_models(args.ckpt_paths, names=args.names, device=device(args), config=args.config,
-                         precision=args.precision)
-    viewer = AttentionViewer(models, num_captions=args.num_captions, test_images=args.test_images)
+    models = read_models(args.ckpt_path, names=args.names, device=device(args), config=args.config,
+                         precision=args.trainer.precision)
+    viewer = AttentionViewer(models, num_captions=args.predictions.num_captions, test_images=args.test_images)
     try:
         server = AttentionServer((args.host, args.port), viewer, max_upload_bytes=int(args.max_upload_mb * 1e6),
                                  timeout_s=args.timeout_s, max_connections=args.max_connections,

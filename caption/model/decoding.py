@@ -1,5 +1,5 @@
 """How a trained model decodes (`model.decoding:` in a config): the settings every command and the Python API take,
-and the one check of a beam size and a length. Plain Python, no torch: the argparse commands build their decoding
+and the one check of a beam size and a length. Plain Python, no torch: the inference commands build their decoding
 options from `DecodingSettings`' fields while answering `--help` at once (`caption.cli.options.add_decoding`).
 The searches themselves are `caption.model.search`.
 """

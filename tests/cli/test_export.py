@@ -94,7 +94,7 @@ def test_the_card_lists_the_measured_test_figures_and_its_metadata_parses(tiny_r
     main(["evaluate", "--ckpt_path", str(tiny_runs["hard"]), "--predictions.out", str(tmp_path / "eval"),
           "--trainer.accelerator", "cpu"])
     measured = json.loads((tmp_path / "eval" / "metrics.json").read_text())["metrics"]
-    main(["export", str(tiny_runs["hard"]), str(tmp_path / "model"), "--metrics",
+    main(["export", "--ckpt_path", str(tiny_runs["hard"]), "--predictions.out", str(tmp_path / "model"), "--metrics",
           str(tmp_path / "eval" / "metrics.json"), "--model_name", "owner/shapes-hard"])
     card = ModelCard.load(tmp_path / "model" / "README.md")  # huggingface_hub's own parser of the metadata block
     assert card.data.library_name == "show-attend-tell" and card.data.license == "mit"
@@ -136,7 +136,7 @@ def test_a_run_without_its_saved_config_exports_without_one(tiny_runs, tmp_path)
     shutil.copytree(tiny_runs["soft"], run)
     for saved in run.glob("**/config.yaml"):
         saved.unlink()
-    main(["export", str(run), str(tmp_path / "model")])
+    main(["export", "--ckpt_path", str(run), "--predictions.out", str(tmp_path / "model")])
     assert not (tmp_path / "model" / "training_config.yaml").exists()
     assert "training_config.yaml" not in json.loads((tmp_path / "model" / "config.json").read_text())["sha256"]
     assert "the run's config was not found beside its checkpoint" in (tmp_path / "model" / "README.md").read_text()
@@ -159,14 +159,14 @@ def test_the_card_of_a_run_folder_takes_its_last_logged_test(tiny_runs, tmp_path
         writer = csv.DictWriter(file, fieldnames=[*rows[0], *tested], restval="")
         writer.writeheader()
         writer.writerows([*rows, {"epoch": "3", "step": "36", **tested}])
-    main(["export", str(run), str(tmp_path / "model")])
+    main(["export", "--ckpt_path", str(run), "--predictions.out", str(tmp_path / "model")])
     card = ModelCard.load(tmp_path / "model" / "README.md")
     assert {result.metric_name: result.metric_value for result in card.data.eval_results} == {
         "BLEU-1": 50.0, "BLEU-4": 12.5, "CIDEr": 75.0}
     assert "| this model (soft) | 50.0 | – | – | 12.5 | – | – | 75.0 | – | 2.50 |" in card.text
     assert f"from {metrics_csv}, the last test the run logged" in card.text
 
-    main(["export", str(run / "checkpoints" / "last.ckpt"), str(tmp_path / "last")])
+    main(["export", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), "--predictions.out", str(tmp_path / "last")])
     assert "No test figures were recorded" in (tmp_path / "last" / "README.md").read_text(), \
         "the run tested its best checkpoint, not last.ckpt"
 
@@ -190,7 +190,7 @@ def test_the_papers_table_1_sits_beside_the_figures_on_its_data(dataset, paper):
 def test_export_refuses_a_folder_holding_checkpoints(tiny_runs, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_runs["soft"], run)
-    line = failed(["export", str(run), str(run)])
+    line = failed(["export", "--ckpt_path", str(run), "--predictions.out", str(run)])
     assert f"{run} holds checkpoints (a run folder?): export into a folder of its own" in line
     assert not (run / "config.json").exists()
 

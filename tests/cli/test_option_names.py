@@ -1,6 +1,5 @@
 """One name per knob across every command, and a run folder wherever a checkpoint is taken."""
 
-import argparse
 import contextlib
 import io
 import json
@@ -12,7 +11,7 @@ from kit.cli import failed
 from PIL import Image
 
 from caption.cli import COMMANDS, main
-from caption.cli.options import add_device, device
+from caption.cli.options import CommandParser, add_device, device
 from caption.errors import ConfigError
 from caption.inference import Captioner
 from caption.io.checkpoints import find_checkpoint
@@ -84,7 +83,7 @@ def test_no_two_options_name_one_setting_with_and_without_its_group(options):
 
 
 @pytest.mark.parametrize("option", ["--bream_size", "--beam_size", "--model.decoding.beam"])
-def test_an_unknown_option_gets_argparses_own_message(capsys, option):
+def test_an_unknown_option_gets_the_parsers_own_message(capsys, option):
     """A mistyped option, another spelling of a knob, or an abbreviation of an option: refused, never read as one."""
     with pytest.raises(SystemExit) as exit_:
         main(["evaluate", "--ckpt_path", "x.ckpt", "--predictions.out", "o", option, "3"])
@@ -94,7 +93,7 @@ def test_an_unknown_option_gets_argparses_own_message(capsys, option):
                                 "`caption evaluate --help`)"], "one line, no usage block first"
 
 
-def test_a_bad_value_of_an_argparse_option_is_one_line(capsys):
+def test_a_bad_value_of_an_inference_commands_option_is_one_line(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["evaluate", "--ckpt_path", "x.ckpt", "--trainer.precision", "foo"])
     assert exit_.value.code == 2 and capsys.readouterr().err.splitlines() == [
@@ -108,13 +107,13 @@ def test_a_bad_value_of_an_argparse_option_is_one_line(capsys):
     (["--trainer.accelerator", "cuda", "--trainer.devices", "2,"], "cuda:2"),
 ])
 def test_the_device_options_mean_what_they_mean_to_lightning_on_one_device(given, expected):
-    parser = argparse.ArgumentParser()
+    parser = CommandParser(prog="caption x")
     add_device(parser)
     assert device(parser.parse_args(given)) == expected
 
 
 def test_more_than_one_device_or_a_gpu_index_on_the_cpu_is_refused(capsys):
-    parser = argparse.ArgumentParser()
+    parser = CommandParser(prog="caption x")
     add_device(parser)
     for many in ("2", "[0, 1]", "-1"):
         with pytest.raises(SystemExit):
@@ -191,9 +190,13 @@ def test_every_command_taking_a_config_takes_it_as_fit_does_and_prints_its_optio
     ("evaluate", ["--ckpt_path", "https://example.org/models/soft.ckpt"], "eval/soft"),
     ("evaluate", ["--ckpt_path", "runs/a", "--predictions.out", "mine"], "mine"),
     ("compare", ["runs/a", "runs/b"], "reports/compare"),
+    ("export", ["--ckpt_path", "runs/shapes_soft"], "exports/shapes_soft"),
+    ("export", ["--ckpt", "runs/shapes_soft/checkpoints/last.ckpt"], "exports/shapes_soft"),
 ])
-def test_evaluate_and_compare_write_to_a_default_folder_print_config_shows(command, args, out, capsys):
+def test_each_command_writes_to_a_default_folder_print_config_shows(command, args, out, capsys):
+    config = [] if command == "export" else ["-c", "shapes_soft"]
     with pytest.raises(SystemExit) as exit_:
-        main([command, *args, "-c", "shapes_soft", "--print_config"])
+        main([command, *args, *config, "--print_config"])
     printed = capsys.readouterr().out
-    assert exit_.value.code == 0 and f"predictions:\n  out: {out}\n" in printed and "config: shapes_soft" in printed
+    assert exit_.value.code == 0 and f"predictions:\n  out: {out}\n" in printed
+    assert not config or "config: shapes_soft" in printed

@@ -40,7 +40,7 @@ def test_validate_and_test_from_a_run_folder_or_an_export_score_as_evaluate_does
                                                                                  command, split):
     monkeypatch.setattr(meteor, "Meteor", NoJava)
     run, exported = tiny_runs["soft"], tmp_path / "exported"
-    main(["export", str(run), str(exported)])
+    main(["export", "--ckpt_path", str(run), "--predictions.out", str(exported)])
     main(["evaluate", "--ckpt_path", str(run), "--split", split, "--predictions.out", str(tmp_path / "evaluate"),
           *QUIET[:2]])
     evaluated = json.loads((tmp_path / "evaluate" / "metrics.json").read_text())

@@ -64,7 +64,7 @@ def test_config_json_names_no_file_of_the_training_machine(tiny_runs, tmp_path, 
                                     optimization={"init_from": "stage1/last.ckpt"},
                                     data={"features": str(tmp_path / "features"), "predict": str(images),
                                           "vocabulary_from": "stage1/last.ckpt"})
-    main(["export", "crafted.ckpt", "model"])
+    main(["export", "--ckpt_path", "crafted.ckpt", "--predictions.out", "model"])
     config = json.loads(Path("model/config.json").read_text())
     assert config["model"]["encoder"]["weights"] == "none", "its weights are in model.safetensors"
     assert config["model"]["optimization"]["init_from"] is None
@@ -81,7 +81,7 @@ def test_config_json_names_no_file_of_the_training_machine(tiny_runs, tmp_path, 
 
 
 def test_the_training_config_keeps_the_runs_paths(tiny_runs, tmp_path):
-    main(["export", str(tiny_runs["hard"]), str(tmp_path / "model")])
+    main(["export", "--ckpt_path", str(tiny_runs["hard"]), "--predictions.out", str(tmp_path / "model")])
     soft_run = str(tiny_runs["soft"])
     assert soft_run in (tmp_path / "model" / "training_config.yaml").read_text(), "the run's encoder.weights, as is"
     assert soft_run not in (tmp_path / "model" / "config.json").read_text()
@@ -120,7 +120,7 @@ def test_preprocessing_of_image_files_is_the_presets_and_their_paths_become_name
               "init_args": {"annotations": str(coco / "dataset_coco.json"), "images": str(coco / "images"),
                             "resize_size": 80, "crop_size": 64}}
     checkpoint = crafted_checkpoint(tiny_runs["soft"], tmp_path / "crafted.ckpt", data={"source": source})
-    main(["export", str(checkpoint), str(tmp_path / "model")])
+    main(["export", "--ckpt_path", str(checkpoint), "--predictions.out", str(tmp_path / "model")])
     config = json.loads((tmp_path / "model" / "config.json").read_text())
     init_args = config["data"]["source"]["init_args"]
     assert init_args["annotations"] == "dataset_coco.json" and init_args["images"] == "images"

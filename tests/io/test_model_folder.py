@@ -267,7 +267,8 @@ def test_push_offline_is_one_line_and_the_folder_is_still_written(tiny_runs, tmp
     monkeypatch.setenv("HF_TOKEN", "hf_offline")  # logged in, as far as can be told without the network
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # what HF_HUB_OFFLINE=1 sets on import
-    line = failed(["export", str(tiny_runs["soft"]), str(out), "--push", "owner/name"])
+    line = failed(["export", "--ckpt_path", str(tiny_runs["soft"]), "--predictions.out", str(out),
+                   "--push", "owner/name"])
     assert "--push owner/name: the upload failed (OfflineModeIsEnabled: " in line and "HF_HUB_OFFLINE is set" in line
     assert f"the model folder is complete in {out}: push it again later" in line
     assert (out / "config.json").is_file()
@@ -278,10 +279,12 @@ def test_push_without_the_package_or_a_login_stops_before_any_work(tiny_runs, tm
 
     out = tmp_path / "export"
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
-    line = failed(["export", str(tiny_runs["soft"]), str(out), "--push", "owner/name"])
+    line = failed(["export", "--ckpt_path", str(tiny_runs["soft"]), "--predictions.out", str(out),
+                   "--push", "owner/name"])
     assert "not logged in to the Hugging Face Hub: run `hf auth login` (or set HF_TOKEN)" in line
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
-    line = failed(["export", str(tiny_runs["soft"]), str(out), "--push", "owner/name"])
+    line = failed(["export", "--ckpt_path", str(tiny_runs["soft"]), "--predictions.out", str(out),
+                   "--push", "owner/name"])
     assert 'needs huggingface_hub, which is not installed: pip install "show-attend-tell[hub]"' in line
     assert not out.exists()
 

@@ -1,7 +1,7 @@
-"""The wing of `caption fit | validate | test | predict`: LightningCLI and the plumbing it needs, apart from the
-argparse commands beside it in `caption.cli`.
+"""The wing of `caption fit | validate | test | predict` (and `features`' parser): LightningCLI and the plumbing it
+needs, apart from the inference commands beside it in `caption.cli`.
 
-    commands.py            CaptionCLI and `main`: the four commands, their callbacks and run folders
+    commands.py            CaptionCLI and `main`: the four commands, their callbacks and run folders; the parsers
     parser.py              the parser: packaged configs by name, one-line errors, `--predictions.*`
     class_paths.py         the class-path rule applied to the parse: every config walked, the parsed settings checked
     checkpoint_settings.py a checkpoint's model settings against those given, decoding overrides, `last`

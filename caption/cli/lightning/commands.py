@@ -254,9 +254,9 @@ class ParserBuilt(Exception):
 
 
 def lightning_parsers() -> dict[str, LightningArgumentParser]:
-    """The parser of each subcommand (fit, validate, test, predict) as `main` builds it, without parsing or running:
-    LightningCLI makes its main parser, then one per subcommand in the order of `subcommands()`, each by
-    `init_parser`."""
+    """The parser of each subcommand (fit, validate, test, predict) as `main` builds it, and that of `caption
+    features` (LightningCLI's without subcommands: `run=False`), without parsing or running: LightningCLI makes its
+    main parser, then one per subcommand in the order of `subcommands()`, each by `init_parser`."""
     made: list[LightningArgumentParser] = []
 
     class ParserOnly(CaptionCLI):
@@ -267,11 +267,13 @@ def lightning_parsers() -> dict[str, LightningArgumentParser]:
         def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
             raise ParserBuilt
 
-    try:
-        ParserOnly(CaptionModule, CaptionDataModule, args=[], **CLI_SETTINGS)
-    except ParserBuilt:
-        return dict(zip(LightningCLI.subcommands(), made[1:], strict=True))
-    raise AssertionError("LightningCLI parsed without calling parse_arguments")
+    for run in (True, False):
+        try:
+            ParserOnly(CaptionModule, CaptionDataModule, args=[], run=run, **CLI_SETTINGS)
+        except ParserBuilt:
+            continue
+        raise AssertionError("LightningCLI parsed without calling parse_arguments")
+    return {**dict(zip(LightningCLI.subcommands(), made[1:-1], strict=True)), "features": made[-1]}
 
 
 def leave_process_group() -> None:

@@ -177,12 +177,12 @@ def lightning_arguments(command: str, argv: list[str]) -> list[str]:
 
 
 def composed() -> dict[str, Any]:
-    """The short help of every Lightning command, from the parser LightningCLI builds now."""
-    from caption.cli import COMMANDS
+    """The short help of every command LightningCLI's parser reads, from the parser it builds now."""
+    from caption.cli import COMMANDS, SHORT_HELP
     from caption.cli.lightning.commands import lightning_parsers
 
     parsers = lightning_parsers()
-    return {name: compose(parser, name, description=COMMANDS[name][1]) for name, parser in parsers.items()}
+    return {name: compose(parsers[name], name, description=COMMANDS[name][1]) for name in SHORT_HELP}
 
 
 if __name__ == "__main__":  # rewrite short_help.json from the parser
