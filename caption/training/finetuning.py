@@ -24,7 +24,9 @@ from caption.model.encoder import STAGES
 from caption.model.vocabulary import check_vocabulary
 
 GROUP = "encoder"  # the optimizer parameter group of the fine-tuned stages (LearningRateMonitor: lr-Adam/encoder)
-BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)  # kept out of the trained stages
+# kept out of the trained stages (the lazy ones are no subclass of the others)
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm,
+               nn.LazyBatchNorm1d, nn.LazyBatchNorm2d, nn.LazyBatchNorm3d)
 
 
 def stage_parameters(encoder: nn.Module, stages: int | None) -> list[nn.Parameter]:

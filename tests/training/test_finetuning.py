@@ -105,6 +105,18 @@ def test_fine_tuned_stages_leave_batch_norm_out():
     assert len(everything) == len(list(encoder.parameters())) - 2 * batch_norm
 
 
+def test_every_kind_of_batch_norm_is_left_out_lazy_and_synced_ones_too():
+    class Stages(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            norms = [torch.nn.BatchNorm2d(4), torch.nn.SyncBatchNorm(4), torch.nn.LazyBatchNorm2d()]
+            self.stages = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Conv2d(4, 4, 1), norm) for norm in norms)
+
+    encoder = Stages()
+    convolutions = [parameter for stage in encoder.stages for parameter in stage[0].parameters()]
+    assert list(map(id, stage_parameters(encoder, None))) == list(map(id, convolutions))
+
+
 # ------------------------------------------------------------------------------------------ two stages
 def encoder_tensors(state: dict[str, torch.Tensor], prefix: str, *, parameters: bool = True) -> list[torch.Tensor]:
     """The tensors of a checkpoint's state dict under `prefix`: its parameters, or its BatchNorm statistics."""
