@@ -30,7 +30,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from caption.cli.options import CommandParser, add_split_evaluation, device, given, given_beam_sizes
+from caption.cli.options import CommandParser, add_split_evaluation, device, given, given_beam_sizes, path
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder
 from caption.reports import DATASETS
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> None:
                "--predictions.out reports/shapes_seeds",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("models", nargs="+", type=Path, metavar="CKPT_OR_RUN",
+    parser.add_argument("models", nargs="+", type=path, metavar="CKPT_OR_RUN",
                         help="checkpoints or run folders (with --against: the first group)")
     add_split_evaluation(parser, out="report.md, its figures and each model's metrics.json, captions.json and "
                          "captions.csv", out_default="reports/compare", data="the first checkpoint's",

@@ -11,8 +11,6 @@ the options are read. More:
 docs/attention.md#from-the-command-line.
 """
 
-from pathlib import Path
-
 from caption.cli.options import (
     CommandParser,
     add_batch_size,
@@ -24,6 +22,7 @@ from caption.cli.options import (
     add_output,
     device,
     given,
+    path,
     positive_int,
 )
 from caption.errors import CaptionError
@@ -35,7 +34,7 @@ def main(argv: list[str]) -> None:
         prog="caption describe",
         description="Caption images and draw where the model looked for each word (one figure per image).",
     )
-    parser.add_argument("inputs", nargs="+", type=Path, metavar="IMAGE_OR_FOLDER", help="image files and/or folders")
+    parser.add_argument("inputs", nargs="+", type=path, metavar="IMAGE_OR_FOLDER", help="image files and/or folders")
     add_checkpoint(parser)
     add_output(parser, default="runs/describe", help="folder for the figures, captions.json and captions.csv")
     add_config(parser, default=None,

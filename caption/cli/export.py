@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonargparse import Namespace
 
-from caption.cli.options import CommandParser, add_output, run_name
+from caption.cli.options import CommandParser, add_output, path, run_name
 from caption.errors import CaptionWarning, ConfigError
 from caption.io.outputs import writable_folder
 
@@ -44,12 +44,12 @@ def main(argv: list[str]) -> None:
         description="Write a trained model as a folder to share: model.safetensors, config.json and a model card "
                     "(README.md); --push uploads it to the Hugging Face Hub.",
     )
-    parser.add_argument("--ckpt_path", type=Path, required=True, metavar="CKPT",
+    parser.add_argument("--ckpt_path", type=path, required=True, metavar="CKPT",
                         help="checkpoint written by `caption fit`, or its run folder (the newest best-*.ckpt, else "
                              "last.ckpt) (alias: --ckpt)")
     add_output(parser, help="the model folder: model.safetensors, config.json, README.md", derived=export_folder,
                default="exports/<run name>: the name of the checkpoint's run folder (runs/x: exports/x)")
-    parser.add_argument("--metrics", type=Path, default=None,
+    parser.add_argument("--metrics", type=path, default=None,
                         help="a metrics.json of `caption evaluate` for the card's test figures (default: the run's "
                              "last test, from its metrics.csv)")
     parser.add_argument("--model_name", default=None,

@@ -51,16 +51,32 @@ class CommandParser(ArgumentParser):
             if parsed[key] is None:
                 parsed[key] = derive(parsed)
         if parsed.print_config:
-            shown = parsed.clone()
-            del shown["print_config"]
-            sys.stdout.write(self.dump(shown, skip_validation=True))
+            import yaml
+
+            shown = {key: value for key, value in parsed.as_dict().items() if key != "print_config"}
+            sys.stdout.write(yaml.safe_dump(plain(shown), sort_keys=False, allow_unicode=True))
             self.exit()
         return parsed
+
+
+def plain(value: Any) -> Any:
+    """A parsed value as YAML writes it: a file's name as its text."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return str(value) if isinstance(value, Path) else value
 
 
 def add_config(parser: ArgumentParser, *, help: str, **kwargs: Any) -> None:
     """-c/--config, as `caption fit` spells it."""
     parser.add_argument("-c", "--config", help=help, **kwargs)
+
+
+def path(text: str) -> Path:
+    """The type of an option that names a file or folder (not `Path` itself: jsonargparse's check of a `Path` fails on a
+    name that is not UTF-8, which the file system allows)."""
+    return Path(text)
 
 
 def positive_int(text: str) -> int:
@@ -180,7 +196,7 @@ def add_output(parser: CommandParser, *, help: str, default: str,
                derived: Callable[[Namespace], Path] | None = None) -> None:
     """--predictions.out: the folder a command writes its results to, as predict's. `derived`: the default's function
     of the other options, which `default` describes in --help."""
-    parser.add_argument("--predictions.out", type=Path, default=None if derived else Path(default), metavar="OUT",
+    parser.add_argument("--predictions.out", type=path, default=None if derived else Path(default), metavar="OUT",
                         help=f"{help} (default: {default})")
     if derived is not None:
         parser.derived_defaults["predictions.out"] = derived

@@ -25,7 +25,7 @@ import yaml
 
 from jsonargparse import Namespace
 
-from caption.cli.options import CommandParser, add_config, add_device, add_settings
+from caption.cli.options import CommandParser, add_config, add_device, add_settings, path
 from caption.config.packaged import configs, merged, named_run
 from caption.errors import ConfigError
 from caption.io.outputs import writable_folder, write_atomically, write_json
@@ -70,10 +70,10 @@ def main(argv: list[str]) -> None:
     add_config(parser, action="append", required=True,
                help="a config with `model.encoder` and `data` (a file, a packaged config or a named run such "
                     "as shapes_encoder), repeated to compose them as for `caption fit`")
-    parser.add_argument("--images", type=Path, default=None,
+    parser.add_argument("--images", type=path, default=None,
                         help="a folder of class folders (<class>/*.jpg; or train/ and val/ of them) to classify "
                              "instead of the data's boxes")
-    parser.add_argument("--trainer.default_root_dir", type=Path, default=None, metavar="OUT",
+    parser.add_argument("--trainer.default_root_dir", type=path, default=None, metavar="OUT",
                         help="the run folder for encoder.pt and encoder.json (default: runs/<named run>)")
     add_settings(parser, PretrainingSettings, "pretraining")
     parser.add_argument("--seed_everything", type=int, default=None, metavar="SEED",

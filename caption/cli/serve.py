@@ -25,7 +25,7 @@ def main(argv: list[str]) -> None:
         prog="caption serve",
         description="A local page: drop an image, see each model's captions and each word's attention.",
     )
-    parser.add_argument("--ckpt_path", action="append", required=True, type=Path,
+    parser.add_argument("--ckpt_path", action="append", required=True,
                         metavar="CKPT_OR_RUN", help="checkpoint or run folder; twice to compare two models side by "
                                                     "side (alias: --ckpt)")
     parser.add_argument("--names", nargs="+", default=None, help="a name per model (default: soft, hard, ...)")
@@ -64,7 +64,8 @@ def main(argv: list[str]) -> None:
     from caption.serving.server import AttentionServer
     from caption.serving.viewer import AttentionViewer
 
-    models = read_models(args.ckpt_path, names=args.names, device=device(args), config=args.config,
+    checkpoints = [Path(ckpt_path) for ckpt_path in args.ckpt_path]  # jsonargparse: no type for appended values
+    models = read_models(checkpoints, names=args.names, device=device(args), config=args.config,
                          precision=args.trainer.precision)
     viewer = AttentionViewer(models, num_captions=args.predictions.num_captions, test_images=args.test_images)
     try:
