@@ -64,3 +64,20 @@ def test_help_version_and_a_mistyped_command_import_neither_torch_nor_lightning(
                          cwd=PACKAGE.parent).stdout
     assert out.strip() == "[]", out
 
+
+
+EACH_HELP = """
+import contextlib, io, sys
+from caption.cli import COMMANDS, main
+for name in COMMANDS:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        main([name, "--help"])
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "lightning", "matplotlib", "numpy")))
+"""
+
+
+def test_every_commands_help_answers_without_torch_or_lightning():
+    """The Lightning commands' from short_help.json, the others' from their jsonargparse parsers: all at once."""
+    out = subprocess.run([sys.executable, "-c", EACH_HELP], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout
+    assert out.strip() == "[]", out
