@@ -356,20 +356,29 @@ def test_a_second_fit_into_a_folder_in_use_is_refused_naming_the_folder_and_its_
 
 
 @contextlib.contextmanager
-def held_by_a_live_fit(folder: Path, record: str | bytes) -> Iterator[None]:
-    """`folder`'s fit lock held, as a `caption fit` running there holds it, with `record` as its holder file."""
+def held_by_a_live_fit(folder: Path, record: str | bytes, *, checkpoints: bool = False) -> Iterator[None]:
+    """`folder`'s fit lock held where a `caption fit` writing there holds it (its run folder, or with `checkpoints` its
+    checkpoint folder), with `record` as its holder file."""
     from filelock import FileLock
 
-    from caption.cli.lightning.run_folders import RUN_HOLDER, RUN_LOCK
+    from caption.cli.lightning.run_folders import holder_file, lock_files
 
     folder.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(folder / RUN_LOCK, timeout=0)
+    place = lock_files(folder, checkpoints=checkpoints)[0]
+    lock = FileLock(place, timeout=0)
     lock.acquire()
-    (folder / RUN_HOLDER).write_bytes(record if isinstance(record, bytes) else record.encode("utf-8"))
+    holder_file(place).write_bytes(record if isinstance(record, bytes) else record.encode("utf-8"))
     try:
         yield
     finally:
         lock.release()
+
+
+def run_folder(folder: Path):
+    """`folder` as `fit_folders` gives a run folder."""
+    from caption.cli.lightning.run_folders import FitFolder, lock_files
+
+    return FitFolder("trainer.default_root_dir", folder, lock_files(folder, checkpoints=False))
 
 
 def test_a_holder_record_with_an_absurd_pid_and_escapes_in_its_host_is_one_safe_line(tmp_path):
@@ -397,7 +406,7 @@ def test_a_holder_record_that_lies_is_described_safely(tmp_path, record, holder)
     from caption.cli.lightning.run_folders import claim_run_folders, releasing_run_folders
 
     with held_by_a_live_fit(tmp_path, record), pytest.raises(ConfigError) as refused, releasing_run_folders():
-        claim_run_folders([("trainer.default_root_dir", tmp_path)])
+        claim_run_folders([run_folder(tmp_path)])
     assert f"in use by another `caption fit` ({holder}): two runs" in str(refused.value), str(refused.value)
 
 
@@ -419,7 +428,7 @@ def test_a_holder_record_that_is_no_file_is_not_read(tmp_path, planted):
     try:
         with pytest.raises(ConfigError, match="another `caption fit` \\(a process its .caption-fit.json does not "
                                               "name\\)"), releasing_run_folders():
-            claim_run_folders([("trainer.default_root_dir", tmp_path)])
+            claim_run_folders([run_folder(tmp_path)])
     finally:
         lock.release()
 
@@ -427,21 +436,45 @@ def test_a_holder_record_that_is_no_file_is_not_read(tmp_path, planted):
 def test_two_fits_sharing_a_checkpoint_folder_are_refused_naming_it_and_its_holder(tmp_path):
     """The first fit writes into runs/a and the shared checkpoint folder; a second one into runs/b and the same
     checkpoint folder would overwrite its last.ckpt. The lock covers every folder a fit writes checkpoints to, the
-    default `<run>/checkpoints` too."""
-    from caption.cli.lightning.run_folders import RUN_LOCK
-
+    default `<run>/checkpoints` too, and lies beside it: a new run's checkpoint folder stays empty."""
     shared = tmp_path / "shared"
-    with held_by_a_live_fit(shared, json.dumps({"host": "lab-pc", "pid": 4242})):
+    with held_by_a_live_fit(shared, json.dumps({"host": "lab-pc", "pid": 4242}), checkpoints=True):
         line = failed(["fit", *fit_args(tmp_path / "b", "--checkpoint.dirpath", str(shared))])
     assert (f"checkpoint.dirpath {shared} is in use by another `caption fit` (process 4242 on lab-pc): two runs in "
             "one folder overwrite each other's last.ckpt; wait for it to end, or give this run another "
             "--checkpoint.dirpath") in line, line
-    assert not (shared / "last.ckpt").exists() and not (tmp_path / "b" / "checkpoints").exists()
+    assert not any(shared.iterdir()) and not (tmp_path / "b" / "checkpoints").exists()
     checkpoints = tmp_path / "a" / "checkpoints"  # a fit with the default checkpoint folder in runs/a
-    with held_by_a_live_fit(checkpoints, json.dumps({"host": "lab-pc", "pid": 4242})):
+    with held_by_a_live_fit(checkpoints, json.dumps({"host": "lab-pc", "pid": 4242}), checkpoints=True):
         line = failed(["fit", *fit_args(tmp_path / "c", "--checkpoint.dirpath", str(checkpoints))])
     assert f"checkpoint.dirpath {checkpoints} is in use by another `caption fit` (process 4242 on lab-pc)" in line
-    assert sorted(path.name for path in checkpoints.iterdir()) == [".caption-fit.json", RUN_LOCK]
+    assert not any(checkpoints.iterdir())
+
+
+def test_a_fit_claims_its_run_and_checkpoint_folders_and_leaves_the_checkpoint_folder_empty(tmp_path):
+    """Lightning warns that a checkpoint folder which is not empty may hold another run's checkpoints: the lock of a
+    checkpoint folder lies beside it, or inside it only where its parent cannot take the file (a name too long)."""
+    from types import SimpleNamespace
+
+    from caption.cli.lightning.run_folders import claim_run_folders, fit_folders, releasing_run_folders
+
+    run, long_named = tmp_path / "run", tmp_path / ("c" * 250)
+    trainer = SimpleNamespace(checkpoint_callbacks=[SimpleNamespace(dirpath=str(long_named))])
+    config = SimpleNamespace(trainer=SimpleNamespace(default_root_dir=str(run)),
+                             checkpoint=SimpleNamespace(dirpath=str(run / "checkpoints")))
+    for folder in (run / "checkpoints", long_named):
+        folder.mkdir(parents=True)
+    with releasing_run_folders():
+        claim_run_folders(fit_folders(config, trainer=trainer))
+        assert sorted(path.name for path in run.iterdir()) == [
+            ".caption-fit.checkpoints.json", ".caption-fit.checkpoints.lock", ".caption-fit.json", ".caption-fit.lock",
+            "checkpoints"]
+        assert not any((run / "checkpoints").iterdir())
+        assert sorted(path.name for path in long_named.iterdir()) == [".caption-fit.json", ".caption-fit.lock"]
+    with held_by_a_live_fit(run / "checkpoints", "{}", checkpoints=True), pytest.raises(ConfigError, match=(
+            f"^checkpoint.dirpath {run / 'checkpoints'} is in use by another `caption fit` \\(a process its "
+            "\\.caption-fit\\.checkpoints\\.json does not name\\)")), releasing_run_folders():
+        claim_run_folders(fit_folders(config, trainer=trainer))
 
 
 def test_a_link_planted_at_the_lock_file_is_named_as_a_link_to_remove(tmp_path):
@@ -477,7 +510,7 @@ def test_a_run_folder_is_released_however_the_command_ends_and_a_dead_holder_is_
     (tmp_path / RUN_LOCK).write_text("")  # left by a run that was killed: no process holds it
     (tmp_path / RUN_HOLDER).write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout)}))
     with pytest.raises(RuntimeError), releasing_run_folders():
-        claim_run_folders([("trainer.default_root_dir", tmp_path)])
+        claim_run_folders([run_folder(tmp_path)])
         assert json.loads((tmp_path / RUN_HOLDER).read_text())["pid"] == os.getpid()
         raise RuntimeError("the run failed")
     assert not (tmp_path / RUN_HOLDER).exists()

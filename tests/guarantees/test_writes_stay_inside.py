@@ -137,12 +137,13 @@ def test_fit_replaces_links_at_its_config_and_logger_files_and_leaves_their_targ
 
 def test_the_fit_lock_record_replaces_a_link_planted_at_its_name_and_leaves_its_target_alone(tmp_path):
     """`caption fit` records who holds its folder in .caption-fit.json: a link planted there is replaced."""
-    from caption.cli.lightning.run_folders import RUN_HOLDER, claim_run_folders, releasing_run_folders
+    from caption.cli.lightning.run_folders import (RUN_HOLDER, FitFolder, claim_run_folders, lock_files,
+                                                   releasing_run_folders)
 
     run = tmp_path / "run"
     target = outside_link(run / RUN_HOLDER, tmp_path / "outside" / "victim.txt")
     with releasing_run_folders():
-        claim_run_folders([("trainer.default_root_dir", run)])
+        claim_run_folders([FitFolder("trainer.default_root_dir", run, lock_files(run, checkpoints=False))])
         assert target.read_bytes() == PRECIOUS
         assert not (run / RUN_HOLDER).is_symlink() and json.loads((run / RUN_HOLDER).read_text())["pid"] == os.getpid()
     assert target.read_bytes() == PRECIOUS and not (run / RUN_HOLDER).exists()
