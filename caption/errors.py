@@ -1,5 +1,6 @@
 """Errors that tell the user what went wrong and what to do; the CLI prints them without a traceback. Beside them, what
-their messages share: the settings' range check (`check_range`) and byte counts for people (`size_text`)."""
+their messages share: the settings' range check (`check_range`), byte counts for people (`size_text`) and text read
+from a file shown safely (`shown_text`)."""
 
 
 import math
@@ -49,3 +50,12 @@ def size_text(size: int) -> str:
         if size >= scale:
             return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size // scale} {unit}"
     return f"{size} bytes"
+
+
+def shown_text(text: str, *, limit: int = 80) -> str:
+    """Text read from a file, for a message: every character a terminal would not print as it is (an escape
+    sequence's ESC, a newline, a lone surrogate) written as its escape (\\x1b, \\n, \\ud800), at most `limit`
+    characters of it."""
+    shown = "".join(character if character.isprintable() else character.encode("unicode_escape").decode("ascii")
+                    for character in text[:limit])
+    return shown + ("..." if len(text) > limit else "")

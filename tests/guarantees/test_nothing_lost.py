@@ -8,6 +8,7 @@
    bytes, vocabulary, feature-cache lock, YAML errors, misspelled keys).
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ from caption.cli import main
 from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
 from caption.evaluation import scoring as evaluation_module
 from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
+from caption.errors import ConfigError
 from caption.inference import Captioner
 from caption.io.outputs import OutputError
 
@@ -352,16 +355,162 @@ def test_a_second_fit_into_a_folder_in_use_is_refused_naming_the_folder_and_its_
     assert not (run / "checkpoints" / "last.ckpt").exists()
 
 
+@contextlib.contextmanager
+def held_by_a_live_fit(folder: Path, record: str | bytes, *, checkpoints: bool = False) -> Iterator[None]:
+    """`folder`'s fit lock held where a `caption fit` writing there holds it (its run folder, or with `checkpoints` its
+    checkpoint folder), with `record` as its holder file."""
+    from filelock import FileLock
+
+    from caption.cli.lightning.run_folders import holder_file, lock_files
+
+    folder.mkdir(parents=True, exist_ok=True)
+    place = lock_files(folder, checkpoints=checkpoints)[0]
+    lock = FileLock(place, timeout=0)
+    lock.acquire()
+    holder_file(place).write_bytes(record if isinstance(record, bytes) else record.encode("utf-8"))
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def run_folder(folder: Path):
+    """`folder` as `fit_folders` gives a run folder."""
+    from caption.cli.lightning.run_folders import FitFolder, lock_files
+
+    return FitFolder("trainer.default_root_dir", folder, lock_files(folder, checkpoints=False))
+
+
+def test_a_holder_record_with_an_absurd_pid_and_escapes_in_its_host_is_one_safe_line(tmp_path):
+    run = tmp_path / "run"
+    with held_by_a_live_fit(run, '{"host": "lab\\u001b[2J\\u001b]0;owned\\u0007-pc", "pid": 1e999}'):
+        line = failed(["fit", *fit_args(run)])
+    assert f"trainer.default_root_dir {run} is in use by another `caption fit` (a process on " in line, line
+    assert "lab\\x1b[2J\\x1b]0;owned\\x07-pc)" in line and "\x1b" not in line and "\x07" not in line, line
+
+
+@pytest.mark.parametrize("record, holder", [
+    ('{"host": "lab-pc", "pid": "4242"}', "a process on lab-pc"),
+    ('{"host": "lab-pc", "pid": -5}', "a process on lab-pc"),
+    ('{"host": "lab-pc", "pid": true}', "a process on lab-pc"),
+    ('{"host": "lab-pc", "pid": 1e999}', "a process on lab-pc"),
+    ('{"host": "lab-pc", "pid": 100000000000000000000000000000}', "a process on lab-pc"),
+    ('{"host": ["lab-pc"], "pid": 4242}', "process 4242"),
+    ('{"host": "lab-pc\\ud800", "pid": 4242}', "process 4242 on lab-pc\\ud800"),
+    ('{"host": "' + "x" * 3000 + '", "pid": 4242}', "process 4242 on " + "x" * 80 + "..."),
+    ("[" * 2000 + "]" * 2000, "a process its .caption-fit.json does not name"),
+    ('{"host": "lab-pc", "pid": 4242' + " " * 5000 + "}", "a process its .caption-fit.json does not name"),
+    (b"\xff not json", "a process its .caption-fit.json does not name"),
+])
+def test_a_holder_record_that_lies_is_described_safely(tmp_path, record, holder):
+    from caption.cli.lightning.run_folders import claim_run_folders, releasing_run_folders
+
+    with held_by_a_live_fit(tmp_path, record), pytest.raises(ConfigError) as refused, releasing_run_folders():
+        claim_run_folders([run_folder(tmp_path)])
+    assert f"in use by another `caption fit` ({holder}): two runs" in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link to a fifo", "folder"])
+def test_a_holder_record_that_is_no_file_is_not_read(tmp_path, planted):
+    from filelock import FileLock
+
+    from caption.cli.lightning.run_folders import RUN_HOLDER, RUN_LOCK, claim_run_folders, releasing_run_folders
+
+    lock = FileLock(tmp_path / RUN_LOCK, timeout=0)
+    lock.acquire()
+    if planted == "folder":
+        (tmp_path / RUN_HOLDER).mkdir()
+    else:
+        fifo = tmp_path / (RUN_HOLDER if planted == "fifo" else "fifo")
+        os.mkfifo(fifo)  # reading it would wait for a writer for ever
+        if planted == "link to a fifo":
+            (tmp_path / RUN_HOLDER).symlink_to(fifo)
+    try:
+        with pytest.raises(ConfigError, match="another `caption fit` \\(a process its .caption-fit.json does not "
+                                              "name\\)"), releasing_run_folders():
+            claim_run_folders([run_folder(tmp_path)])
+    finally:
+        lock.release()
+
+
+def test_two_fits_sharing_a_checkpoint_folder_are_refused_naming_it_and_its_holder(tmp_path):
+    """The first fit writes into runs/a and the shared checkpoint folder; a second one into runs/b and the same
+    checkpoint folder would overwrite its last.ckpt. The lock covers every folder a fit writes checkpoints to, the
+    default `<run>/checkpoints` too, and lies beside it: a new run's checkpoint folder stays empty."""
+    shared = tmp_path / "shared"
+    with held_by_a_live_fit(shared, json.dumps({"host": "lab-pc", "pid": 4242}), checkpoints=True):
+        line = failed(["fit", *fit_args(tmp_path / "b", "--checkpoint.dirpath", str(shared))])
+    assert (f"checkpoint.dirpath {shared} is in use by another `caption fit` (process 4242 on lab-pc): two runs in "
+            "one folder overwrite each other's last.ckpt; wait for it to end, or give this run another "
+            "--checkpoint.dirpath") in line, line
+    assert not any(shared.iterdir()) and not (tmp_path / "b" / "checkpoints").exists()
+    checkpoints = tmp_path / "a" / "checkpoints"  # a fit with the default checkpoint folder in runs/a
+    with held_by_a_live_fit(checkpoints, json.dumps({"host": "lab-pc", "pid": 4242}), checkpoints=True):
+        line = failed(["fit", *fit_args(tmp_path / "c", "--checkpoint.dirpath", str(checkpoints))])
+    assert f"checkpoint.dirpath {checkpoints} is in use by another `caption fit` (process 4242 on lab-pc)" in line
+    assert not any(checkpoints.iterdir())
+
+
+def test_a_fit_claims_its_run_and_checkpoint_folders_and_leaves_the_checkpoint_folder_empty(tmp_path):
+    """Lightning warns that a checkpoint folder which is not empty may hold another run's checkpoints: the lock of a
+    checkpoint folder lies beside it, or inside it only where its parent cannot take the file (a name too long)."""
+    from types import SimpleNamespace
+
+    from caption.cli.lightning.run_folders import claim_run_folders, fit_folders, releasing_run_folders
+
+    run, long_named = tmp_path / "run", tmp_path / ("c" * 250)
+    trainer = SimpleNamespace(checkpoint_callbacks=[SimpleNamespace(dirpath=str(long_named))])
+    config = SimpleNamespace(trainer=SimpleNamespace(default_root_dir=str(run)),
+                             checkpoint=SimpleNamespace(dirpath=str(run / "checkpoints")))
+    for folder in (run / "checkpoints", long_named):
+        folder.mkdir(parents=True)
+    with releasing_run_folders():
+        claim_run_folders(fit_folders(config, trainer=trainer))
+        assert sorted(path.name for path in run.iterdir()) == [
+            ".caption-fit.checkpoints.json", ".caption-fit.checkpoints.lock", ".caption-fit.json", ".caption-fit.lock",
+            "checkpoints"]
+        assert not any((run / "checkpoints").iterdir())
+        assert sorted(path.name for path in long_named.iterdir()) == [".caption-fit.json", ".caption-fit.lock"]
+    with held_by_a_live_fit(run / "checkpoints", "{}", checkpoints=True), pytest.raises(ConfigError, match=(
+            f"^checkpoint.dirpath {run / 'checkpoints'} is in use by another `caption fit` \\(a process its "
+            "\\.caption-fit\\.checkpoints\\.json does not name\\)")), releasing_run_folders():
+        claim_run_folders(fit_folders(config, trainer=trainer))
+
+
+def test_a_link_planted_at_the_lock_file_is_named_as_a_link_to_remove(tmp_path):
+    from caption.cli.lightning.run_folders import RUN_LOCK
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "victim.txt").write_text("mine\n")
+    (run / RUN_LOCK).symlink_to(tmp_path / "victim.txt")
+    line = failed(["fit", *fit_args(run)])
+    assert line == (f"caption: error: trainer.default_root_dir {run}: {run / RUN_LOCK} is a link, where `caption fit` "
+                    "keeps its lock file; remove it and run again"), line
+    assert (tmp_path / "victim.txt").read_text() == "mine\n"
+
+
+def test_a_lone_fit_started_as_a_later_slurm_task_still_holds_the_lock(tmp_path, monkeypatch):
+    """SLURM_PROCID=3 left by an outer job (or `srun` of one task of several) while Lightning runs one process: that
+    process is the run's first, and a second fit into its folder is refused."""
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    run = tmp_path / "run"
+    with held_by_a_live_fit(run, json.dumps({"host": "lab-pc", "pid": 4242})):
+        line = failed(["fit", *fit_args(run, "--trainer.limit_test_batches", "0")])
+    assert f"trainer.default_root_dir {run} is in use by another `caption fit` (process 4242 on lab-pc)" in line, line
+    assert not (run / "checkpoints" / "last.ckpt").exists()
+
+
 def test_a_run_folder_is_released_however_the_command_ends_and_a_dead_holder_is_taken_over(tmp_path):
     from filelock import FileLock
 
-    from caption.cli.lightning.run_folders import RUN_HOLDER, RUN_LOCK, claim_run_folder, releasing_run_folders
+    from caption.cli.lightning.run_folders import RUN_HOLDER, RUN_LOCK, claim_run_folders, releasing_run_folders
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / RUN_LOCK).write_text("")  # left by a run that was killed: no process holds it
     (tmp_path / RUN_HOLDER).write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout)}))
     with pytest.raises(RuntimeError), releasing_run_folders():
-        claim_run_folder(str(tmp_path))
+        claim_run_folders([run_folder(tmp_path)])
         assert json.loads((tmp_path / RUN_HOLDER).read_text())["pid"] == os.getpid()
         raise RuntimeError("the run failed")
     assert not (tmp_path / RUN_HOLDER).exists()

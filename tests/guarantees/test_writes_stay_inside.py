@@ -135,6 +135,20 @@ def test_fit_replaces_links_at_its_config_and_logger_files_and_leaves_their_targ
     assert "vocabulary" in (run / "tb" / "version_0" / "hparams.yaml").read_text()
 
 
+def test_the_fit_lock_record_replaces_a_link_planted_at_its_name_and_leaves_its_target_alone(tmp_path):
+    """`caption fit` records who holds its folder in .caption-fit.json: a link planted there is replaced."""
+    from caption.cli.lightning.run_folders import (RUN_HOLDER, FitFolder, claim_run_folders, lock_files,
+                                                   releasing_run_folders)
+
+    run = tmp_path / "run"
+    target = outside_link(run / RUN_HOLDER, tmp_path / "outside" / "victim.txt")
+    with releasing_run_folders():
+        claim_run_folders([FitFolder("trainer.default_root_dir", run, lock_files(run, checkpoints=False))])
+        assert target.read_bytes() == PRECIOUS
+        assert not (run / RUN_HOLDER).is_symlink() and json.loads((run / RUN_HOLDER).read_text())["pid"] == os.getpid()
+    assert target.read_bytes() == PRECIOUS and not (run / RUN_HOLDER).exists()
+
+
 @pytest.mark.parametrize("command", ["describe", "evaluate", "compare", "predict"])
 def test_a_refused_checkpoint_leaves_no_output_folder(tmp_path, command):
     checkpoint, out = tmp_path / "notes.ckpt", tmp_path / "out"

@@ -44,7 +44,8 @@ from caption.cli.lightning.run_files import SaveConfig
 from caption.cli.lightning.run_folders import (
     check_output_folders,
     checkpoints_under_root,
-    claim_run_folder,
+    claim_run_folders,
+    fit_folders,
     logs_follow_root,
     releasing_run_folders,
 )
@@ -148,8 +149,6 @@ class CaptionCLI(LightningCLI):
             self.save_config_callback = None
         else:  # validate and test save no checkpoints, and without a logger no config either
             check_output_folders(config, checkpoints=self.subcommand == "fit")
-            if self.subcommand == "fit":  # one run at a time in a folder: its last.ckpt is that run's own
-                claim_run_folder(config.trainer.default_root_dir)
             if self.subcommand != "fit" and config.trainer.logger is False:
                 self.save_config_callback = None
         apply_decoding_overrides(config, overrides=self.decoding_overrides)
@@ -180,6 +179,13 @@ class CaptionCLI(LightningCLI):
             if mismatch:
                 raise CheckpointError(f"{ckpt_path}/{WEIGHTS} does not fit the model {ckpt_path}/{CONFIG} describes: "
                                       f"{mismatch}; export the model again")
+
+    def after_instantiate_classes(self) -> None:
+        """`fit` claims every folder it writes checkpoints to (`claim_run_folders`), one run at a time in each, so its
+        last.ckpt is its own: in its first process only, as the trainer ranks them (a lone process is first whatever
+        rank variables, such as SLURM's, its environment holds)."""
+        if self.subcommand == "fit" and self.trainer.is_global_zero:
+            claim_run_folders(fit_folders(self.own_settings(self.config), trainer=self.trainer))
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, loading checkpoints through SafeCheckpointIO (weights_only=True, clear errors), with the

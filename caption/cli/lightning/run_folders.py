@@ -1,28 +1,32 @@
 """Where a Lightning run writes, decided and checked before any work: checkpoints in
 `<trainer.default_root_dir>/checkpoints` (so that a restarted run finds them with `--ckpt_path last`), the loggers'
 `save_dir` moved along with a `--trainer.default_root_dir` given on the command line, and every such folder created
-and checked writable (`caption.io.outputs.writable_folder`), and the folder of a `fit` claimed for the run's life
-(`claim_run_folder`): a second `fit` into it at once would overwrite the first's last.ckpt.
+and checked writable (`caption.io.outputs.writable_folder`), and every folder a `fit` writes checkpoints to claimed
+for the run's life (`claim_run_folders`): a second `fit` writing there at once would overwrite the first's last.ckpt.
 """
 
 import contextlib
 import json
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from filelock import FileLock, Timeout
 
 from caption.cli.lightning.given import given_on_command_line
-from caption.errors import ConfigError
-from caption.io.outputs import writable_folder
+from caption.errors import ConfigError, shown_text
+from caption.io.outputs import OutputError, writable_folder, write_json
 
-RUN_LOCK, RUN_HOLDER = ".caption-fit.lock", ".caption-fit.json"  # in the run folder: the lock and who holds it
-# the variables Lightning's launchers and SLURM set to a process's rank: only the first process claims the folder
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID")
-CLAIMED: list[tuple[FileLock, Path]] = []  # the run folders this process holds, released by `releasing_run_folders`
+# in a run folder: the lock of a `fit` and who holds it (a checkpoint folder's lie beside it: `lock_files`)
+RUN_LOCK, RUN_HOLDER = ".caption-fit.lock", ".caption-fit.json"
+LOCK_PREFIX = ".caption-fit."  # a checkpoint folder's lock file: this, its name, .lock
+HOLDER_BYTES = 4096  # the most of a holder record read: the host name and process id fit in far less
+MAX_PID = 2**31 - 1  # the largest process id any system gives
+OPTIONS = ("trainer.default_root_dir", "checkpoint.dirpath")  # the settings a refused run can change
+CLAIMED: list[FileLock] = []  # the locks this process holds, released by `releasing_run_folders`
 
 
 def logger_save_dirs(logger: Any) -> list[str]:
@@ -64,50 +68,141 @@ def check_output_folders(config: Any, *, checkpoints: bool = True) -> None:
         writable_folder(folder, what="trainer.logger's save_dir")
 
 
-def is_first_process() -> bool:
-    """Whether this process is rank 0 of its run (or alone): the DDP processes Lightning starts share its folder."""
-    return all(os.environ.get(name, "0") == "0" for name in RANK_VARIABLES)
+class FitFolder(NamedTuple):
+    """A folder a `fit` writes to, claimed for the run's life (`claim_run_folders`)."""
+
+    what: str  # the setting that names it, for messages: "checkpoint.dirpath"
+    folder: Path  # as the setting gives it
+    locks: tuple[Path, ...]  # where its lock file may lie, the first that can hold a file (`lock_files`)
 
 
-def claim_run_folder(root: str | None) -> None:
-    """Hold an operating-system lock on the run folder `root` (`filelock`) until `releasing_run_folders` ends: the
-    system releases it when the process ends in any way, so a lock left by a killed run (its holder's process gone)
-    is taken over at once. A folder another live `caption fit` holds is a ConfigError naming it and that process."""
-    if not is_first_process():
-        return
-    folder = Path(root or os.getcwd())
-    lock = FileLock(folder / RUN_LOCK, timeout=0)
+def lock_files(folder: str | Path, *, checkpoints: bool) -> tuple[Path, ...]:
+    """Where the lock of `folder` lies: a run folder's inside it (RUN_LOCK); a checkpoint folder's (`checkpoints`)
+    beside it in its parent, named after it (runs/x/.caption-fit.checkpoints.lock for runs/x/checkpoints), so that
+    a new run's checkpoint folder holds nothing (Lightning warns of one that is not empty), or inside it where the
+    parent cannot take the file (a parent this user cannot write, a name too long)."""
+    inside = Path(folder) / RUN_LOCK
+    real = Path(os.path.realpath(folder))
+    return (real.parent / f"{LOCK_PREFIX}{real.name}.lock", inside) if checkpoints and real.name else (inside,)
+
+
+def holder_file(lock: Path) -> Path:
+    """The record of who holds `lock`, beside it: .caption-fit.json for .caption-fit.lock."""
+    return lock.with_suffix(".json")
+
+
+def fit_folders(config: Any, *, trainer: Any) -> list[FitFolder]:
+    """Every folder a `fit` writes checkpoints to, each with the setting that names it: the run folder
+    (`trainer.default_root_dir`), `checkpoint.dirpath` (wherever it lies: another run's checkpoint folder may be
+    given as this one's) and the `dirpath` of any other ModelCheckpoint among the trainer's callbacks; each once."""
+    named = [("checkpoint.dirpath", config.checkpoint.dirpath)]
+    named += [("trainer.callbacks' ModelCheckpoint dirpath", callback.dirpath)
+              for callback in trainer.checkpoint_callbacks if getattr(callback, "dirpath", None)]
+    root = config.trainer.default_root_dir or os.getcwd()
+    folders = {os.path.realpath(root): FitFolder("trainer.default_root_dir", Path(root),
+                                                 lock_files(root, checkpoints=False))}
+    for what, folder in named:
+        if folder:
+            folders.setdefault(os.path.realpath(folder),
+                               FitFolder(what, Path(folder), lock_files(folder, checkpoints=True)))
+    return list(folders.values())
+
+
+def read_holder(path: Path) -> dict[str, Any] | None:
+    """The record of who holds a lock (`holder_file`), read without following a link, from a plain file only and at
+    most HOLDER_BYTES of it: None when it is absent, or anything but a JSON object."""
     try:
-        lock.acquire()
-    except Timeout:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        data = os.read(descriptor, HOLDER_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    try:
+        record = json.loads(data.decode("utf-8")) if len(data) <= HOLDER_BYTES else None
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def holder_text(path: Path) -> str:
+    """Who holds a run folder, as its record at `path` says, for a message: "process 4242 on lab-pc"; a process id
+    that is not a whole number in the system's range is left out, and the host is shown with its control characters
+    escaped (`shown_text`)."""
+    if not path.exists() and not path.is_symlink():
+        return "a process that is starting"  # it writes its record once it holds the lock
+    record = read_holder(path) or {}
+    pid, host = record.get("pid"), record.get("host")
+    process = f"process {pid}" if type(pid) is int and 0 < pid <= MAX_PID else "a process"
+    if isinstance(host, str) and host:
+        return f"{process} on {shown_text(host)}"
+    return process if process != "a process" else f"a process its {path.name} does not name"
+
+
+def planted_kind(place: Path) -> str | None:
+    """What is at `place` if it is anything but a plain file ("a link", "not a file"); None when it holds a file,
+    nothing, or cannot be asked."""
+    try:
+        mode = os.lstat(place).st_mode
+    except OSError:
+        return None
+    return "a link" if stat.S_ISLNK(mode) else None if stat.S_ISREG(mode) else "not a file"
+
+
+def acquired_lock(claimed: FitFolder) -> FileLock:
+    """The operating-system lock (`filelock`) of the folder `claimed`, taken at the first of its places that can hold
+    a file. A folder another live `caption fit` holds is a ConfigError naming it, its setting and that process; so is
+    anything but a file where a lock file goes (a link planted there is never followed), and a folder where none of
+    the places can hold one."""
+    what, folder, places = claimed
+    failure: OSError | None = None
+    for place in places:
+        lock = FileLock(place, timeout=0)
         try:
-            holder = json.loads((folder / RUN_HOLDER).read_text(encoding="utf-8"))
-            who = f"process {int(holder['pid'])} on {holder['host']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            who = "a process that is starting"
-        raise ConfigError(f"trainer.default_root_dir {folder} is in use by another `caption fit` ({who}): two runs "
-                          "in one folder overwrite each other's last.ckpt; wait for it to end, or give this run "
-                          "another --trainer.default_root_dir") from None
-    except OSError as error:
-        raise ConfigError(f"trainer.default_root_dir {folder}: cannot lock {RUN_LOCK} there "
-                          f"({error.strerror or error}): give a folder on a disk this process can write") from None
-    CLAIMED.append((lock, folder))
-    try:
-        (folder / RUN_HOLDER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}),
-                                         encoding="utf-8")
-    except OSError:  # who holds it is for the message of a second run only
-        pass
+            lock.acquire()
+        except Timeout:
+            raise ConfigError(f"{what} {folder} is in use by another `caption fit` ({holder_text(holder_file(place))}"
+                              "): two runs in one folder overwrite each other's last.ckpt; wait for it to end, or "
+                              f"give this run another {'--' if what in OPTIONS else ''}{what}") from None
+        except OSError as error:
+            kind = planted_kind(place)
+            if kind is not None:
+                raise ConfigError(f"{what} {folder}: {place} is {kind}, where `caption fit` keeps its lock file; "
+                                  "remove it and run again") from None
+            failure = error
+        else:
+            return lock
+    reason = (failure.strerror or failure) if failure is not None else "no place for it"
+    raise ConfigError(f"{what} {folder}: cannot lock {places[-1].name} there ({reason}): give a folder on a disk this "
+                      "process can write")
+
+
+def claim_run_folders(folders: list[FitFolder]) -> None:
+    """Hold the lock of each of `folders` (`acquired_lock`; as `fit_folders` gives them) until
+    `releasing_run_folders` ends, with a record of who holds it beside it: the system releases a lock when its process
+    ends in any way, so one left by a killed run is taken over at once. Only the first process of a run claims its
+    folders: the caller asks the trainer (`trainer.is_global_zero`), as Lightning decides the ranks."""
+    for claimed in folders:
+        lock = acquired_lock(claimed)
+        CLAIMED.append(lock)
+        with contextlib.suppress(OutputError):  # who holds it is for the message of a second run only
+            write_json(holder_file(Path(lock.lock_file)), {"host": socket.gethostname(), "pid": os.getpid()})
 
 
 @contextlib.contextmanager
 def releasing_run_folders() -> Iterator[None]:
-    """While inside, run folders may be claimed (`claim_run_folder`); each is released on the way out, however the
+    """While inside, run folders may be claimed (`claim_run_folders`); each is released on the way out, however the
     command ends."""
     try:
         yield
     finally:
         while CLAIMED:
-            lock, folder = CLAIMED.pop()
+            lock = CLAIMED.pop()
             with contextlib.suppress(OSError):
-                (folder / RUN_HOLDER).unlink(missing_ok=True)
+                holder_file(Path(lock.lock_file)).unlink(missing_ok=True)
             lock.release()
