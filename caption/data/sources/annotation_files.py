@@ -15,11 +15,12 @@ class DatasetFormatError(CaptionError, ValueError):
 
 
 def read_json(path: str) -> Any:
-    """Parse a JSON file; a missing or malformed file raises `DatasetFormatError` naming it."""
+    """Parse a JSON file of UTF-8 (a byte-order mark first is skipped); a missing or malformed file raises
+    `DatasetFormatError` naming it."""
     if not os.path.isfile(path):
         raise DatasetFormatError(f"{path} does not exist (see data/README.md for where dataset files go)")
     try:
-        with open(path, encoding="utf-8") as file:
+        with open(path, encoding="utf-8-sig") as file:  # UTF-8, with or without the byte-order mark some editors write
             return json.load(file)
     except (ValueError, RecursionError) as error:  # malformed, not UTF-8, an integer of over 4300 digits, too deep
         raise DatasetFormatError(f"{path} is not valid UTF-8 JSON: {type(error).__name__}: {error}") from None

@@ -70,8 +70,8 @@ def read_instances(paths: list[str]) -> InstancesFiles:
         frames = image_frames(field(data, "images", list, path), path=path)
         again = next((image_id for image_id in frames if image_id in found), None)
         if again is not None:
-            raise DatasetFormatError(f"{path}: image id {again} is described by {found[again].path} too: give each "
-                                     "image in one instances file (each file once)")
+            raise DatasetFormatError(f"{path}: image id {shown(again)} is described by {found[again].path} too: give "
+                                     "each image in one instances file (each file once)")
         boxes: dict[int, list[ObjectBox]] = {image_id: [] for image_id in frames}
         clipped: list[str] = []
         empty: list[str] = []
@@ -79,12 +79,13 @@ def read_instances(paths: list[str]) -> InstancesFiles:
             where = f"{path}: annotations[{index}]"
             image_id, category = field(entry, "image_id", int, where), field(entry, "category_id", int, where)
             if image_id not in frames:
-                raise DatasetFormatError(f"{where}.image_id is {image_id}, which {path} has no images[] entry for")
+                raise DatasetFormatError(f"{where}.image_id is {shown(image_id)}, "
+                                         f"which {path} has no images[] entry for")
             if category not in names:
-                raise DatasetFormatError(f"{where}.category_id is {category}, "
+                raise DatasetFormatError(f"{where}.category_id is {shown(category)}, "
                                          f"which {path} has no categories[] entry for")
             bbox = field(entry, "bbox", list, where)
-            named = f"{where} (id {shown(entry.get('id'))}, image {image_id})"
+            named = f"{where} (id {shown(entry.get('id'))}, image {shown(image_id)})"
             box = within(corners(bbox, where), frames[image_id], where=named, bbox=bbox, clipped=clipped)
             if box[2] > box[0] and box[3] > box[1]:
                 boxes[image_id].append(ObjectBox(label=names[category], box=box))
@@ -113,16 +114,16 @@ def category_names(entries: list[Any], *, path: str) -> dict[int, str]:
         where = f"{path}: categories[{index}]"
         category_id, name = field(entry, "id", int, where), field(entry, "name", str, where)
         if category_id in names:
-            raise DatasetFormatError(f"{where}.id is {category_id}, the id of {names[category_id]!r} too (named "
+            raise DatasetFormatError(f"{where}.id is {shown(category_id)}, the id of {names[category_id]!r} too (named "
                                      f"{name!r} here): give each category its own id")
         if not any(character.isalnum() for character in name) or any(
                 unicodedata.category(character) in ("Cc", "Cs") for character in name):
-            raise DatasetFormatError(f"{where}: category {category_id} is named {shown(name)}: give it the word "
+            raise DatasetFormatError(f"{where}: category {shown(category_id)} is named {shown(name)}: give it the word "
                                      "captions use for it (a letter or digit, no control character)")
         same = next((other for other, known in names.items() if known == name), None)
         if same is not None:
-            rank_zero_warn(f"{where}: categories {same} and {category_id} are both named {name!r}: their boxes are "
-                           "one label", category=CaptionWarning)
+            rank_zero_warn(f"{where}: categories {shown(same)} and {shown(category_id)} are both named {name!r}: "
+                           "their boxes are one label", category=CaptionWarning)
         names[category_id] = name
     return names
 
@@ -137,11 +138,11 @@ def image_frames(entries: list[Any], *, path: str) -> dict[int, tuple[int, int]]
         image_id = field(entry, "id", int, where)
         frame = field(entry, "width", int, where), field(entry, "height", int, where)
         if min(frame) < 1 or max(frame) > MAX_SIDE:
-            raise DatasetFormatError(f"{where} is {frame[0]}x{frame[1]} pixels; expected a positive size of at most "
-                                     f"{MAX_SIDE} pixels a side")
+            raise DatasetFormatError(f"{where} is {shown(frame[0])}x{shown(frame[1])} pixels; expected a positive "
+                                     f"size of at most {MAX_SIDE} pixels a side")
         if image_id in frames:
-            raise DatasetFormatError(f"{where}.id is {image_id}, the id of images[{position[image_id]}] too: give "
-                                     "each image one images[] entry")
+            raise DatasetFormatError(f"{where}.id is {shown(image_id)}, the id of images[{position[image_id]}] too: "
+                                     "give each image one images[] entry")
         frames[image_id], position[image_id] = frame, index
     return frames
 
