@@ -47,7 +47,7 @@ class Instances:
 
     frame: tuple[int, int]  # (width, height) of the image file, the pixels of the boxes
     boxes: tuple[ObjectBox, ...]  # one per annotation; () for an image with none
-    path: str = ""  # the instances file that describes the image
+    path: str  # the instances file that describes the image
 
 
 @dataclass(frozen=True)
