@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from kit.data import coco_instances, coco_official, karpathy_dataset
+from kit.data import coco_instances, coco_official, karpathy_dataset, write_image
 from PIL import Image
 
 from caption.cli import main
@@ -22,7 +22,7 @@ from caption.data.sources.category_words import category_word_labels, named_labe
 from caption.data.sources.coco_categories import COCO_CATEGORIES, COCO_WORD_LABELS, plural
 from caption.data.sources.image_source import boxes_in_input, crop_offset, image_transform
 from caption.data.sources.karpathy import CocoSource, KarpathySource
-from caption.data.sources.records import ObjectBox
+from caption.data.sources.records import ImageRecord, ObjectBox
 from caption.data.synthetic.shapes import ShapesSource
 from caption.errors import ConfigError
 from caption.evaluation.grounding import Localisation, localisation
@@ -304,3 +304,137 @@ def test_a_box_wholly_outside_its_image_is_refused_naming_the_file_and_annotatio
             f"{instances[0]}: annotations[1] (id {annotation['id']}, image {annotation['image_id']}): bbox "
             "[100, 10, 20, 20] lies wholly outside its image of 48x40 pixels: fix or remove the annotation")):
         source.records()
+
+
+def boxed_records(root: Path, karpathy: Path, instances: list[Path]) -> dict[int, ImageRecord]:
+    """The records of the small COCO dataset with the boxes of `instances`, by image id."""
+    source = KarpathySource(annotations=str(karpathy), images=str(root / "images"),
+                            instances=[str(path) for path in instances])
+    return {record.image_id: record for record in source.records()}
+
+
+def test_boxes_of_downscaled_image_copies_are_rescaled_to_the_files_with_one_warning(tmp_path):
+    karpathy = karpathy_dataset(tmp_path, size=(48, 40))  # the files: half the size the instances give
+    instances = coco_instances(tmp_path, karpathy, size=(96, 80))
+    with pytest.warns(UserWarning) as warned:
+        records = boxed_records(tmp_path, karpathy, instances)
+    said = [str(warning.message) for warning in warned if "rescaled" in str(warning.message)]
+    first = tmp_path / "images" / "train2014" / "COCO_train2014_000000001000.jpg"
+    assert said[0] == (f"{instances[0]}: 3 image files are copies of another size than its images[] say, of the same "
+                       f"aspect ratio ({first} is 48x40 pixels, 96x80 in it and 2 more): their boxes are rescaled to "
+                       "the files")
+    assert len(said) == 2  # one per instances file
+    for record in list(records.values())[:-1]:
+        assert record.frame == (48, 40)
+        assert record.objects == (ObjectBox("person", (0, 0, 24, 40)), ObjectBox("dog", (36, 30, 42, 35)))
+
+
+def test_an_image_file_of_another_aspect_ratio_than_its_instances_is_refused_in_one_line(coco):
+    root, karpathy, instances = coco
+    first = root / "images" / "train2014" / "COCO_train2014_000000001000.jpg"
+    write_image(first, size=(64, 40))
+    with pytest.raises(DatasetFormatError) as error:
+        boxed_records(root, karpathy, instances)
+    assert str(error.value) == (
+        f"{first} is 64x40 pixels, but {instances[0]} gives image 1000 as 48x40, another aspect ratio: its boxes "
+        "cannot be placed on it; give the image files the instances were made for, or fix that images[] entry's "
+        "width and height")
+
+
+def test_each_image_header_is_read_once_for_the_boxes_and_the_header_check(coco, monkeypatch):
+    root, karpathy, instances = coco
+    (root / "images" / "val2014" / "COCO_val2014_000000001007.jpg").unlink()  # no size: as the instances say
+    opened = []
+    real_open = Image.open
+    monkeypatch.setattr(Image, "open", lambda path, *args, **kwargs: opened.append(path) or real_open(path, *args,
+                                                                                                     **kwargs))
+    source = KarpathySource(annotations=str(karpathy), images=str(root / "images"),
+                            instances=[str(path) for path in instances])
+    records = source.records()
+    bad = source.check(records, decode=False)
+    assert sorted(opened) == sorted(record.file for record in records if record.image_id != 1007)
+    assert [(image.image_id, image.reason) for image in bad] == [(1007, "file not found")]
+    assert {record.frame for record in records} == {(48, 40)}
+
+
+def test_a_category_id_given_twice_is_refused_naming_it_and_both_names(coco):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    data["categories"][1]["id"] = 1  # "dog" given person's id: every person would be trained as a dog
+    instances[0].write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError) as error:
+        boxed_records(root, karpathy, instances)
+    assert str(error.value) == (f"{instances[0]}: categories[1].id is 1, the id of 'person' too (named 'dog' here): "
+                                "give each category its own id")
+
+
+@pytest.mark.parametrize("name", ["", "   ", "\t", "--", "dog\x1b[31m", "\ud800"])
+def test_a_category_name_no_word_can_say_is_refused_naming_its_id(coco, name):
+    root, karpathy, instances = coco
+    data = json.loads(instances[1].read_text())
+    data["categories"][1]["name"] = name
+    instances[1].write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError) as error:
+        boxed_records(root, karpathy, instances)
+    assert str(error.value) == (f"{instances[1]}: categories[1]: category 18 is named {name!r}: give it the word "
+                                "captions use for it (a letter or digit, no control character)")
+
+
+def test_two_categories_of_one_name_are_one_label_said_in_a_warning(coco):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    data["categories"][1]["name"] = "person"
+    instances[0].write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match=re.escape(f"{instances[0]}: categories[1]: categories 1 and 18 are both "
+                                                   "named 'person': their boxes are one label")):
+        records = boxed_records(root, karpathy, instances[:1])
+    assert {obj.label for record in records.values() for obj in record.objects} == {"person"}
+
+
+@pytest.mark.parametrize("bbox", [[100, 10, 0, 0], [-5, 10, 0, 3], [10, 50, 4, 0]])
+def test_a_box_of_no_size_outside_its_image_is_refused(coco, bbox):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    data["annotations"][1]["bbox"] = bbox
+    instances[0].write_text(json.dumps(data))
+    annotation = data["annotations"][1]
+    with pytest.raises(DatasetFormatError, match=re.escape(
+            f"{instances[0]}: annotations[1] (id {annotation['id']}, image {annotation['image_id']}): bbox "
+            f"{bbox} lies wholly outside its image of 48x40 pixels")):
+        boxed_records(root, karpathy, instances)
+
+
+def test_a_box_of_no_size_inside_its_image_is_left_out_with_a_warning_naming_it(coco):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    annotation = data["annotations"][1]
+    annotation["bbox"] = [10, 10, 0, 5]
+    instances[0].write_text(json.dumps(data))
+    with pytest.warns(UserWarning) as warned:
+        records = boxed_records(root, karpathy, instances)
+    (message,) = [str(warning.message) for warning in warned if "no width or height" in str(warning.message)]
+    assert message == (f"{instances[0]}: boxes of no width or height are left out (no pixel of the image is theirs) "
+                       f"(1): annotations[1] (id {annotation['id']}, image {annotation['image_id']}): [10, 10, 0, 5]")
+    assert [obj.label for obj in records[annotation["image_id"]].objects] == ["person"]
+
+
+def test_an_image_id_given_twice_is_refused_as_such(coco):
+    root, karpathy, instances = coco
+    data = json.loads(instances[0].read_text())
+    data["images"][1] |= {"id": data["images"][0]["id"], "width": 10, "height": 10}
+    instances[0].write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError) as error:
+        boxed_records(root, karpathy, instances)
+    assert str(error.value) == (f"{instances[0]}: images[1].id is 1000, the id of images[0] too: give each image "
+                                "one images[] entry")
+    with pytest.raises(DatasetFormatError, match=re.escape(f"{instances[1]}: image id 1003 is described by "
+                                                           f"{instances[1]} too")):
+        boxed_records(root, karpathy, [instances[1], instances[1]])  # one file given twice
+
+
+def test_dataset_images_the_instances_do_not_list_are_said_in_a_warning(coco):
+    root, karpathy, instances = coco
+    with pytest.warns(UserWarning, match=re.escape(f"3 of the 9 images of {karpathy} have no images[] entry in "
+                                                   f"{instances[1]} (e.g. ids [1000, 1001, 1002]), so no boxes")):
+        records = boxed_records(root, karpathy, instances[1:])
+    assert records[1000].frame is None and records[1004].frame == (48, 40)

@@ -4,8 +4,9 @@ Every image becomes 8-bit RGB whatever mode Pillow reads it in (grayscale, palet
 16-bit, float), turned upright by its EXIF orientation (`read_rgb`). A file that cannot be used raises
 `BadImageError` with the reason: missing, empty, not an image, smaller than `min_side`, over Pillow's
 decompression-bomb limit (`PIL.Image.MAX_IMAGE_PIXELS`, 89.5 megapixels by default), truncated or corrupt;
-`inspect_image` checks a file from its header alone, `report_bad_images` stops or warns about the bad ones
-naming each file and record, and `image_files` lists the image files of the paths a command is given.
+`inspect_image` checks a file from its header alone (`image_size`: and gives its size), `report_bad_images` stops or
+warns about the bad ones naming each file and record, and `image_files` lists the image files of the paths a command
+is given.
 """
 
 from __future__ import annotations
@@ -74,9 +75,16 @@ def _open(path: str | io.BytesIO, *, min_side: int) -> Image.Image:
     return image
 
 
+def image_size(path: str, *, min_side: int) -> tuple[int, int]:
+    """(width, height) of `path` from its header alone (fast; as stored, before any EXIF turn): raises
+    `BadImageError` if it cannot be used."""
+    with _open(path, min_side=min_side) as image:
+        return image.size
+
+
 def inspect_image(path: str, *, min_side: int) -> None:
     """Check `path` from its header alone (fast): raises `BadImageError` if it cannot be used."""
-    _open(path, min_side=min_side).close()
+    image_size(path, min_side=min_side)
 
 
 def _to_8bit(image: Image.Image) -> Image.Image:

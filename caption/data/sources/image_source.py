@@ -14,14 +14,14 @@ import os
 from abc import abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from PIL import Image
 from torch import Tensor
 from torchvision import models
 
 from caption.data.sources.base import CaptionSource
-from caption.data.sources.image_files import BadImageError, inspect_image, read_rgb
+from caption.data.sources.image_files import BadImageError, image_size, read_rgb
 from caption.data.sources.records import BadImage, ImageRecord, ObjectBox
 from caption.model.encoder import TORCHVISION_ENCODERS, imagenet_weights
 
@@ -29,6 +29,8 @@ from caption.model.encoder import TORCHVISION_ENCODERS, imagenet_weights
 # small_vgg on image files.
 WEIGHTS = models.VGG16_Weights.IMAGENET1K_V1
 ImageClassification = type(WEIGHTS.transforms())  # torchvision's ImageNet preset, named through its weights
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 HINT = (
     "run `caption features` or set data.check_images: decode to find every bad image before training, "
     "and fix them or set data.on_bad_image: skip to leave them out"
@@ -86,6 +88,13 @@ def boxes_in_input(
     return tuple(mapped)
 
 
+def in_threads(work: Callable[[Item], Result], items: list[Item]) -> list[Result]:
+    """`work` of each of `items`, in order, on up to 8 threads (Pillow releases the GIL while reading and
+    decoding, so threads share the work)."""
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        return list(pool.map(work, items))
+
+
 class ImageFileSource(CaptionSource):
     """A `CaptionSource` whose images are files: robust reading, the encoder weights' transform, up-front checks.
 
@@ -104,6 +113,7 @@ class ImageFileSource(CaptionSource):
         self.transform = image_transform(resize_size=resize_size, crop_size=crop_size)
         self.min_side = min_side
         self._records: list[ImageRecord] | None = None
+        self._headers: dict[str, tuple[int, int] | str] = {}  # file -> its size, or why it cannot be used
 
     def use_encoder(self, encoder: str) -> None:
         """Transform images with the preset of `encoder`'s weights (the data module passes model.encoder.name)."""
@@ -132,21 +142,37 @@ class ImageFileSource(CaptionSource):
             raise BadImageError(f"bad image {bad}; {HINT}", bad) from None
         return self.transform(rgb)
 
+    def header(self, file: str) -> tuple[int, int] | str:
+        """The (width, height) of `file` from its header, or why it cannot be used."""
+        try:
+            return image_size(file, min_side=self.min_side)
+        except BadImageError as error:
+            return str(error)
+
+    def header_sizes(self, records: list[ImageRecord]) -> dict[str, tuple[int, int] | str]:
+        """Image file of each of `records` -> its (width, height) from its header, or why it cannot be used; each
+        file's header is read once for the source (the sizes for its boxes, then the header check)."""
+        unread = list(dict.fromkeys(record.file for record in records if record.file not in self._headers))
+        self._headers.update(zip(unread, in_threads(self.header, unread)))
+        return {record.file: self._headers[record.file] for record in records}
+
     def problem(self, record: ImageRecord, *, decode: bool) -> str | None:
         """Why the image of `record` cannot be used, or None if it can."""
+        if not decode:
+            found = self._headers.get(record.file) or self.header(record.file)
+            return found if isinstance(found, str) else None
         try:
-            if decode:
-                read_rgb(record.file, min_side=self.min_side)
-            else:
-                inspect_image(record.file, min_side=self.min_side)
+            read_rgb(record.file, min_side=self.min_side)
         except BadImageError as error:
             return str(error)
         return None
 
     def check(self, records: list[ImageRecord], *, decode: bool) -> list[BadImage]:
-        # Pillow releases the GIL while reading and decoding, so threads share the work.
-        with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-            problems = list(pool.map(lambda record: self.problem(record, decode=decode), records))
+        if decode:
+            problems = in_threads(lambda record: self.problem(record, decode=True), records)
+        else:
+            self.header_sizes(records)  # each header read once (or already, for the boxes), where `problem` finds it
+            problems = [self.problem(record, decode=False) for record in records]
         return [
             BadImage(record.image_id, record.split, record.file, problem)
             for record, problem in zip(records, problems)

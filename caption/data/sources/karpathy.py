@@ -77,12 +77,14 @@ class InstancesSource(ImageFileSource):
         return self._word_labels
 
     def boxed(self, records: list[ImageRecord], annotations: str) -> list[ImageRecord]:
-        """`records` with the boxes of the instances files, if any (`annotations`: where the records come from)."""
+        """`records` with the boxes of the instances files, if any, in the pixels of their image files (their sizes
+        read from the headers, which the header check then reuses; `annotations`: where the records come from)."""
         if self.instances is None:
             return records
         found = read_instances(self.instances)
         self._word_labels = category_word_labels(found.categories, labels=self.labels, where=", ".join(self.instances))
-        return with_boxes(records, found.images, paths=self.instances, annotations=annotations)
+        sizes = self.header_sizes([record for record in records if record.image_id in found.images])
+        return with_boxes(records, found.images, paths=self.instances, annotations=annotations, sizes=sizes)
 
 
 class KarpathySource(InstancesSource):
