@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from caption.data.sources.base import CaptionSource
     from caption.model.caption_model import CaptionModel
+    from caption.reports.model_card import TestFigures
 
     # an input transform, its per-channel (mean, std) in 0..1 pixel units, and the (height, width) of what it gives
     Inputs = tuple[Callable[[Image.Image], Tensor], tuple[tuple[float, ...], tuple[float, ...]], tuple[int, int]]
@@ -68,6 +69,9 @@ def main(argv: list[str]) -> None:
     from caption.io.model_folder import model_config, weights_bytes, write_model_folder
 
     api = check_login(args.push) if args.push else None  # before any work: the package, the id, the login
+    from caption.reports.model_card import evaluated
+
+    measured = evaluated(args.metrics) if args.metrics is not None else None  # and the card's figures
     checkpoint_path = find_checkpoint(args.ckpt_path)
     if out.is_dir() and any(out.rglob("*.ckpt")):
         raise ConfigError(f"--predictions.out {out} holds checkpoints (a run folder?): export into a folder of its "
@@ -86,7 +90,8 @@ def main(argv: list[str]) -> None:
                       if name.startswith(TRAINING_STATE)}
     run = run_folder(args.ckpt_path, checkpoint_path)
     saved = saved_config(run) if run is not None else None
-    card = card_text(args, checkpoint_path, checkpoint, model, saved=saved, preprocessing=config["preprocessing"])
+    card = card_text(args, checkpoint_path, checkpoint, model, saved=saved, preprocessing=config["preprocessing"],
+                     measured=measured)
     # the model's weights, and the objective's for a new run to start from (`model.optimization.init_from`)
     write_model_folder(out, weights=weights_bytes({**model.state_dict(), **training_state}), config=config,
                        card=card, training_config=saved.read_bytes() if saved is not None else None)
@@ -97,20 +102,21 @@ def main(argv: list[str]) -> None:
 
 
 def card_text(args: Namespace, checkpoint_path: Path, checkpoint: dict[str, Any],
-              model: CaptionModel, *, saved: Path | None, preprocessing: dict[str, Any] | None = None) -> str:
+              model: CaptionModel, *, saved: Path | None, preprocessing: dict[str, Any] | None = None,
+              measured: TestFigures | None = None) -> str:
     """The model card of the checkpoint, with what its run recorded: its saved config (`saved`) and its test
-    figures, and config.json's `preprocessing`."""
+    figures (`measured`: those of --metrics, read from it), and config.json's `preprocessing`."""
     import caption
     from caption.reports.logs import find_logs
     from caption.model.caption_model import typed
-    from caption.reports.model_card import CardFacts, evaluated, last_test_row, model_card
+    from caption.reports.model_card import CardFacts, last_test_row, model_card
     from caption.training.optimization import OptimizationSettings
 
     run = run_folder(args.ckpt_path, checkpoint_path)
     logs = find_logs(run, checkpoint_path) if run is not None else None
     metrics_csv = logs if logs is not None and logs.suffix == ".csv" else None
-    if args.metrics is not None:
-        test = evaluated(args.metrics)
+    if measured is not None:
+        test = measured
         scored = metrics_checkpoint(args.metrics)
         if scored is not None and Path(scored).resolve() != checkpoint_path.resolve():
             warnings.warn(f"--metrics {args.metrics} scored {scored}, not the exported {checkpoint_path}: the card "

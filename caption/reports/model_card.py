@@ -28,6 +28,7 @@ import yaml
 
 from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
+from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON
 from caption.evaluation.report import METRIC_NAMES, format_score
 from caption.io.model_folder import LIBRARY, TRAINING_CONFIG
 from caption.model.caption_model import ModelSettings
@@ -42,6 +43,9 @@ HUB_METRICS = {"bleu1": "bleu", "bleu2": "bleu", "bleu3": "bleu", "bleu4": "bleu
 # the Hub's datasets of the data the paper used, for the card's `datasets`; COCO's is the Karpathy-split COCO on the
 # Hub, the split the paper and this project train and test on
 HUB_DATASETS = {"coco": "yerevann/coco-karpathy", "flickr8k": "jxie/flickr8k", "flickr30k": "nlphuji/flickr30k"}
+SCORED_SPLITS = ("val", "test")  # the splits `caption evaluate` scores
+TOKENIZERS = (PTB_JAVA, PTB_PYTHON)  # what a metrics.json says its captions were tokenised with
+SHOWN_CHARACTERS = 60  # of a value refused in a metrics.json
 PAPER = "[Show, Attend and Tell](https://arxiv.org/abs/1502.03044) (Xu et al., ICML 2015)"
 DISTRIBUTION = "show-attend-tell"  # [project] name of pyproject.toml
 SOURCE_URL_LABEL = "Source"  # the [project.urls] entry the card installs from
@@ -94,15 +98,85 @@ def last_test_row(metrics_csv: Path) -> TestFigures | None:
 
 
 def evaluated(metrics_json: Path) -> TestFigures:
-    """The figures of a metrics.json written by `caption evaluate`."""
+    """The figures of a metrics.json written by `caption evaluate`; a CaptionError naming the file and the key when
+    one is not what `caption evaluate` writes (a figure that is no finite number >= 0, a split other than val or test,
+    a count of images or a beam size that is no whole number >= 1, another tokenizer)."""
     try:
         report = json.loads(metrics_json.read_text(encoding="utf-8"))
-        scores = {name: number(report["metrics"].get(name)) for name in COLUMNS}
+        figures = report["metrics"]
+        if not isinstance(figures, dict):
+            raise TypeError(f"its metrics are {type(figures).__name__}, not an object")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise CaptionError(f"--metrics {metrics_json}: not a metrics.json of `caption evaluate` ({error})") from None
-    return TestFigures(scores, origin=f"{metrics_json.name} of `caption evaluate`", split=report.get("split", "test"),
-                       beam_size=report.get("beam_size"), images=report.get("images"),
-                       tokenizer=report.get("tokenizer"))
+    where = f"--metrics {metrics_json}"
+    scores = {name: measured_figure(figures.get(name), key=f"metrics.{name}", where=where) for name in COLUMNS}
+    return TestFigures(scores, origin=f"{metrics_json.name} of `caption evaluate`",
+                       split=one_of(report.get("split"), SCORED_SPLITS, key="split", where=where),
+                       beam_size=whole_count(report.get("beam_size"), key="beam_size", where=where),
+                       images=whole_count(report.get("images"), key="images", where=where),
+                       tokenizer=one_of(report.get("tokenizer"), TOKENIZERS, key="tokenizer", where=where,
+                                        required=False))
+
+
+def measured_figure(value: Any, *, key: str, where: str) -> float | None:
+    """A figure of a metrics.json: a finite number >= 0, or None (null or absent: not measured).
+
+    value: the figure as read.
+    key: its key in the file, for the error.
+    where: the file, for the error.
+    """
+    if value is None:
+        return None
+    try:
+        figure = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer of hundreds of digits
+        figure = math.inf
+    if not math.isfinite(figure) or figure < 0:
+        raise not_as_evaluated(value, expected="a finite number >= 0", key=key, where=where)
+    return figure
+
+
+def whole_count(value: Any, *, key: str, where: str) -> int | None:
+    """A count of a metrics.json (images, beam size): a whole number >= 1, or None when absent.
+
+    value: the count as read.
+    key: its key in the file, for the error.
+    where: the file, for the error.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise not_as_evaluated(value, expected="a whole number >= 1", key=key, where=where)
+    return value
+
+
+def one_of(value: Any, choices: tuple[str, ...], *, key: str, where: str, required: bool = True) -> str | None:
+    """A named setting of a metrics.json (its split, its tokenizer): one of `choices`.
+
+    value: the name as read.
+    choices: the names `caption evaluate` writes.
+    key: its key in the file, for the error.
+    where: the file, for the error.
+    required: whether it must be there (else None when absent).
+    """
+    if value is None and not required:
+        return None
+    if value not in choices:
+        raise not_as_evaluated(value, expected=f"one of {', '.join(choices)}", key=key, where=where)
+    return value
+
+
+def not_as_evaluated(value: Any, *, expected: str, key: str, where: str) -> CaptionError:
+    """The error of a value of a metrics.json that is not what `caption evaluate` writes.
+
+    value: the value as read (shown by its repr, cut short).
+    expected: what `caption evaluate` writes there.
+    key: its key in the file.
+    where: the file.
+    """
+    shown = repr(value) if len(repr(value)) <= SHOWN_CHARACTERS else repr(value)[:SHOWN_CHARACTERS] + "..."
+    return CaptionError(f"{where}: {key} is {shown}, not {expected} as `caption evaluate` writes; measure it again "
+                        "with `caption evaluate` or fix the file")
 
 
 def number(value: Any) -> float | None:

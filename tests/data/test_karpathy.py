@@ -8,11 +8,13 @@ from collections import Counter
 
 import pytest
 from kit.cli import failed
-from kit.data import SPLIT_OF, coco_official, karpathy_dataset
+from kit.data import SPLIT_OF, coco_official, karpathy_dataset, with_lone_surrogates
 from kit.tiny import config, run_args
 
 from caption.data.datamodule import CaptionDataModule
 from caption.data.sources.karpathy import CocoSource, DatasetFormatError, KarpathySource
+from caption.errors import CaptionWarning
+from caption.evaluation.metrics import coco_scores
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +123,34 @@ def test_a_wrong_field_stops_caption_fit_in_one_line_naming_the_entry(tmp_path, 
                    "--data.source.init_args.annotations", str(annotations),
                    "--data.source.init_args.images", str(tmp_path / "images")])
     assert line == f"caption: error: {annotations}: images[3].filepath is 5; expected str", line
+
+
+def test_a_lone_surrogate_in_a_caption_is_replaced_with_one_warning_naming_the_file_and_the_caption(tmp_path):
+    annotations = karpathy_dataset(tmp_path)
+    (val_entry, val_sentence, val_image), _ = with_lone_surrogates(annotations)
+    with pytest.warns(CaptionWarning) as warned:
+        records = source(tmp_path, annotations).records()
+    (line,) = [str(warning.message) for warning in warned if "surrogate" in str(warning.message)]
+    assert line.startswith(f"{annotations}: 2 captions hold a lone UTF-16 surrogate") and "\n" not in line, line
+    assert f"the first at images[{val_entry}].sentences[{val_sentence}] (image {val_image})" in line, line
+    assert "replaced by U+FFFD" in line, line
+    scored = [record for record in records if record.split in ("val", "test")]
+    for record in scored:
+        for text in record.references:
+            text.encode("utf-8")  # every caption is text UTF-8 can write
+    assert sum("A broken \ufffd word in a" in text for record in scored for text in record.references) == 2
+
+    references = {record.image_id: list(record.references) for record in scored}
+    scores, _ = coco_scores({key: "a picture" for key in references}, references, metrics=("bleu4",))
+    assert 0 <= scores["bleu4"] <= 1, "the PTB tokenizer (Java where installed) takes every reference"
+
+    official, folders = coco_official(tmp_path, annotations)  # the same captions in COCO's own files
+    with pytest.warns(CaptionWarning) as warned:
+        coco = CocoSource(annotations=[str(path) for path in official], images=[str(path) for path in folders],
+                          splits=str(annotations)).records()
+    (line,) = [str(warning.message) for warning in warned if "surrogate" in str(warning.message)]
+    assert line.startswith(f"{official[1]}: 2 captions hold a lone UTF-16 surrogate") and "(image " in line, line
+    assert sorted(record.references for record in coco) == sorted(record.references for record in records)
 
 
 def test_unreadable_files_and_duplicates(tmp_path):

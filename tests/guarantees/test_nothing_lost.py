@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 import torch
 from kit.cli import PATIENCE_S, REPO, caption, failed, start, wait_for
-from kit.data import karpathy_dataset
+from kit.data import karpathy_dataset, with_lone_surrogates
 from kit.probes import steps_done
 from kit.tiny import config, fit_args, run_args, tiny_model_args
 from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
 from caption.cli import main
 from caption.data.features import BUILDER, LOCK, FeatureCacheError, build_cache, building
+from caption.evaluation import meteor
 from caption.evaluation import scoring as evaluation_module
 from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.errors import ConfigError
@@ -255,6 +256,22 @@ def test_a_split_whose_captions_are_all_empty_is_refused_before_training(tmp_pat
     line = failed(karpathy_args(annotations, run))
     assert "every image of the 'test' split was left out, none has a caption with a letter or digit" in line, line
     assert not list(run.rglob("*.ckpt")), "refused before training, not after"
+
+
+@pytest.mark.slow
+def test_a_lone_surrogate_in_a_val_or_test_caption_is_scored_by_fit_its_test_and_evaluate(tmp_path, recwarn, capsys,
+                                                                                          monkeypatch):
+    monkeypatch.setattr(meteor, "Meteor", None)  # METEOR's Java is slow, and not what is tested: missing at once
+    annotations = karpathy_dataset(tmp_path, coco=False)
+    with_lone_surrogates(annotations)
+    run = tmp_path / "run"
+    main([*karpathy_args(annotations, run), "--trainer.limit_train_batches", "1"])  # validation and the test after
+    assert "test (best checkpoint): " in capsys.readouterr().out
+    main(["evaluate", "--ckpt_path", str(best(run)), "--predictions.out", str(tmp_path / "eval")])
+    warned = [str(warning.message) for warning in recwarn if "surrogate" in str(warning.message)]
+    assert warned and all(line.startswith(f"{annotations}: 2 captions hold a lone UTF-16 surrogate")
+                          for line in warned), warned
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["images"] == 2
 
 
 def test_a_vocabulary_from_a_checkpoint_of_other_data_is_named_with_its_unknown_words(tmp_path, recwarn):

@@ -98,6 +98,23 @@ def karpathy_dataset(root: Path, *, coco: bool = True, size: tuple[int, int] = (
     return path
 
 
+LONE_SURROGATE_CAPTIONS = {"val": 1, "test": 2}  # split -> the caption of its first image given a lone surrogate
+
+
+def with_lone_surrogates(annotations: Path) -> list[tuple[int, int, int]]:
+    """Karpathy-format `annotations` rewritten with a lone UTF-16 surrogate ("\\ud800", a valid JSON escape) in a
+    caption of the first val and the first test image (LONE_SURROGATE_CAPTIONS). Returns (entry index, sentence
+    index, image id) of each, in the file's order."""
+    data = json.loads(annotations.read_text(encoding="utf-8"))
+    changed = []
+    for split, sentence in LONE_SURROGATE_CAPTIONS.items():
+        index, entry = next((k, entry) for k, entry in enumerate(data["images"]) if entry["split"] == split)
+        entry["sentences"][sentence]["raw"] = f"A broken \ud800 word in a {split} caption."
+        changed.append((index, sentence, entry.get("cocoid", entry["imgid"])))
+    annotations.write_text(json.dumps(data), encoding="ascii")  # the surrogate as its JSON escape
+    return changed
+
+
 def coco_official(root: Path, karpathy: Path) -> tuple[list[Path], list[Path]]:
     """COCO's captions_train2014.json / captions_val2014.json holding the same images and captions."""
     data = json.loads(karpathy.read_text(encoding="utf-8"))

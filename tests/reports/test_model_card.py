@@ -1,7 +1,9 @@
 """The model card tells how to install show-attend-tell from where it is: its source repository, named in
-pyproject.toml, until it is published on a package index; its metadata is the Hub's, read back by its parser."""
+pyproject.toml, until it is published on a package index; its metadata is the Hub's, read back by its parser; the
+figures it reads from a metrics.json are those `caption evaluate` writes, anything else refused in one line."""
 
 import builtins
+import json
 import math
 
 import tomllib
@@ -12,7 +14,8 @@ from kit.models import tiny_module
 
 from caption.reports import model_card as card_module
 from caption.evaluation.metrics import METRICS
-from caption.reports.model_card import CardFacts, metadata, model_card
+from caption.errors import CaptionError
+from caption.reports.model_card import CardFacts, evaluated, metadata, model_card
 
 
 def card_text() -> str:
@@ -91,3 +94,65 @@ def test_without_huggingface_hub_the_metadata_is_the_same(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_hub)
     assert metadata(coco_facts()) == with_hub
+
+
+def evaluate_report(**changes) -> dict:
+    """A metrics.json as `caption evaluate` writes it (METEOR missing: null), with `changes` to its keys
+    (`metrics__<name>` for a figure; None: the key deleted)."""
+    report = {"split": "test", "beam_size": 3, "images": 8, "tokenizer": "ptb-java", "object_words": 4,
+              "metrics": dict.fromkeys(METRICS, 0.25) | {"meteor": None, "attention_accuracy": 0.5,
+                                                         "alpha_entropy": 1.5},
+              "absent_metrics": {}}
+    for key, value in changes.items():
+        figure = key.startswith("metrics__")
+        held, name = (report["metrics"], key.removeprefix("metrics__")) if figure else (report, key)
+        if value is None:
+            del held[name]
+        else:
+            held[name] = value
+    return report
+
+
+def written(path, report: dict):
+    path.write_text(json.dumps(report), encoding="utf-8")  # inf and NaN as JSON's Infinity and NaN, as Python reads
+    return path
+
+
+def test_the_figures_of_a_metrics_json_of_caption_evaluate_reach_the_card(tmp_path):
+    figures = evaluated(written(tmp_path / "metrics.json", evaluate_report()))
+    assert figures.scores == dict.fromkeys(METRICS, 0.25) | {"meteor": None, "attention_accuracy": 0.5,
+                                                             "alpha_entropy": 1.5}
+    assert (figures.split, figures.beam_size, figures.images, figures.tokenizer) == ("test", 3, 8, "ptb-java")
+    facts = coco_facts()
+    card = model_card(CardFacts(**{**facts.__dict__, "test": figures}))
+    assert "Measured on the test split, 8 images, beam 3, tokenizer ptb-java; from metrics.json" in card
+
+
+@pytest.mark.parametrize("changes, key, shown", [
+    ({"metrics__bleu4": math.inf}, "metrics.bleu4", "inf"),
+    ({"metrics__cider": -math.inf}, "metrics.cider", "-inf"),
+    ({"metrics__cider": math.nan}, "metrics.cider", "nan"),
+    ({"metrics__bleu1": "0.3"}, "metrics.bleu1", "'0.3'"),
+    ({"metrics__rouge_l": -0.5}, "metrics.rouge_l", "-0.5"),
+    ({"metrics__attention_accuracy": True}, "metrics.attention_accuracy", "True"),
+    ({"metrics__alpha_entropy": [1.5]}, "metrics.alpha_entropy", "[1.5]"),
+    ({"metrics__bleu2": 10 ** 400}, "metrics.bleu2", "1000"),
+    ({"split": None}, "split", "None"),
+    ({"split": "train"}, "split", "'train'"),
+    ({"split": "None"}, "split", "'None'"),
+    ({"images": -5}, "images", "-5"),
+    ({"images": 2.5}, "images", "2.5"),
+    ({"images": "8"}, "images", "'8'"),
+    ({"images": True}, "images", "True"),
+    ({"beam_size": "x"}, "beam_size", "'x'"),
+    ({"beam_size": 0}, "beam_size", "0"),
+    ({"tokenizer": "\x1b[2Jcleared"}, "tokenizer", "'\\x1b[2Jcleared'"),
+])
+def test_a_metrics_json_figure_or_field_evaluate_never_writes_is_refused_naming_the_file_and_key(tmp_path, changes,
+                                                                                                 key, shown):
+    path = written(tmp_path / "metrics.json", evaluate_report(**changes))
+    with pytest.raises(CaptionError) as refused:
+        evaluated(path)
+    message = str(refused.value)
+    assert message.startswith(f"--metrics {path}: {key} is {shown}") and "\n" not in message, message
+    assert "`caption evaluate`" in message and len(message) < 300, message

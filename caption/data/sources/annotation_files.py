@@ -1,4 +1,5 @@
-"""Reading the JSON annotation files of datasets: one-line errors that name the file and the field."""
+"""Reading the JSON annotation files of datasets: one-line errors that name the file and the field; captions made
+writable (`caption_text`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import os
 import reprlib
 from typing import Any
 
-from caption.errors import CaptionError
+from lightning.pytorch.utilities import rank_zero_warn
+
+from caption.errors import CaptionError, CaptionWarning
+from caption.io.outputs import LONE_SURROGATE
+
+REPLACEMENT_CHARACTER = "\ufffd"  # what a lone surrogate of a caption becomes
 
 
 class DatasetFormatError(CaptionError, ValueError):
@@ -41,3 +47,28 @@ def field(entry: Any, name: str, kind: type | tuple[type, ...], where: str) -> A
     if not isinstance(value, kind) or isinstance(value, bool):
         raise DatasetFormatError(f"{where}.{name} is {shown(value)}; expected {getattr(kind, '__name__', kind)}")
     return value
+
+
+def caption_text(text: str, *, where: str, replaced: list[str]) -> str:
+    """A caption read from a dataset file, each lone UTF-16 surrogate in it ("\\ud800": a valid JSON escape, but no
+    character, which no UTF-8 writer can encode, the PTB tokenizer's that scores val and test captions included)
+    replaced by U+FFFD.
+
+    text: the caption as read.
+    where: its place in the file (entry, caption and image), added to `replaced` when a surrogate was replaced.
+    replaced: the places of the captions replaced so far, for `warn_replaced`.
+    """
+    if LONE_SURROGATE.search(text) is None:
+        return text
+    replaced.append(where)
+    return LONE_SURROGATE.sub(REPLACEMENT_CHARACTER, text)
+
+
+def warn_replaced(replaced: list[str], *, path: str) -> None:
+    """One warning for the captions of the dataset file `path` whose lone surrogates `caption_text` replaced (none: no
+    warning), naming the first."""
+    if replaced:
+        held = "1 caption holds" if len(replaced) == 1 else f"{len(replaced)} captions hold"
+        rank_zero_warn(f"{path}: {held} a lone UTF-16 surrogate (a \\ud800-\\udfff escape, which is no character), "
+                       f"the first at {replaced[0]}: replaced by U+FFFD; fix the file to keep the words meant there",
+                       category=CaptionWarning)

@@ -3,8 +3,9 @@
 `KarpathySource` reads Karpathy's `dataset_*.json`; `CocoSource` the official caption files with a split file
 (Karpathy's `dataset_coco.json` or `{"train": [ids], ...}`); both take COCO-format instances files for the boxes that
 attention accuracy scores. COCO's `restval` trains by default; every reference is kept for scoring; captions are
-re-tokenised from `raw` with `caption.model.vocabulary.tokenize`, as in every source; COCO's image ids are its
-`cocoid`s. The file formats: data/README.md.
+re-tokenised from `raw` with `caption.model.vocabulary.tokenize`, as in every source, a lone UTF-16 surrogate in one
+replaced by U+FFFD with a warning (`caption_text`); COCO's image ids are its `cocoid`s. The file formats:
+data/README.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 from collections import defaultdict
 from typing import Any, Literal
 
-from caption.data.sources.annotation_files import DatasetFormatError, field, read_json
+from caption.data.sources.annotation_files import DatasetFormatError, caption_text, field, read_json, warn_replaced
 from caption.data.sources.category_words import LABELS_KEY, category_word_labels
 from caption.data.sources.coco_instances import read_instances, with_boxes
 from caption.data.sources.image_source import ImageFileSource
@@ -115,18 +116,21 @@ class KarpathySource(InstancesSource):
     def read_records(self) -> list[ImageRecord]:
         data = read_json(self.annotations)
         entries = field(data, "images", list, self.annotations)
-        records = []
+        records, replaced = [], []
         for index, entry in enumerate(entries):
             where = f"{self.annotations}: images[{index}]"
             split = map_split(field(entry, "split", str, where), self.restval, where)
             filename = field(entry, "filename", str, where)
             image_id = field(entry, "cocoid" if "cocoid" in entry else "imgid", int, where)
-            references = tuple(self._raw(sentence, f"{where}.sentences[{k}]")
-                               for k, sentence in enumerate(field(entry, "sentences", list, where)))
+            references = tuple(
+                caption_text(self._raw(sentence, f"{where}.sentences[{k}]"), replaced=replaced,
+                             where=f"images[{index}].sentences[{k}] (image {image_id})")
+                for k, sentence in enumerate(field(entry, "sentences", list, where)))
             folder = field(entry, "filepath", str, where) if "filepath" in entry else ""  # COCO's only
             if split is not None:
                 file = os.path.join(self.images, folder, filename)
                 records.append(ImageRecord(image_id, split, references, file=file))
+        warn_replaced(replaced, path=self.annotations)
         return self.boxed(unique_ids(records, self.annotations), self.annotations)
 
     @staticmethod
@@ -204,9 +208,13 @@ class CocoSource(InstancesSource):
             for index, entry in enumerate(field(data, "images", list, path)):
                 where = f"{path}: images[{index}]"
                 files[field(entry, "id", int, where)] = os.path.join(folder, field(entry, "file_name", str, where))
+            replaced: list[str] = []
             for index, entry in enumerate(field(data, "annotations", list, path)):
                 where = f"{path}: annotations[{index}]"
-                captions[field(entry, "image_id", int, where)].append(field(entry, "caption", str, where))
+                image_id = field(entry, "image_id", int, where)
+                captions[image_id].append(caption_text(field(entry, "caption", str, where), replaced=replaced,
+                                                       where=f"annotations[{index}] (image {image_id})"))
+            warn_replaced(replaced, path=path)
         missing = sorted(set(splits) - set(files))
         if missing:
             raise DatasetFormatError(
