@@ -14,6 +14,8 @@ the captioner reads them (`caption.data.labelled_objects`, `caption.training.enc
 the best validation accuracy is kept: OUT/encoder.pt is that encoder's state dict (no head: what
 `model.encoder.weights: OUT` loads, the annotation grid unchanged), OUT/encoder.json says what it is (the encoder
 settings, the categories, every epoch's validation accuracy and confusion). Prints the confusion at the end.
+Pre-empted (SIGTERM), it stops after the current batch and writes the same two files from the best epoch so far,
+encoder.json saying where it stopped (`stopped`: epoch N of M, how to go on), and prints that in one line (exit 143).
 """
 
 import argparse
@@ -100,6 +102,7 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     """Train, then write OUT/encoder.pt and OUT/encoder.json and print the summary (see the module's docstring)."""
     import lightning as L
     import torch
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
     from torch.utils.data import DataLoader
 
     from caption.data.labelled_objects import ClassFolders, LabelledObjects, collate_objects, object_categories
@@ -148,18 +151,20 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
                         precision=resolved_precision(precision, accelerator),
                         logger=False, enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
                         callbacks=[ProgressBar(shown=("loss", "val/accuracy"))])
-    trainer.fit(classifier, train_dataloaders=loaders["train"], val_dataloaders=loaders["val"])
+    counts = {split: len(loader.dataset) for split, loader in loaders.items()}
+    try:
+        trainer.fit(classifier, train_dataloaders=loaders["train"], val_dataloaders=loaders["val"])
+    except SIGTERMException:  # pre-empted: Lightning stopped after the current batch; keep the best epoch so far
+        stopped = {"reason": "pre-empted (SIGTERM)", "epoch": trainer.current_epoch + 1, "epochs": settings.epochs,
+                   "go_on": go_on(out=out, epochs=settings.epochs)}
+        if classifier.history:
+            write_encoder(classifier, out=out, command=command, encoder_settings=encoder_settings,
+                          image_size=image_size, grid=grid, categories=categories, images=counts, stopped=stopped)
+        print(pre_emption_line(classifier.best if classifier.history else None, stopped=stopped, out=out), flush=True)
+        raise
     best = classifier.best
-    buffer = io.BytesIO()
-    torch.save(classifier.best_state, buffer)
-    write_atomically(out / "encoder.pt", buffer.getbuffer(), what="encoder weights")
-    write_json(out / "encoder.json", {
-        "command": command, "encoder": {key: list(value) if isinstance(value, tuple) else value
-                                        for key, value in vars(encoder_settings).items()},
-        "image_size": list(image_size), "grid": list(grid), "categories": categories,
-        "images": {split: len(loader.dataset) for split, loader in loaders.items()},
-        "best_epoch": best["epoch"], "accuracy": best["accuracy"], "history": classifier.history,
-    })
+    write_encoder(classifier, out=out, command=command, encoder_settings=encoder_settings, image_size=image_size,
+                  grid=grid, categories=categories, images=counts, stopped=None)
     held_out = sum(map(sum, best["confusion"]))
     print(f"encoder {encoder_settings.name} as a classifier of {len(categories)} categories: best validation accuracy "
           f"{best['accuracy']:.3f} at epoch {best['epoch'] + 1} of {settings.epochs}, on {held_out} held-out objects "
@@ -168,3 +173,56 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
           f"{confusion_table(best['confusion'], categories)}\n"
           f"wrote {out / 'encoder.pt'} and {out / 'encoder.json'}; the captioner from it: "
           f"--model.encoder.weights {out}", flush=True)
+
+
+def write_encoder(classifier: Any, *, out: Path, command: str, encoder_settings: Any, image_size: tuple[int, ...],
+                  grid: tuple[int, int], categories: list[str], images: dict[str, int],
+                  stopped: dict[str, Any] | None) -> None:
+    """Write OUT/encoder.pt (the encoder of the best validation so far) and OUT/encoder.json, each atomically.
+
+    Args:
+        classifier: the trained `EncoderClassifier`, with at least one validation in its history.
+        out: the run folder.
+        command: the command line, recorded.
+        encoder_settings: the encoder's settings, recorded.
+        image_size: the images' (height, width).
+        grid: the annotation grid (rows, columns).
+        categories: the classes' names.
+        images: the number of labelled images of each split.
+        stopped: when training stopped early (pre-empted): why, at which epoch of how many, and how to go on.
+    """
+    import torch
+
+    best = classifier.best
+    buffer = io.BytesIO()
+    torch.save(classifier.best_state, buffer)
+    write_atomically(out / "encoder.pt", buffer.getbuffer(), what="encoder weights")
+    about = {
+        "command": command, "encoder": {key: list(value) if isinstance(value, tuple) else value
+                                        for key, value in vars(encoder_settings).items()},
+        "image_size": list(image_size), "grid": list(grid), "categories": categories, "images": images,
+        "best_epoch": best["epoch"], "accuracy": best["accuracy"], "history": classifier.history,
+    }
+    write_json(out / "encoder.json", about if stopped is None else {**about, "stopped": stopped})
+
+
+def go_on(*, out: Path, epochs: int) -> str:
+    """How to go on after a pre-emption: the encoder kept so far as it is, or the command again for every epoch."""
+    return (f"use the best encoder so far as it is (--model.encoder.weights {out}), or run the same command again "
+            f"to train all {epochs} epochs")
+
+
+def pre_emption_line(best: dict[str, Any] | None, *, stopped: dict[str, Any], out: Path) -> str:
+    """The one line printed when pretraining is pre-empted: where it stopped, what was written and how to go on.
+
+    Args:
+        best: the best validation so far (epoch, accuracy), or None when no epoch was validated.
+        stopped: the `stopped` record of encoder.json (reason, epoch, epochs, go_on).
+        out: the run folder.
+    """
+    where = f"caption pretrain-encoder: {stopped['reason']} at epoch {stopped['epoch']} of {stopped['epochs']}"
+    if not best:
+        return (f"{where}, before its first validation: nothing written; run the same command again to train all "
+                f"{stopped['epochs']} epochs")
+    return (f"{where}: wrote {out / 'encoder.pt'} (best validation accuracy {best['accuracy']:.3f}, at epoch "
+            f"{best['epoch'] + 1}) and {out / 'encoder.json'}; {stopped['go_on']}")

@@ -28,13 +28,20 @@ from caption.config.keys import dotted
 from caption.config.packaged import data_section
 from caption.data.datamodule import DATA_LINKS
 from caption.data.sources.base import CaptionSource
-from caption.errors import ConfigError
+from caption.errors import CheckpointError, ConfigError
 from caption.io import encoder_weights
 from caption.io.checkpoint_weights import with_checkpoint_weights, without_encoder_download
 from caption.io.checkpoints import find_checkpoint, read_checkpoint
-from caption.io.class_paths import ForeignClassError, checked, instantiate
-from caption.io.model_folder import settings_file
-from caption.model.caption_model import TRAINING_STATE, CaptionModel, ModelSettings, check_sizes
+from caption.io.class_paths import ForeignClassError, checked, instantiate, known_classes
+from caption.io.model_folder import is_model_folder, settings_file
+from caption.model.caption_model import (
+    MAX_IMAGE_SIDE,
+    TRAINING_STATE,
+    CaptionModel,
+    ModelSettings,
+    check_sizes,
+    downsampling,
+)
 from caption.model.vocabulary import Vocabulary
 
 Normalization = tuple[tuple[float, ...], tuple[float, ...]]  # per-channel (mean, std), 0..1 pixel units
@@ -120,9 +127,39 @@ def data_settings(checkpoint: dict[str, Any], path: str | os.PathLike,
             "outside `caption fit`): pass the training config (--config)"
             + (f", e.g. {saved[-1]} (saved by that run)" if saved else "")
         )
+    check_source_sizes(checkpoint, path)
     settings = {key: value for key, value in settings.items() if key != "_instantiator"}
     return {**settings, **linked, **checked_data_source(settings, key="datamodule_hyper_parameters.source",
                                                         origin=f"checkpoint {path}")}
+
+
+def check_source_sizes(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> None:
+    """A CheckpointError naming the file the settings of checkpoint `path` are read from (the checkpoint, a model
+    folder's config.json) and the key, when a size its recorded data source sets (`CaptionSource.size_arguments`:
+    image_size, resize_size, crop_size) is not a whole number of pixels from the encoder's downsampling to
+    `MAX_IMAGE_SIDE`: before any image is resized to it. No recorded source, or a size left unset (None: the source's
+    preset), passes."""
+    data = checkpoint.get("datamodule_hyper_parameters")
+    source = data.get("source") if isinstance(data, dict) else None
+    if not isinstance(source, dict):
+        return
+    origin = str(settings_file(path))
+    key = "data.source" if is_model_folder(path) else "datamodule_hyper_parameters.source"  # as the file spells it
+    source = checked(source, base=CaptionSource, key=key, origin=origin)
+    hyperparameters = checkpoint["hyper_parameters"]
+    encoder = ModelSettings.of(**{field.name: hyperparameters[field.name] for field in fields(ModelSettings)
+                                  if field.name in hyperparameters}).encoder
+    least = downsampling(encoder)
+    for name in known_classes(CaptionSource)[source["class_path"]].size_arguments:
+        value = source["init_args"].get(name)
+        if value is None or (type(value) is int and least <= value <= MAX_IMAGE_SIDE):
+            continue
+        raise CheckpointError(
+            f"{origin}: {key}.init_args.{name} is {value!r}, but the images of encoder {encoder.name} must have whole "
+            f"sides of {least} (its downsampling) to {MAX_IMAGE_SIDE} pixels: set it back to the size the model was "
+            f"trained on (model.image_size {list(hyperparameters.get('image_size') or []) or 'unrecorded'}), or "
+            "export the model again"
+        )
 
 
 def checked_data_source(data: dict[str, Any], *, key: str, origin: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms
 from caption.model.vocabulary import Vocabulary, check_vocabulary
 from caption.training.finetuning import EncoderFinetuning, load_weights
 from caption.training.optimization import OptimizationSettings
+from caption.training.memory import check_training_memory, training_memory
 from caption.training.self_critical import SelfCritical
 
 
@@ -211,6 +212,27 @@ class CaptionModule(L.LightningModule):
         decoder = self.model.decoder
         decoder.semi_sampling = hard.semi_sampling + (hard.semi_sampling_final - hard.semi_sampling) * progress
         self.log("train/semi_sampling", decoder.semi_sampling)
+
+    def setup(self, stage: str) -> None:
+        """Before training moves the model to its device: a run whose vocabulary needs more memory than the device
+        has free is refused in one line (`caption.training.memory`)."""
+        data = self.trainer.datamodule
+        if stage != "fit" or not isinstance(getattr(data, "batch_size", None), int):
+            return
+        device = self.trainer.strategy.root_device
+        hard = self.model.settings.hard
+        batch_size = data.batch_size * (hard.samples if hard else 1)
+        steps = data.max_length + 1  # the words and <end>
+        vocabulary_size = len(self.model.vocabulary)
+        parameters = list(self.parameters())
+        needed = training_memory(
+            parameters=sum(parameter.numel() for parameter in parameters),
+            trainable=sum(parameter.numel() for parameter in parameters if parameter.requires_grad),
+            on_device=all(parameter.device == device for parameter in parameters),
+            optimizer=self.optimization.optimizer, vocabulary_size=vocabulary_size, batch_size=batch_size,
+            steps=steps)
+        check_training_memory(needed, vocabulary_size=vocabulary_size, batch_size=batch_size, steps=steps,
+                              device=device, free_memory=device_free_memory)
 
     def on_fit_start(self) -> None:
         """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its

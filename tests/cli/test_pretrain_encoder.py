@@ -1,16 +1,20 @@
 """`caption pretrain-encoder` end to end on tiny data: a classifier of the built-in shapes beats chance, its encoder
-loads as `model.encoder.weights` and gives the same annotation grid, class folders work too, and data without labels
-is refused in one line."""
+loads as `model.encoder.weights` and gives the same annotation grid, class folders work too, data without labels
+is refused in one line, and a pre-empted run keeps its best epoch so far."""
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
 import yaml
-from kit.cli import failed
+from kit.cli import REPO, environment, failed
 from kit.data import karpathy_dataset, write_image
 
-from caption.cli import main
+from caption.cli import TERMINATED, main
 from caption.io import encoder_weights
 from caption.model.encoder import EncoderSettings, build_encoder
 
@@ -116,3 +120,41 @@ def test_a_torchvision_vgg_from_random_weights_writes_torchvision_keys(tmp_path)
     loaded = build_encoder(EncoderSettings(name="vgg16", weights=str(tmp_path / "vgg")), reader=encoder_weights)
     assert torch.equal(loaded.features[28].weight, state["features.28.weight"])
     assert loaded(torch.randn(1, 3, 64, 64)).shape == (1, 16, 512)  # 64 / 16 = a 4x4 grid of conv5 vectors
+
+
+@pytest.mark.slow
+def test_sigterm_keeps_the_best_encoder_so_far_and_says_how_to_go_on(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({"model": {"encoder": TINY_ENCODER}, "data": {"source": {"init_args": {
+        "root": str(tmp_path / "data"), "num_train": 16, "num_val": 4, "num_test": 1}}}}))
+    out, log = tmp_path / "out", tmp_path / "output.txt"
+    with log.open("w") as written:  # a file, not a pipe: nothing blocks however much the bars write
+        process = subprocess.Popen(
+            [sys.executable, "-m", "caption.cli", "pretrain-encoder", "--config", "shapes_encoder", "--config",
+             str(config), "--trainer.default_root_dir", str(out), "--pretraining.epochs", "1000",
+             "--pretraining.batch_size", "8", "--trainer.accelerator", "cpu"],
+            cwd=REPO, env=environment(), stdout=written, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while "val/accuracy" not in log.read_text():  # the first epoch's bar, finished once it was validated
+            assert process.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no epoch finished in time"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    output = log.read_text()
+    assert process.returncode == TERMINATED, output[-3000:]
+    about = json.loads((out / "encoder.json").read_text())
+    stopped = about["stopped"]
+    assert stopped["reason"] == "pre-empted (SIGTERM)" and stopped["epochs"] == 1000
+    assert 2 <= stopped["epoch"] < 1000 and len(about["history"]) >= stopped["epoch"] - 1
+    assert about["accuracy"] == max(entry["accuracy"] for entry in about["history"])
+    assert f"--model.encoder.weights {out}" in stopped["go_on"]
+    lines = [line for line in output.splitlines() if line.startswith("caption pretrain-encoder: pre-empted")]
+    assert len(lines) == 1 and "Traceback" not in output, output[-3000:]
+    assert f"at epoch {stopped['epoch']} of 1000: wrote {out / 'encoder.pt'}" in lines[0]
+    assert stopped["go_on"] in lines[0]
+    state = torch.load(out / "encoder.pt", weights_only=True)
+    assert state and not any(key.startswith("head.") for key in state)

@@ -11,7 +11,8 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from kit.cli import PATIENCE_S, caption, start, wait_for
+from kit.cli import PATIENCE_S, caption, failed, start, wait_for
+from kit.data import write_image
 from kit.models import tiny_module
 from kit.probes import checksum, optimizer_summary, read_probe, steps_done
 from kit.tiny import HARD_FROM_SCRATCH, config, run_args, tiny_args
@@ -20,7 +21,7 @@ from caption.cli import TERMINATED
 from caption.data.datamodule import CaptionDataModule
 from caption.data.synthetic.shapes import ShapesSource
 from caption.errors import CheckpointError
-from caption.inference import load_trained
+from caption.inference import Captioner, load_trained
 from caption.io.checkpoints import SafeCheckpointIO, read_checkpoint
 
 
@@ -160,3 +161,23 @@ def test_cli_refuses_a_malicious_checkpoint_with_a_clear_message(checkpoint, tmp
     assert f"caption: error: {path}: refused to load" in result.stderr
     assert "Traceback" not in result.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("image_size", [-5, "abc", 100000])
+def test_a_data_image_size_no_image_can_have_is_one_line_naming_the_checkpoint_and_key(checkpoint, tmp_path,
+                                                                                        image_size):
+    content = torch.load(checkpoint, weights_only=True)
+    content["datamodule_hyper_parameters"]["source"] = {  # as `caption fit` records it
+        "class_path": "caption.data.synthetic.shapes.ShapesSource",
+        "init_args": {"root": str(tmp_path / "data"), "num_train": 10, "image_size": image_size}}
+    path = tmp_path / "edited.ckpt"
+    torch.save(content, path)
+    named = (f"{path}: datamodule_hyper_parameters.source.init_args.image_size is {image_size!r}, but the images of "
+             "encoder small_vgg must have whole sides of")
+    with pytest.raises(CheckpointError) as raised:
+        Captioner.from_checkpoint(path, device="cpu")
+    assert str(raised.value).startswith(named) and "\n" not in str(raised.value), raised.value
+    images = write_image(tmp_path / "images" / "photo.png").parent
+    line = failed(["predict", "--ckpt_path", str(path), "--data.predict", str(images),
+                   "--predictions.out", str(tmp_path / "out")])
+    assert named in line and not (tmp_path / "out").exists()

@@ -118,6 +118,12 @@ def damaged(folder, tmp_path, damage: str):
     if damage == "a format from the future":
         config_path.write_text(json.dumps({**config, "format_version": 2}))
         return copy, [f"{config_path}: format_version 2 is newer", "pip install -U show-attend-tell"]
+    if damage in SOURCE_SIZES:  # edited on purpose (the checksum removed, as its message says): sizes no image has
+        config["data"]["source"]["init_args"]["image_size"] = SOURCE_SIZES[damage]
+        config_path.write_text(json.dumps(config))
+        return copy, [f"{config_path}: data.source.init_args.image_size is {SOURCE_SIZES[damage]!r}, but the images "
+                      "of encoder small_vgg must have whole sides of 4 (its downsampling) to 8192 pixels",
+                      "model.image_size [64, 64]"]
     if damage == "a foreign class":
         config["data"]["source"]["class_path"] = "os.system"
         config_path.write_text(json.dumps(config))
@@ -177,7 +183,12 @@ for side in ([1, 1], [64, 10**9], [64.0, 64.0]):
                                          "small_vgg was trained on inputs of two whole sides (H, W) of 4 (its "
                                          "downsampling) to 8192 pixels"))
 
-DAMAGES = [*SIZES, "no weights", "no config", "another library's config", "a format from the future", "a foreign class",
+# damage -> the data source's image_size in config.json
+SOURCE_SIZES = {"a negative data image size": -5, "a data image size that is text": "abc",
+                "a data image size of 100000": 100000}
+
+DAMAGES = [*SIZES, *SOURCE_SIZES,
+           "no weights", "no config", "another library's config", "a format from the future", "a foreign class",
            "weights cut short", "a missing weight", "an unexpected weight",
            "a flipped byte in the weights", "an edited vocabulary", "an infinite setting", "an all-NaN weight",
            "a vocabulary entry that is no word"]
@@ -195,7 +206,8 @@ def test_a_missing_or_foreign_part_is_one_line_naming_the_file(exported, tmp_pat
 
 
 @pytest.mark.parametrize("damage", ["another model's settings", "a format from the future",
-                                    "a flipped byte in the weights", "an all-NaN weight"])
+                                    "a flipped byte in the weights", "an all-NaN weight",
+                                    "a data image size of 100000"])
 def test_the_lightning_commands_refuse_them_as_well(exported, tmp_path, damage):
     folder, named = damaged(exported["soft"], tmp_path, damage)
     line = failed(["test", "--ckpt_path", str(folder), "--trainer.accelerator", "cpu"])

@@ -18,6 +18,7 @@ from caption.cli.lightning.given import given_on_command_line
 from caption.cli.lightning.prediction_writer import CaptionWriter
 from caption.data.datamodule import DATA_LINKS
 from caption.errors import ConfigError
+from caption.inference.trained import check_source_sizes
 from caption.io.checkpoints import read_checkpoint
 
 # data settings of a checkpoint that `caption predict` does not take over: set by the CLI, or predict's own
@@ -70,10 +71,12 @@ def gives_data(args: list[str]) -> bool:
 
 def with_checkpoint_data(args: list[str], ckpt_path: str) -> list[str]:
     """`args` with the data settings checkpoint `ckpt_path` records, first, so that the command line's data.* win."""
-    settings = read_checkpoint(ckpt_path).get("datamodule_hyper_parameters")
+    checkpoint = read_checkpoint(ckpt_path)
+    settings = checkpoint.get("datamodule_hyper_parameters")
     if not isinstance(settings, dict) or not isinstance(settings.get("source"), dict):
         raise ConfigError(f"checkpoint {ckpt_path} does not record its data settings: pass --config with the "
                           "training config, or --data.source")
+    check_source_sizes(checkpoint, ckpt_path)  # before any image is resized to them
     unlinked = {key: value for key, value in settings.items() if key not in PREDICT_OWN}
     return [args[0], "--data", json.dumps(unlinked), *args[1:]]
 

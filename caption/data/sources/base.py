@@ -30,6 +30,9 @@ class CaptionSource(ABC):
     # the arguments that name files or folders (a path or a list of paths): the data module records them
     # absolute in the checkpoint, so that a model used from another folder finds its data
     path_arguments: tuple[str, ...] = ()
+    # the arguments that set a side of the encoder's input in pixels (a whole number; None: the source's preset):
+    # checked against the model's encoder before a recorded source resizes any image to them
+    size_arguments: tuple[str, ...] = ()
 
     @abstractmethod
     def records(self) -> list[ImageRecord]:

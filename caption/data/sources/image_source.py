@@ -106,6 +106,8 @@ class ImageFileSource(CaptionSource):
         min_side: images whose short side is smaller are bad (ours: 32; a 1×1 image is no photo).
     """
 
+    size_arguments = ("resize_size", "crop_size")
+
     def __init__(self, *, resize_size: int | None, crop_size: int | None, min_side: int):
         if min_side < 1:
             raise ValueError(f"source.min_side must be >= 1, got {min_side}")

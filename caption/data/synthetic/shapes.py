@@ -351,6 +351,7 @@ class ShapesSource(CaptionSource):
     """
 
     path_arguments = ("root",)
+    size_arguments = ("image_size",)
 
     def __init__(
         self,
