@@ -72,7 +72,7 @@ def main(argv: list[str]) -> None:
     from caption.inference import build_data, evaluate, write_evaluation
     from caption.reports.beam_sizes import beam_size_row, beam_size_table, write_beam_sizes
     from caption.reports.figures import overlay_figures, write_curves
-    from caption.reports.runs import data_differences, read_groups, read_models
+    from caption.reports.runs import read_groups, read_models, training_difference
     from caption.reports.seeds import compare_seeds, write_comparison
     from caption.reports.table import (
         beside_greedy, dataset_name, grouped_table, paired_table, results_table, write_report,
@@ -94,10 +94,10 @@ def main(argv: list[str]) -> None:
     first = models[0].training_data() if args.config is None else None  # with --config, all are evaluated on it
     for model in models[1:]:
         trained_on = None if first is None else model.training_data()
-        differences = [] if trained_on is None else data_differences(first, trained_on)
-        if differences:
-            warnings.warn(f"{model.name} was trained on other data than {models[0].name} ({'; '.join(differences)}); "
-                          "all are evaluated on the latter")
+        difference = None if trained_on is None else training_difference(model.name, trained_on,
+                                                                          first_name=models[0].name, first=first)
+        if difference is not None:
+            warnings.warn(difference)
     data = build_data(settings, origin)
     # once the inputs are known good (no empty folder left by a refused checkpoint), before any work: one line if not
     out = args.predictions.out

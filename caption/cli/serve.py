@@ -17,7 +17,7 @@ from pathlib import Path
 
 from caption.cli.options import CommandParser, add_config, add_device, add_num_captions, device
 from caption.errors import ConfigError
-from caption.serving import MAX_CAPTIONS, MAX_CONNECTIONS, TIMEOUT_S
+from caption.serving import MAX_CAPTIONS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, TIMEOUT_S, UPLOAD_TIMEOUT_S
 
 
 def main(argv: list[str]) -> None:
@@ -42,8 +42,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--timeout_s", type=float, default=TIMEOUT_S,
                         help=f"seconds a connection has to send its request line and headers, and at most between "
                              f"two pieces of its body (default: {TIMEOUT_S:g})")
+    parser.add_argument("--upload_timeout_s", type=float, default=UPLOAD_TIMEOUT_S,
+                        help=f"seconds a request has to send its whole body (an uploaded image) once its headers are "
+                             f"in (default: {UPLOAD_TIMEOUT_S:g})")
     parser.add_argument("--max_connections", type=int, default=MAX_CONNECTIONS,
                         help=f"connections served at once; the next ones get 503 at once (default: {MAX_CONNECTIONS})")
+    parser.add_argument("--max_connections_per_client", type=int, default=MAX_CONNECTIONS_PER_CLIENT,
+                        help=f"connections of one client address served at once; its next ones get 429 at once "
+                             f"(default: {MAX_CONNECTIONS_PER_CLIENT})")
     add_num_captions(parser, default=1, help=f"captions per image the page starts with, best first (default: 1; at "
                                              f"most {MAX_CAPTIONS})")
     parser.add_argument("--test_images", type=int, default=12,
@@ -57,9 +63,12 @@ def main(argv: list[str]) -> None:
         parser.error(f"--predictions.num_captions must be at most {MAX_CAPTIONS}, got {args.predictions.num_captions}")
     if args.test_images < 0 or args.max_upload_mb <= 0:
         parser.error("--test_images must be >= 0 and --max_upload_mb > 0")
-    if not (math.isfinite(args.timeout_s) and args.timeout_s > 0) or args.max_connections < 1:
-        parser.error(f"--timeout_s must be a number > 0 and --max_connections >= 1, got {args.timeout_s:g} and "
-                     f"{args.max_connections}")
+    for option in ("timeout_s", "upload_timeout_s"):
+        if not (math.isfinite(seconds := getattr(args, option)) and seconds > 0):
+            parser.error(f"--{option} must be a number > 0, got {seconds:g}")
+    for option in ("max_connections", "max_connections_per_client"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} must be >= 1, got {getattr(args, option)}")
     from caption.reports.runs import read_models  # torch and Lightning: imported after --help has answered
     from caption.serving.server import AttentionServer
     from caption.serving.viewer import AttentionViewer
@@ -70,7 +79,9 @@ def main(argv: list[str]) -> None:
     viewer = AttentionViewer(models, num_captions=args.predictions.num_captions, test_images=args.test_images)
     try:
         server = AttentionServer((args.host, args.port), viewer, max_upload_bytes=int(args.max_upload_mb * 1e6),
-                                 timeout_s=args.timeout_s, max_connections=args.max_connections,
+                                 timeout_s=args.timeout_s, upload_timeout_s=args.upload_timeout_s,
+                                 max_connections=args.max_connections,
+                                 max_connections_per_client=args.max_connections_per_client,
                                  allowed_hosts=args.allowed_hosts)
     except OSError as error:  # the port is taken, or the host is not this machine's
         raise ConfigError(f"cannot listen on {args.host}:{args.port} ({error.strerror or error}): pick another "

@@ -38,7 +38,14 @@ from caption.config.keys import dotted, non_finite_message
 from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import check_checkpoint_classes, short
 from caption.io.hub import hub_reference, pretrained_folder
-from caption.io.model_folder import CONFIG, is_model_folder, non_finite_weights, read_model_folder
+from caption.io.model_folder import (
+    CONFIG,
+    WEIGHTS,
+    is_model_folder,
+    left_by_a_stopped_export,
+    non_finite_weights,
+    read_model_folder,
+)
 from caption.io.outputs import write_atomically
 
 PathLike = str | os.PathLike  # a checkpoint's path, as CheckpointIO's methods take it
@@ -227,6 +234,10 @@ def run_folder_checkpoint(path: Path) -> tuple[Path, dict[str, Any]]:
     found = first_readable(dict.fromkeys(p for kind in kinds for p in kind), where=str(path))  # each file once
     if found is not None:
         return found
+    if left_by_a_stopped_export(path):
+        raise CheckpointError(f"{path}: an incomplete model folder of `caption export` (no {WEIGHTS} or {CONFIG}: "
+                              "the export was stopped before it finished), not a run folder: export the model again "
+                              f"(caption export --ckpt_path RUN --predictions.out {path})")
     raise CheckpointError(f"{path}: no checkpoint (*.ckpt) in this run folder; train with `caption fit` first")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -87,17 +88,32 @@ def resolve(path: str) -> Any:
     raise ImportError(f"{path} names no module that may be imported")
 
 
+def is_standard_library(module: str) -> bool:
+    """Whether `module` is (in) a module of Python's standard library (os, posix, subprocess, builtins, ...)."""
+    return module.partition(".")[0] in sys.stdlib_module_names
+
+
+# why a callable or class of Python's standard library (os.system, builtins.eval) is refused: no hint to --import it
+STANDARD_LIBRARY_REFUSED = ("a file names classes and functions of the project, Lightning, torch and torchvision, or "
+                            "of a module of your own given with --import, not of Python's standard library")
+
+
 def outside_allowed(value: str, obj: Any, *, key: str, origin: str) -> ForeignClassError | None:
     """The one-line refusal of `value` when the object it resolved to (`obj`) is not defined in a module `may_import`
-    allows, whatever path reached it (`torch.os.system` is os.system); None when it is."""
+    allows, whatever path reached it (`torch.os.system` is os.system); None when it is. Its hint names `--import`
+    only for a module that may be the user's own, never for one of Python's standard library."""
     module = defining_module(obj)
     if module is not None and may_import(module):
         return None
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__name__
+    where = f"{origin}: {key} is {short(value)}, which is {module or 'a module'}.{name}"
+    if module is not None and is_standard_library(module):
+        return ForeignClassError(f"{where}, of Python's standard library (reached through a module that imports it): "
+                                 f"refused before it was called or built; {STANDARD_LIBRARY_REFUSED}")
     return ForeignClassError(
-        f"{origin}: {key} is {short(value)}, which is {module or 'a module'}.{name}, defined outside the project, "
-        "Lightning, torch and torchvision (reached through a module that imports it): refused before it was called "
-        "or built. Name a class or function by the module that defines it; one of your own: add `--import MODULE`")
+        f"{where}, defined outside the project, Lightning, torch and torchvision (reached through a module that "
+        "imports it): refused before it was called or built. Name a class or function by the module that defines "
+        f"it; one of your own: add `--import {module or 'MODULE'}`")
 
 
 def checked_resolution(value: str, *, key: str, origin: str) -> None:
@@ -120,6 +136,9 @@ def module_of(class_path: str) -> str:
 def not_importable(value: str, *, key: str, origin: str) -> ForeignClassError:
     """The one-line refusal of a class path whose module `may_import` does not allow: names the file, key, value."""
     module = module_of(value)
+    if is_standard_library(module):
+        return ForeignClassError(f"{origin}: {key} is {short(value)}, in module {module} of Python's standard library: "
+                                 f"refused without importing it; {STANDARD_LIBRARY_REFUSED}")
     return ForeignClassError(
         f"{origin}: {key} is {short(value)}, in module {module}, which is not the project's, Lightning's, torch's or "
         f"torchvision's and was not named with --import: refused without importing it (a file alone cannot bring in "

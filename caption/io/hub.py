@@ -69,6 +69,9 @@ def pretrained_folder(name: str | os.PathLike, *, revision: str | None = None) -
     if reference is None:
         raise CheckpointError(f"{name}: no such model folder, and not a Hugging Face Hub model id (owner/name)")
     repo_id, pinned = reference
+    if pinned is not None and Path(repo_id).exists():
+        raise ConfigError(f"{name}: {repo_id} exists locally, and @{pinned} pins a version of Hugging Face Hub models "
+                          f"only (a local path wins over a Hub id of its spelling): name it without @{pinned}")
     if pinned is not None and revision is not None and pinned != revision:
         raise ConfigError(f"{name} pins revision {pinned}, but revision={revision!r} is given too: give one")
     return download_model_folder(repo_id, revision=revision or pinned)
@@ -96,8 +99,14 @@ def download_model_folder(repo_id: str, *, revision: str | None) -> Path:
                               "or give a local model folder (there is no local path of this name)") from None
     except failures() as error:
         raise CheckpointError(f"{where}: cannot be downloaded from the Hugging Face Hub ({one_line(error)})") from None
-    if not (folder / WEIGHTS).is_file() or not (folder / CONFIG).is_file():
-        raise CheckpointError(f"{where}: the Hub repository holds no {WEIGHTS} and {CONFIG}: not a model folder of "
+    missing = [name for name in (WEIGHTS, CONFIG) if not (folder / name).is_file()]
+    if missing and importlib.import_module("huggingface_hub.constants").HF_HUB_OFFLINE:
+        pinned = "" if revision is None else f" --revision {revision}"
+        raise CheckpointError(f"{where}: the copy in the Hugging Face cache ({folder}) is incomplete (no "
+                              f"{' or '.join(missing)}) and HF_HUB_OFFLINE is set: download it again with a network "
+                              f"(`hf download {repo_id}{pinned}` with HF_HUB_OFFLINE unset)")
+    if missing:
+        raise CheckpointError(f"{where}: the Hub repository holds no {' or '.join(missing)}: not a model folder of "
                               "`caption export`")
     return folder
 

@@ -73,6 +73,18 @@ def is_model_folder(path: str | os.PathLike) -> bool:
     return path.is_dir() and ((path / WEIGHTS).is_file() or (path / CONFIG).is_file())
 
 
+def left_by_a_stopped_export(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder an export stopped before it finished left: no model.safetensors or config.json yet,
+    but a temporary file of one of a model folder's files (`caption.io.outputs.write_atomically`'s, `.NAME.*.tmp`) or
+    its training_config.yaml."""
+    path = Path(path)
+    if not path.is_dir() or is_model_folder(path):
+        return False
+    temporaries = tuple(f".{name}." for name in (WEIGHTS, CONFIG, CARD, TRAINING_CONFIG))
+    return any(name == TRAINING_CONFIG or (name.startswith(temporaries) and name.endswith(".tmp"))
+               for name in os.listdir(path))
+
+
 def settings_file(path: str | os.PathLike) -> str | os.PathLike:
     """The file a model's settings are read from, as messages name it: a model folder's config.json, else `path`
     itself (a checkpoint)."""
@@ -242,7 +254,8 @@ def read_config(folder: Path) -> dict[str, Any]:
             raise CheckpointError(f"{folder}: a folder without {WEIGHTS} or {CONFIG}: neither a model folder of "
                                   "`caption export` nor a checkpoint file")
         raise CheckpointError(f"{folder}: {WEIGHTS} but no {CONFIG} (the settings and the vocabulary): not a complete "
-                              "model folder of `caption export`; copy the whole folder it wrote")
+                              "model folder of `caption export` (one it was stopped in before it finished, or a "
+                              "partial copy); export the model again, or copy the whole folder it wrote")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:

@@ -7,7 +7,9 @@ flushed to disk, then renamed over it), so a failed or interrupted write leaves 
 no partial file; on a full disk the message names the folder, the space the file needs and what is free. Figures
 are rendered in memory first and written the same way. A write never follows a link out of its folder: the
 temporary file is always a new file (never a link planted at its name), and the rename replaces a link at the
-target itself, leaving whatever it pointed to untouched.
+target itself, leaving whatever it pointed to untouched. A temporary file is named after its target, the process and
+the host (`temporary_path`); one left by a process of this host that is gone (killed mid-write) is removed by the
+next write to its folder (`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,12 +58,66 @@ def cannot_write(path: str | Path, error: OSError, *, what: str = "", needed: in
                        f"{'; ' + sizes if sizes else ''}): free space there or write to another disk")
 
 
+def host_tag() -> str:
+    """This host's name as a temporary file's name takes it: its first label, characters other than letters, digits
+    and '-' as '-', at most 32 of them."""
+    label = socket.gethostname().split(".")[0]
+    return re.sub(r"[^A-Za-z0-9-]", "-", label)[:32] or "host"
+
+
+def temporary_path(path: Path) -> Path:
+    """Where `write_atomically` writes `path` first: `.NAME.PID.HOST.tmp` beside it."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{host_tag()}.tmp")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (one of another user counts: it cannot be signalled, but it is there)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):  # no process can have that number
+        return False
+    return True
+
+
+SWEPT: set[str] = set()  # folders whose stale temporary files this process has removed
+SWEEPING = threading.Lock()
+
+
+def remove_stale_temporaries(folder: Path) -> None:
+    """Remove the temporary files of `write_atomically` in `folder` that a process of this host left and that is
+    gone (killed mid-write); once per folder and process. Those of other hosts (a shared disk), whose processes this
+    host cannot see, are left alone. Not on Windows, where signal 0 is a Ctrl-C event."""
+    key = os.path.abspath(folder)
+    with SWEEPING:
+        if key in SWEPT or os.name == "nt":
+            return
+        SWEPT.add(key)
+    left = re.compile(rf"\..+\.([0-9]{{1,12}})\.{re.escape(host_tag())}\.tmp")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        found = left.fullmatch(name)
+        if found is not None and not process_alive(int(found.group(1))):
+            try:
+                os.unlink(os.path.join(folder, name))  # a link planted at that name: the link, not its target
+            except OSError:  # gone meanwhile, or not ours to remove
+                pass
+
+
 def write_atomically(path: str | Path, data: bytes | memoryview, *, what: str = "") -> None:
     """Write `data` to `path` through a temporary file beside it (same folder, so the same disk), flushed to disk
     and renamed over `path`: a failure or an interruption leaves the previous `path` as it was and no partial
-    file. An `OSError` becomes an `OutputError` naming `path` (`what` says what it is, e.g. "checkpoint")."""
+    file; the temporary files of writes killed before (`remove_stale_temporaries`) are removed first. An `OSError`
+    becomes an `OutputError` naming `path` (`what` says what it is, e.g. "checkpoint")."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = temporary_path(path)
+    remove_stale_temporaries(path.parent)
     try:
         if temporary.is_symlink() or temporary.is_file():  # left by an interrupted write of this process id, or planted
             temporary.unlink()

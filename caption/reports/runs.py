@@ -15,6 +15,10 @@ from caption.model.caption_model import ModelSettings
 from caption.model.precision import PrecisionSetting
 
 
+# the data settings that shape the vocabulary built from the training captions, with their defaults
+VOCABULARY_SETTINGS = {"min_count": 1, "max_vocab_size": None}
+
+
 @dataclass
 class Model:
     """One model to compare."""
@@ -31,7 +35,8 @@ class Model:
     def training_data(self) -> dict[str, Any] | None:
         """What defines the data it was trained on, whatever folder it was in: the source's class, its settings but
         the files and folders it names (`CaptionSource.path_arguments`), and the vocabulary built from the training
-        captions; None if the checkpoint does not record its data."""
+        captions, with the settings that shape it (`VOCABULARY_SETTINGS`); None if the checkpoint does not record its
+        data."""
         if self.captioner.data is None:
             return None
         settings, origin = self.captioner.data
@@ -40,14 +45,21 @@ class Model:
         return {"data.source.class_path": source.get("class_path"),
                 **{f"data.source.init_args.{key}": value for key, value in sorted(source.get("init_args", {}).items())
                    if key not in locations},
+                **{f"data.{key}": settings.get(key, default) for key, default in VOCABULARY_SETTINGS.items()},
                 "vocabulary": list(self.captioner.module.vocabulary.itos)}
 
 
-def data_differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
-    """What differs between two `Model.training_data`, e.g. "data.source.init_args.num_train: 50 vs 3000"."""
+def is_vocabulary_key(key: str) -> bool:
+    """Whether a key of `Model.training_data` is of the vocabulary (its words, or a setting that shapes it)."""
+    return key == "vocabulary" or key.removeprefix("data.") in VOCABULARY_SETTINGS
+
+
+def data_differences(first: dict[str, Any], other: dict[str, Any], *, vocabulary: bool = False) -> list[str]:
+    """What differs between two `Model.training_data`: of the data, e.g. "data.source.init_args.num_train: 50 vs
+    3000"; with `vocabulary`, of the vocabulary built from it, e.g. "data.max_vocab_size: 500 vs None"."""
     differences = []
     for key in dict.fromkeys([*first, *other]):
-        if first.get(key) == other.get(key):
+        if first.get(key) == other.get(key) or is_vocabulary_key(key) != vocabulary:
             continue
         if key == "vocabulary":
             new = [word for word in other[key] if word not in set(first[key])]
@@ -56,6 +68,18 @@ def data_differences(first: dict[str, Any], other: dict[str, Any]) -> list[str]:
         else:
             differences.append(f"{key}: {other.get(key)} vs {first.get(key)}")
     return differences
+
+
+def training_difference(name: str, other: dict[str, Any], *, first_name: str, first: dict[str, Any]) -> str | None:
+    """How model `name` was trained otherwise than the first model, from their `Model.training_data`, as a warning:
+    on other data, or on the same data with another vocabulary (a cap or a minimum count of its own); None if alike."""
+    data, words = data_differences(first, other), data_differences(first, other, vocabulary=True)
+    if data:
+        return (f"{name} was trained on other data than {first_name} ({'; '.join(data + words)}); all are evaluated "
+                "on the latter")
+    if words:
+        return f"{name} was trained on the same data as {first_name}, with another vocabulary ({'; '.join(words)})"
+    return None
 
 
 def model_names(captioners: list[Captioner], names: list[str] | None, *, each: str = "model") -> list[str]:

@@ -9,15 +9,18 @@
 A request the server cannot answer gets JSON {"error": one line} with its status: 400 for an image that is not one,
 a number that is not digits 0-9 (or has more than MAX_DIGITS of them) or a setting out of range, 404 for an unknown
 address, 405 for a method other than GET and POST, 408 for a request not sent within the timeout, 411 without a
-Content-Length, 413 for an upload over the limit, 421 for a Host header that names another server, 503 while
-`max_connections` connections are being served; an unforeseen failure is a 500 with one line on the page and the
-traceback in the server's console (the only thing it prints).
+Content-Length, 413 for an upload over the limit, 421 for a Host header that names another server, 429 while its
+client has `max_connections_per_client` connections being served, 503 while `max_connections` connections are being
+served; an unforeseen failure is a 500 with one line on the page and the traceback in the server's console (the only
+thing it prints).
 
 Who is answered: only requests whose Host header names this server as it was started: 127.0.0.1, localhost, [::1],
 the `--host` it listens on and any `allowed_hosts`, with any port (a page of another site that has its name resolve
 to 127.0.0.1, DNS rebinding, sends its own name and is refused); listening on every address (0.0.0.0, ::), also any
-Host that is an IP address. Each connection has `timeout_s` to send its request line and headers, and at most
-`timeout_s` between two pieces of its body or of the answer, so that a request left half sent frees its thread.
+Host that is an IP address. Each request has `timeout_s` to send its request line and headers, then `upload_timeout_s`
+to send its whole body, and at most `timeout_s` between two pieces of its body or of the answer, so that a request
+left half sent, or sent a byte at a time, frees its thread; one client (an address) is served at most
+`max_connections_per_client` connections at once, so that it cannot take every place.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,7 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from caption.data.sources.image_files import BadImageError, read_rgb
 from caption.errors import CaptionError
-from caption.serving import MAX_CONNECTIONS, TIMEOUT_S
+from caption.serving import MAX_CONNECTIONS, MAX_CONNECTIONS_PER_CLIENT, TIMEOUT_S, UPLOAD_TIMEOUT_S
 from caption.serving.viewer import AttentionViewer
 
 CHUNK_BYTES = 1 << 20  # an upload over the limit is read and dropped in pieces of this size
@@ -67,9 +71,12 @@ class AttentionServer(ThreadingHTTPServer):
         address: (host, port) to listen on; port 0 takes any free one.
         viewer: what the page shows.
         max_upload_bytes: the largest image accepted.
-        timeout_s: seconds a connection has to send its request line and headers, and at most between two pieces
-            of its body or of the answer.
+        timeout_s: seconds a request has to send its request line and headers, and at most between two pieces of
+            its body or of the answer.
+        upload_timeout_s: seconds a request has to send its whole body, once its headers are in.
         max_connections: connections served at once; the next ones get 503 at once.
+        max_connections_per_client: connections of one client address served at once; its next ones get 429 at
+            once.
         allowed_hosts: names besides 127.0.0.1, localhost, [::1] and the host it listens on that a request's Host
             header may give (e.g. this machine's name on the network).
     """
@@ -77,15 +84,23 @@ class AttentionServer(ThreadingHTTPServer):
     daemon_threads = True  # Ctrl-C does not wait for open connections
 
     def __init__(self, address: tuple[str, int], viewer: AttentionViewer, *, max_upload_bytes: int,
-                 timeout_s: float = TIMEOUT_S, max_connections: int = MAX_CONNECTIONS,
+                 timeout_s: float = TIMEOUT_S, upload_timeout_s: float = UPLOAD_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS, max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT,
                  allowed_hosts: Iterable[str] = ()):
-        if not (math.isfinite(timeout_s) and timeout_s > 0) or max_connections < 1:
-            raise ValueError(f"timeout_s must be > 0 and max_connections >= 1, got {timeout_s} and {max_connections}")
+        if not all(math.isfinite(seconds) and seconds > 0 for seconds in (timeout_s, upload_timeout_s)):
+            raise ValueError(f"timeout_s and upload_timeout_s must be > 0, got {timeout_s} and {upload_timeout_s}")
+        if max_connections < 1 or max_connections_per_client < 1:
+            raise ValueError(f"max_connections and max_connections_per_client must be >= 1, got {max_connections} "
+                             f"and {max_connections_per_client}")
         super().__init__(address, AttentionHandler)
         self.viewer = viewer
         self.max_upload_bytes = max_upload_bytes
         self.timeout_s = timeout_s
+        self.upload_timeout_s = upload_timeout_s
         self.connections = threading.BoundedSemaphore(max_connections)
+        self.max_connections_per_client = max_connections_per_client
+        self.client_connections: Counter[str] = Counter()  # connections served per client address
+        self.places = threading.Lock()  # guards the two counts above, taken and freed together
         self.host_names = {name.lower().strip("[]") for name in (*LOCAL_HOSTS, address[0], *allowed_hosts)}
         self.any_address = address[0] in EVERY_ADDRESS
         self.page = files("caption.serving").joinpath("page.html").read_bytes()
@@ -103,15 +118,40 @@ class AttentionServer(ThreadingHTTPServer):
         return name in self.host_names or (self.any_address and is_ip_address(name))
 
     def process_request(self, request: socket.socket, client_address: Any) -> None:
-        """A thread for the connection while fewer than `max_connections` are served; else 503 at once."""
-        if not self.connections.acquire(blocking=False):
-            refuse_busy(request)
+        """A thread for the connection while its client has fewer than `max_connections_per_client` and the server
+        fewer than `max_connections` served; else 429 or 503 at once."""
+        refusal = self.take_place(client=client_address[0])
+        if refusal is not None:
+            refuse_at_once(request, *refusal)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:  # no thread started: the connection is not served
-            self.connections.release()
+            self.free_place(client=client_address[0])
             raise
+
+    def take_place(self, *, client: str) -> tuple[HTTPStatus, str] | None:
+        """Count a connection of `client` as served; or, when there is no place for it, the status and message of
+        its refusal."""
+        with self.places:
+            if self.client_connections[client] >= self.max_connections_per_client:
+                return HTTPStatus.TOO_MANY_REQUESTS, (
+                    f"this client already has {self.max_connections_per_client} connections served, the most one "
+                    "client may have at once (caption serve --max_connections_per_client); try again in a moment")
+            if not self.connections.acquire(blocking=False):
+                return HTTPStatus.SERVICE_UNAVAILABLE, (
+                    "the server is busy: every connection it serves at once (caption serve --max_connections) is "
+                    "taken; try again in a moment")
+            self.client_connections[client] += 1
+            return None
+
+    def free_place(self, *, client: str) -> None:
+        """A connection of `client` is no longer served."""
+        with self.places:
+            self.connections.release()
+            self.client_connections[client] -= 1
+            if not self.client_connections[client]:
+                del self.client_connections[client]
 
     def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
         """socketserver's own, with the connection's place freed before it closes: a client that saw it close and
@@ -121,7 +161,7 @@ class AttentionServer(ThreadingHTTPServer):
         except Exception:
             self.handle_error(request, client_address)
         finally:
-            self.connections.release()
+            self.free_place(client=client_address[0])
             self.shutdown_request(request)
 
     def shutdown_request(self, request: socket.socket) -> None:
@@ -135,28 +175,37 @@ class AttentionServer(ThreadingHTTPServer):
 
 
 class RequestReader(io.RawIOBase):
-    """A connection's incoming bytes: each read waits at most `timeout_s`, and until `deadline` is cleared (once the
-    headers are read) all of them together at most `timeout_s` since the connection was accepted, so that a request
-    sent a byte at a time cannot hold its thread."""
+    """A connection's incoming bytes: each read waits at most `timeout_s`, and all of them together end at
+    `deadline` (set by `expect` for a request's headers, then for its body), so that a request sent a byte at a time
+    cannot hold its thread.
+
+    Fields:
+        timed_out: whether a read has timed out.
+        missed_deadline: whether that read timed out at the deadline, not after `timeout_s` without a byte.
+    """
 
     def __init__(self, connection: socket.socket, timeout_s: float):
         super().__init__()
         self.connection, self.timeout_s = connection, timeout_s
-        self.deadline: float | None = time.monotonic() + timeout_s
-        self.timed_out = False
+        self.deadline = time.monotonic() + timeout_s
+        self.timed_out = self.missed_deadline = False
+
+    def expect(self, *, within_s: float) -> None:
+        """The next reads, together, end `within_s` from now."""
+        self.deadline = time.monotonic() + within_s
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        wait = self.timeout_s if self.deadline is None else min(self.timeout_s, self.deadline - time.monotonic())
+        left = self.deadline - time.monotonic()
         try:
-            if wait <= 0:
+            if left <= 0:
                 raise TimeoutError("timed out")
-            self.connection.settimeout(wait)
+            self.connection.settimeout(min(self.timeout_s, left))
             return self.connection.recv_into(buffer)
         except TimeoutError:
-            self.timed_out = True
+            self.timed_out, self.missed_deadline = True, left < self.timeout_s
             raise
         finally:
             self.connection.settimeout(self.timeout_s)  # for the answer's writes
@@ -166,6 +215,7 @@ class AttentionHandler(BaseHTTPRequestHandler):
     server: AttentionServer
     server_version = "caption-serve"
     answered = False  # whether a status line has been sent on this connection
+    reading_body = False  # whether the request's headers are in (its reads are its body's)
 
     def setup(self) -> None:
         super().setup()
@@ -175,11 +225,17 @@ class AttentionHandler(BaseHTTPRequestHandler):
         self.rfile = io.BufferedReader(self.reader)
 
     def handle_one_request(self) -> None:
+        self.reading_body = False
+        self.reader.expect(within_s=self.server.timeout_s)  # the request line and headers
         super().handle_one_request()  # a request line or headers not sent in time: it closes the connection
         if self.reader.timed_out and not self.answered:
             self.send_body(HTTPStatus.REQUEST_TIMEOUT, error_json(self.late()), "application/json")
 
     def late(self) -> str:
+        """Why a request is answered 408, naming the setting it missed."""
+        if self.reader.missed_deadline and self.reading_body:
+            return (f"the request's body was not sent within {self.server.upload_timeout_s:g} s of its headers "
+                    "(caption serve --upload_timeout_s)")
         return f"the request was not sent within {self.server.timeout_s:g} s (caption serve --timeout_s)"
 
     def do_GET(self) -> None:
@@ -236,7 +292,8 @@ class AttentionHandler(BaseHTTPRequestHandler):
     def answer(self, respond: Callable[[str, dict[str, str]], tuple[bytes, str]]) -> None:
         """Run `respond(path, query)` for a request of a Host this server serves, and send what it gives, or its
         error as one line of JSON."""
-        self.reader.deadline = None  # the headers are in: from here on, each read waits at most timeout_s
+        self.reading_body = True  # the headers are in: the whole body has upload_timeout_s
+        self.reader.expect(within_s=self.server.upload_timeout_s)
         parts = urlsplit(self.path)
         query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         try:
@@ -254,7 +311,7 @@ class AttentionHandler(BaseHTTPRequestHandler):
             body, content_type, status = error_json(str(error)), "application/json", error.status
         except CaptionError as error:  # a bad image or setting: the message says what to do
             body, content_type, status = error_json(str(error)), "application/json", HTTPStatus.BAD_REQUEST
-        except TimeoutError:  # the body, not sent within timeout_s of its last piece
+        except TimeoutError:  # the body, not sent within upload_timeout_s, or within timeout_s of its last piece
             self.close_connection = True
             body, content_type, status = error_json(self.late()), "application/json", HTTPStatus.REQUEST_TIMEOUT
         except Exception as error:  # noqa: BLE001 (unforeseen: one line on the page, the traceback in the console)
@@ -311,12 +368,11 @@ class AttentionHandler(BaseHTTPRequestHandler):
         """Quiet: the page shows what went wrong; an unforeseen failure prints its traceback."""
 
 
-def refuse_busy(request: socket.socket) -> None:
-    """Answer 503 on a connection past `max_connections`, at once and without a thread."""
-    body = error_json("the server is busy: every connection it serves at once (caption serve --max_connections) is "
-                      "taken; try again in a moment")
-    head = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            "Retry-After: 1\r\nConnection: close\r\n\r\n")
+def refuse_at_once(request: socket.socket, status: HTTPStatus, message: str) -> None:
+    """Answer `status` with `message` on a connection there is no place for, at once and without a thread."""
+    body = error_json(message)
+    head = (f"HTTP/1.0 {status.value} {status.phrase}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
     try:
         request.settimeout(LINGER_S)
         request.sendall(head.encode("ascii") + body)

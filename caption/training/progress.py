@@ -1,11 +1,11 @@
 """What a run shows while it trains and when it ends: a progress bar of the few figures that move, then a summary.
 
-`ProgressBar` is Lightning's TQDMProgressBar with the `shown` figures only, each epoch's finished bar kept; written to
-a file or a pipe (a cluster's log) instead of a terminal, a bar is a line per write, written at most every
-`file_refresh_s` seconds and `file_refreshes` times, and once finished. `ParameterCount` is Lightning's model summary
-in one line. `FitSummary` records every validation's figures; `summary` names the kept epoch (the model-selection
-checkpoint's), its figures and the test figures, and the folders the run wrote to. What they look like:
-docs/console.md#progress-bar-and-summary.
+`ProgressBar` is Lightning's TQDMProgressBar with the `shown` figures only, each epoch's finished bar kept; written to a
+file or a pipe (a cluster's log) instead of a terminal, a bar is a line per write, written at most every
+`file_refresh_s` seconds and `file_refreshes` times, and once finished. `ParameterCount` is Lightning's model summary in
+one line, with the precision (and in `caption validate` and `test`, a line of the precision alone). `FitSummary` records
+every validation's figures; `summary` names the kept epoch (the model-selection checkpoint's), its figures and the test
+figures, and the folders the run wrote to. What they look like: docs/console.md#progress-bar-and-summary.
 """
 
 from __future__ import annotations
@@ -71,13 +71,30 @@ class FileTqdm(Tqdm):
 
 class ParameterCount(ModelSummary):
     """Lightning's model summary in one line: the parameters that train and those frozen (Lightning's table of
-    modules, with its columns of FLOPs that a CPU run leaves at 0: `caption -v`)."""
+    modules, with its columns of FLOPs that a CPU run leaves at 0: `caption -v`); a run that only scores (`validate`,
+    `test`) gets a line of the precision alone, in place of Lightning's own line for it."""
+
+    precision_named = False  # whether this run's precision has been named (fit's test after training: not again)
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """The line names the precision the run trains in, and what the device has for bf16 (`precision_note`)."""
         self._summarize_kwargs = {**self._summarize_kwargs,
                                   "precision": precision_note(str(trainer.precision), pl_module.device)}
+        self.precision_named = True
         super().on_fit_start(trainer, pl_module)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.state.fn == "validate":  # not a fit's validation
+            self.name_precision(trainer, pl_module)
+
+    def on_test_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.name_precision(trainer, pl_module)
+
+    def name_precision(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """A line of the precision the run scores in, once per run (`precision_note`)."""
+        if not self.precision_named:
+            self.precision_named = True
+            rank_zero_info(f"scoring in {precision_note(str(trainer.precision), pl_module.device)}")
 
     @staticmethod
     def summarize(summary_data: Any, total_parameters: int, trainable_parameters: int, *args: Any,

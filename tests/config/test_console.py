@@ -223,3 +223,42 @@ def test_validate_and_test_leave_out_lightnings_words_on_the_seed_and_the_checkp
     assert result.returncode == 0, output[-3000:]
     assert "No seed found" not in output and "Be aware that when using `ckpt_path`" not in output, output[-3000:]
     assert f"{command.replace('validate', 'val')}/bleu4" in output
+
+
+SCORING_PROGRAM = """
+import sys
+import lightning, torch
+from caption.cli.lightning.console import lightning_console
+from caption.training.progress import ParameterCount
+
+class OneLayer(lightning.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def validation_step(self, batch, batch_index):
+        return self.layer(batch[0]).mean()
+
+    test_step = validation_step
+
+batches = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(2, 4)), batch_size=2)
+for command in ("validate", "test"):  # each as its command runs it: a console and a Trainer of its own
+    print(f"-- {command}", flush=True)
+    with lightning_console(verbose=False, command=command):
+        trainer = lightning.Trainer(accelerator="cpu", precision="bf16-mixed", callbacks=[ParameterCount()],
+                                    enable_model_summary=False, logger=False, enable_progress_bar=False,
+                                    default_root_dir=sys.argv[1])
+        getattr(trainer, command)(OneLayer(), dataloaders=batches, verbose=False)
+"""
+
+
+def test_validate_and_test_name_the_precision_in_their_own_line_not_lightnings(tmp_path):
+    """What `caption validate` and `test` show of the precision, from a Trainer under their console (bf16-mixed)."""
+    run = subprocess.run([sys.executable, "-c", SCORING_PROGRAM, str(tmp_path)], cwd=REPO, env=environment(),
+                         capture_output=True, text=True, timeout=PATIENCE_S, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    shown = run.stdout.splitlines()
+    assert not [line for line in shown if "Automatic Mixed Precision" in line], shown
+    named = [line for line in shown if "precision" in line.lower() or line.startswith("-- ")]
+    assert len(named) == 4 and named[0::2] == ["-- validate", "-- test"], shown
+    assert all(re.fullmatch(r"scoring in precision bf16-mixed \(.+\)", line) for line in named[1::2]), shown

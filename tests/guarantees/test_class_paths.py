@@ -3,6 +3,7 @@ Lightning, torch, torchvision, or a module the user named on the command line (`
 given there). A config naming a module of another installed package is refused in one line naming the file, the key
 and the value, before anything is imported: the planted module, which writes a marker file when imported, never is."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -167,6 +168,25 @@ def test_a_callable_is_judged_by_where_it_is_defined_not_the_path_that_reached_i
     line = failed(command(name, tmp_path, file))
     assert file in line and alias in line, line  # refused by the walk, or (numpy's: no such attribute) by the parser
     assert not system_calls and not (tmp_path / "run").exists(), "os.system reached"
+
+
+@pytest.mark.parametrize("callable_path", ["torch.os.system", "lightning.pytorch.os.system",
+                                           "caption.io.outputs.os.system", "os.system", "posix.system",
+                                           "builtins.eval", "subprocess.Popen"])
+def test_the_refusal_of_a_standard_library_callable_suggests_importing_nothing(tmp_path, monkeypatch,
+                                                                              callable_path):
+    calls = []
+
+    def system(*args):  # os.system replaced (nothing is run), named where the real one is defined
+        calls.append(args)
+        return 0
+
+    system.__module__, system.__qualname__ = os.system.__module__, "system"
+    monkeypatch.setattr("os.system", system)
+    line = failed(command("fit", tmp_path, lambda_callback(tmp_path, callable_path)))
+    assert f"on_fit_start is '{callable_path}'" in line and "of Python's standard library" in line, line
+    assert "--import os" not in line and "--import posix" not in line and "add `--import" not in line, line
+    assert not calls and not (tmp_path / "run").exists()
 
 
 def test_a_class_path_is_judged_by_where_its_class_is_defined(tmp_path, system_calls):

@@ -5,7 +5,8 @@
    training settings are checked before training; 4. `caption test` applies decoding overrides;
 5. Ctrl-C saves `last.ckpt`; 6. an image that fails while loading is skipped with on_bad_image: skip;
 7. images without captions are named per split; 8. the smaller messages (ckpt_path last, random
-   bytes, vocabulary, feature-cache lock, YAML errors, misspelled keys).
+   bytes, vocabulary, feature-cache lock, YAML errors, misspelled keys); 9. the temporary file of a write killed
+   midway is removed by the next write to its folder.
 """
 
 import contextlib
@@ -35,7 +36,7 @@ from caption.evaluation import scoring as evaluation_module
 from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, python_ptb_caption
 from caption.errors import ConfigError
 from caption.inference import Captioner
-from caption.io.outputs import OutputError
+from caption.io.outputs import OutputError, host_tag, temporary_path, write_atomically
 
 HAS_JAVA = subprocess.run(["which", "java"], capture_output=True).returncode == 0
 
@@ -534,3 +535,41 @@ def test_a_run_folder_is_released_however_the_command_ends_and_a_dead_holder_is_
     lock = FileLock(tmp_path / RUN_LOCK, timeout=0)
     lock.acquire()  # free again
     lock.release()
+
+
+STOPPED_MIDWAY = """
+import os, sys, time
+from pathlib import Path
+from caption.io.outputs import write_atomically
+def stalled(descriptor):  # the bytes are in the temporary file; the rename never comes
+    print("writing", flush=True)
+    time.sleep(600)
+os.fsync = stalled
+write_atomically(Path(sys.argv[1]), b"weights" * 1000, what="checkpoint")
+"""
+
+
+def test_the_temporary_file_of_a_write_killed_midway_is_removed_by_the_next_write_to_its_folder(tmp_path):
+    def writing(name: str) -> subprocess.Popen:
+        writer = subprocess.Popen([sys.executable, "-c", STOPPED_MIDWAY, str(tmp_path / name)], cwd=REPO,
+                                  stdout=subprocess.PIPE, text=True)
+        assert writer.stdout.readline() == "writing\n"
+        return writer
+
+    killed, alive = writing("last.ckpt"), writing("model.safetensors")
+    try:
+        killed.kill()  # kill -9: no chance to clean up
+        killed.wait()
+        left = tmp_path / f".last.ckpt.{killed.pid}.{host_tag()}.tmp"
+        assert left.is_file(), sorted(path.name for path in tmp_path.iterdir())
+        of_another_host = tmp_path / f".best.ckpt.{killed.pid}.other-host.tmp"  # a shared disk: its process unseen
+        of_another_host.write_bytes(b"weights")
+        write_atomically(tmp_path / "last.ckpt", b"resumed", what="checkpoint")
+        assert not left.exists(), "the killed write's temporary file is removed"
+        assert of_another_host.is_file(), "another host's is left alone"
+        assert (tmp_path / f".model.safetensors.{alive.pid}.{host_tag()}.tmp").is_file(), "a live write's is kept"
+        assert (tmp_path / "last.ckpt").read_bytes() == b"resumed"
+        assert temporary_path(tmp_path / "x").name == f".x.{os.getpid()}.{host_tag()}.tmp"
+    finally:
+        alive.kill()
+        alive.wait()

@@ -4,7 +4,6 @@ replaced, not written through, so the file it points to outside is untouched; a 
 written atomically, so a full disk leaves none half done."""
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from kit.tiny import fit_args
 
 import caption.inference.describe_images as describe_images
 from caption.cli import main
-from caption.io.outputs import OutputError, save_figure, write_text
+from caption.io.outputs import OutputError, save_figure, temporary_path, write_text
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
@@ -53,7 +52,7 @@ def test_describe_replaces_links_at_its_figure_and_captions_and_leaves_their_tar
 
 def test_a_link_planted_at_the_temporary_name_is_not_written_through(tmp_path):
     out = tmp_path / "out"
-    target = outside_link(out / f".metrics.json.{os.getpid()}.tmp", tmp_path / "outside" / "metrics.json")
+    target = outside_link(temporary_path(out / "metrics.json"), tmp_path / "outside" / "metrics.json")
     write_text(out / "metrics.json", '{"bleu4": 0.25}\n')
     assert target.read_bytes() == PRECIOUS
     assert (out / "metrics.json").read_text() == '{"bleu4": 0.25}\n'

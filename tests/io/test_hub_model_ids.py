@@ -121,3 +121,33 @@ def test_a_missing_path_that_is_no_hub_id_keeps_its_message(tmp_path):
     assert f"{tmp_path / 'runs' / 'x'}: no such checkpoint file or run folder" in line
     with pytest.raises(Exception, match="no such checkpoint file"):
         find_checkpoint(Path("missing/best.ckpt"))
+
+
+def test_a_revision_after_a_local_path_says_it_exists_locally_and_revisions_are_for_the_hub(tmp_path, monkeypatch,
+                                                                                             hub_of):
+    calls = hub_of(tmp_path / "nowhere")
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    image = write_image(tmp_path / "photo.png", size=(64, 64))
+    monkeypatch.chdir(tmp_path)
+    line = failed(["describe", str(image), "--ckpt_path", "runs/tiny@v1", "--predictions.out", str(tmp_path / "d")])
+    assert line == ("caption: error: runs/tiny@v1: runs/tiny exists locally, and @v1 pins a version of Hugging Face "
+                    "Hub models only (a local path wins over a Hub id of its spelling): name it without @v1"), line
+    with pytest.raises(Exception, match="runs/tiny exists locally"):
+        Captioner.from_pretrained("runs/tiny@v1")
+    assert calls == [] and not (tmp_path / "d").exists()
+
+
+def test_an_offline_cached_snapshot_missing_its_config_says_the_cache_copy_is_incomplete(tmp_path, offline):
+    commit = "1" * 40
+    repo = tmp_path / "hub" / "models--owner--name"  # huggingface_hub's cache layout, a download cut short
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "model.safetensors").write_bytes(b"weights")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    image = write_image(tmp_path / "photo.png", size=(64, 64))
+    line = failed(["describe", str(image), "--ckpt_path", "owner/name@main", "--predictions.out", str(tmp_path / "d")])
+    assert line == (f"caption: error: owner/name (revision main): the copy in the Hugging Face cache "
+                    f"({repo / 'snapshots' / commit}) is incomplete (no config.json) and HF_HUB_OFFLINE is set: "
+                    "download it again with a network (`hf download owner/name --revision main` with HF_HUB_OFFLINE "
+                    "unset)"), line
+    assert "Hub repository" not in line

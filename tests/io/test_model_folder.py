@@ -221,6 +221,20 @@ def test_a_folder_that_is_no_model_folder_and_a_name_that_is_no_hub_id(tiny_runs
         Captioner.from_pretrained(tmp_path / "missing" / "deeper" / "model")
 
 
+def test_a_folder_left_by_a_stopped_export_is_called_an_incomplete_model_folder_not_a_run_folder(tmp_path):
+    folder = tmp_path / "exports" / "tiny"  # `caption export` killed while it wrote the weights
+    folder.mkdir(parents=True)
+    (folder / ".model.safetensors.4242.lab-pc.tmp").write_bytes(b"half the weights")
+    image = write_image(tmp_path / "photo.png", size=(64, 64))
+    line = failed(["describe", str(image), "--ckpt_path", str(folder), "--predictions.out", str(tmp_path / "d")])
+    assert line == (f"caption: error: {folder}: an incomplete model folder of `caption export` (no model.safetensors "
+                    "or config.json: the export was stopped before it finished), not a run folder: export the model "
+                    f"again (caption export --ckpt_path RUN --predictions.out {folder})"), line
+    (folder / ".model.safetensors.4242.lab-pc.tmp").unlink()
+    with pytest.raises(CheckpointError, match="no checkpoint \\(\\*.ckpt\\) in this run folder"):
+        find_checkpoint(folder)  # an empty folder: nothing says an export was there
+
+
 HUB_PROGRAM = """
 import json, sys
 from caption import Captioner

@@ -36,8 +36,8 @@ def tiny_captioner(kind: str, data_root: Path | None, seed: int) -> Captioner:
 
 
 def serve(models: list[Model], *, limits: dict | None = None, **settings) -> AttentionServer:
-    """A server on a free port of 127.0.0.1 (`limits`: AttentionServer's timeout_s, max_connections, allowed_hosts),
-    answering in a thread until `stop()`."""
+    """A server on a free port of 127.0.0.1 (`limits`: AttentionServer's timeout_s, upload_timeout_s,
+    max_connections, max_connections_per_client, allowed_hosts), answering in a thread until `stop()`."""
     server = AttentionServer(("127.0.0.1", 0), AttentionViewer(models, **settings), max_upload_bytes=MAX_UPLOAD_BYTES,
                              **(limits or {}))
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -1,8 +1,10 @@
 """What `caption serve`'s server refuses, each refusal one line of JSON and nothing in the console: requests naming
-another host (DNS rebinding), requests left half sent, connections past the limit, malformed numbers, other
-methods; byte for byte over raw sockets, from a server running in this process on an untrained tiny model."""
+another host (DNS rebinding), requests left half sent or trickled, connections past the limit (of the server and of
+one client), malformed numbers, other methods; byte for byte over raw sockets, from a server running in this process
+on an untrained tiny model."""
 
 import json
+import select
 import socket
 import time
 
@@ -108,6 +110,76 @@ def test_connections_past_the_limit_get_503_at_once(tmp_path, capfd):
                 holder.close()
         deadline = time.monotonic() + PATIENCE_S
         while (status := exchange(server, get("/api/about")).status) == 503 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the holders' threads see them closed and end
+        assert status == 200
+    assert capfd.readouterr().err == ""
+
+
+def trickle(connections: list[socket.socket], *, every_s: float, for_at_most_s: float) -> list[bytes]:
+    """Send each connection a byte every `every_s` (or sooner) until the server has answered and closed each, or
+    `for_at_most_s` have passed; what each connection got."""
+    got = {connection: b"" for connection in connections}
+    still_open, deadline = set(connections), time.monotonic() + for_at_most_s
+    while still_open and time.monotonic() < deadline:
+        for connection in still_open:
+            try:
+                connection.sendall(b"x")
+            except OSError:  # answered and closed
+                pass
+        for connection in select.select(list(still_open), [], [], every_s)[0]:
+            try:
+                chunk = connection.recv(1 << 16)
+            except ConnectionResetError:
+                chunk = b""
+            got[connection] += chunk
+            if not chunk:
+                still_open.discard(connection)
+    return [got[connection] for connection in connections]
+
+
+def test_uploads_trickled_a_byte_at_a_time_get_408_at_the_upload_timeout_and_free_their_places(tmp_path, capfd):
+    with serving(tmp_path / "data", timeout_s=0.5, upload_timeout_s=1.0, max_connections=2) as server:
+        address = server.server_address[:2]
+        trickling = [socket.create_connection(address, timeout=PATIENCE_S) for _ in range(2)]
+        try:
+            for connection in trickling:  # a large body announced, then a byte well within timeout_s, for ever
+                connection.sendall(get("/api/caption?name=photo.png", "localhost", method="POST",
+                                       headers="Content-Length: 40000\r\n"))
+            assert exchange(server, get("/api/about")).status == 503, "the trickling uploads hold every place"
+            started = time.monotonic()
+            answers = trickle(trickling, every_s=0.1, for_at_most_s=5.0)
+            assert time.monotonic() - started < 4.0, "the server waited for the trickle's end"
+        finally:
+            for connection in trickling:
+                connection.close()
+        for answer in answers:
+            one_line_error(parse_answer(answer), 408, "the request's body was not sent within 1 s of its headers",
+                           "--upload_timeout_s")
+        assert exchange(server, get("/api/about")).status == 200, "their places are free again"
+    assert capfd.readouterr().err == ""
+
+
+def test_one_client_cannot_take_every_place(tmp_path, capfd):
+    with serving(tmp_path / "data", timeout_s=PATIENCE_S, max_connections=4, max_connections_per_client=2) as server:
+        address = server.server_address[:2]
+        holders = [socket.create_connection(address, timeout=PATIENCE_S) for _ in range(2)]
+        for holder in holders:  # half-open: each holds its thread until it times out or closes
+            holder.sendall(b"GET /api/about HTTP/1.1\r\n")
+        try:
+            for _ in range(3):
+                answer = exchange(server, get("/api/about"))
+                one_line_error(answer, 429, "this client already has 2 connections served",
+                               "--max_connections_per_client")
+                assert answer.headers["retry-after"] == "1"
+            with socket.create_connection(address, timeout=PATIENCE_S, source_address=("127.0.0.2", 0)) as other:
+                other.sendall(get("/api/about"))  # another client (address) of this machine is served meanwhile
+                other.shutdown(socket.SHUT_WR)
+                assert parse_answer(read_all(other)).status == 200
+        finally:
+            for holder in holders:
+                holder.close()
+        deadline = time.monotonic() + PATIENCE_S
+        while (status := exchange(server, get("/api/about")).status) == 429 and time.monotonic() < deadline:
             time.sleep(0.05)  # the holders' threads see them closed and end
         assert status == 200
     assert capfd.readouterr().err == ""
