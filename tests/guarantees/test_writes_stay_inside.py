@@ -4,6 +4,7 @@ replaced, not written through, so the file it points to outside is untouched; a 
 written atomically, so a full disk leaves none half done."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
