@@ -11,18 +11,23 @@ METEOR runs a Java subprocess; if Java is missing, fails or hangs past `meteor_t
 METEOR is reported as missing (NaN) with a warning and every other metric is still produced
 (`caption.evaluation.meteor`).
 
-SPICE (`TEST_METRICS`: what `caption test`, `validate` and `evaluate` ask for) is pycocoevalcap's `Spice` scorer, run
-only where Java is on the PATH and its jars are in pycocoevalcap's package folder (`spice_files`: spice-1.0.jar and the
-Stanford CoreNLP 3.6.0 jars, about 400 MB, that pycocoevalcap's `get_stanford_models` downloads). Nothing here ever
-downloads them: `Spice()` itself would (its `__init__` calls `get_stanford_models`), so it is never made. Without
-them, or when its Java run fails, SPICE is absent from the scores and the reason is recorded instead (`absent`;
-metrics.json's "absent_metrics"). How to install them: docs/attention.md, "From the command line".
+SPICE (`TEST_METRICS`: what `caption test`, `validate` and `evaluate` ask for) is pycocoevalcap's SPICE jar, run as
+its `Spice` scorer runs it, only where Java is on the PATH and its jars are in pycocoevalcap's package folder
+(`spice_files`: spice-1.0.jar and the Stanford CoreNLP 3.6.0 jars, about 400 MB, that pycocoevalcap's
+`get_stanford_models` downloads). Nothing here ever downloads them: `Spice()` itself would (its `__init__` calls
+`get_stanford_models`), so it is never made; and its captions go to a temporary folder of ours, removed whatever
+happens, not to pycocoevalcap's package folder (`spice_score`). Without them, or when its Java run fails or gives no
+answer within `spice_timeout` seconds, SPICE is absent from the scores and the reason is recorded instead (`absent`;
+metrics.json's "absent_metrics"), with a warning when it failed. How to install them: docs/attention.md, "From the
+command line".
 """
 
-import contextlib
+import json
 import logging
+import math
 import shutil
 import subprocess
+import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -38,7 +43,7 @@ from pycocoevalcap.spice import spice as pycocoevalcap_spice
 
 from caption.evaluation.image_scores import BLEU_N, ImageScores, bleu_counts
 from caption.evaluation.meteor import meteor_score
-from caption.evaluation.ptb_tokenizer import PTBCache, subprocess_swapped
+from caption.evaluation.ptb_tokenizer import PTBCache
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,10 @@ METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
 SPICE = "spice"
 TEST_METRICS = (*METRICS, SPICE)  # a test's metrics: SPICE too, where it can run (else absent, with the reason)
 METEOR_TIMEOUT = 120.0  # seconds before METEOR counts as missing (Java hung or too slow)
+# seconds before SPICE counts as missing (Java hung or too slow): a full COCO test split takes minutes, and the
+# other ranks of a distributed test wait for rank 0's scoring at most torch's default 30 minutes
+SPICE_TIMEOUT = 1200.0
+SPICE_COMMAND = ("java", "-jar", "-Xmx8G")  # then the jar and its arguments, as pycocoevalcap's `Spice` runs it
 SPICE_HOWTO = "docs/attention.md, \"From the command line\""
 
 
@@ -78,21 +87,56 @@ def spice_missing() -> str | None:
     return None
 
 
-def spice_score(references: dict[int, list[str]], candidates: dict[int, list[str]]) -> float:
-    """pycocoevalcap's SPICE of `candidates` against `references` (tokenised, {image_id: [caption]}); `MetricAbsent`
-    with the reason when it cannot run here (`spice_missing`) or its Java run fails. Never downloads anything."""
+def spice_score(references: dict[int, list[str]], candidates: dict[int, list[str]], *, timeout: float) -> float:
+    """SPICE of `candidates` against `references` (tokenised, {image_id: [caption]}), as pycocoevalcap's `Spice`
+    scores it; `MetricAbsent` with the reason when it cannot run here (`spice_missing`), `MetricFailed` when its Java
+    run fails or gives no answer within `timeout` seconds (then ended). Never downloads anything.
+
+    pycocoevalcap's `compute_score` writes the captions into its package folder (spice/tmp, left there when Java fails)
+    and has no way to choose another; so its SPICE jar is run here as it runs it, on files in a temporary folder of
+    our own that is removed whatever happens, and without its `-cache` of parses in spice/cache (a database that
+    grows in the package folder, and whose native library fails to load on some machines)."""
     missing = spice_missing()
     if missing is not None:
         raise MetricAbsent(missing)
-    scorer = pycocoevalcap_spice.Spice.__new__(pycocoevalcap_spice.Spice)  # not Spice(): that may download CoreNLP
+    image_ids = sorted(references)
+    if sorted(candidates) != image_ids:
+        raise ValueError("candidates and references must cover the same image ids")
+    spice_jar = spice_files()[0]
+    with tempfile.TemporaryDirectory(prefix="caption-spice-") as folder:
+        captions, scores = Path(folder) / "captions.json", Path(folder) / "scores.json"
+        captions.write_text(json.dumps([{"image_id": key, "test": candidates[key][0], "refs": references[key]}
+                                        for key in image_ids]), encoding="utf-8")
+        run_spice_java([*SPICE_COMMAND, str(spice_jar), str(captions), "-out", str(scores), "-subset", "-silent"],
+                       folder=spice_jar.parent, timeout=timeout)
+        try:
+            results = json.loads(scores.read_text(encoding="utf-8"))
+            return float(np.mean([spice_figure(item["scores"]["All"]["f"]) for item in results]))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise MetricFailed(f"its scores could not be read ({error.__class__.__name__}: {error})") from None
+
+
+def spice_figure(value: Any) -> float:
+    """One image's SPICE F-score as pycocoevalcap reads it: a number, NaN when Java gave none (null)."""
     try:
-        with java_output_kept():
-            return float(scorer.compute_score(references, candidates)[0])
-    except subprocess.CalledProcessError as error:
-        java = java_error(error.stderr)
-        raise MetricFailed(f"its Java run failed ({java}; SPICE 1.0 was built for Java 8)") from None
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise MetricFailed(f"its run failed ({error.__class__.__name__}: {error})") from None
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def run_spice_java(command: list[str], *, folder: Path, timeout: float) -> None:
+    """Run SPICE's Java `command` in `folder` with its output captured (Java's stderr logged at debug level);
+    `MetricFailed` naming Java's error when it fails, or when it gives no answer within `timeout` seconds (it is
+    then killed and reaped)."""
+    try:
+        done = subprocess.run(command, cwd=folder, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise MetricFailed(f"its Java run gave no answer within {timeout:g} s") from None
+    except OSError as error:
+        raise MetricFailed(f"its Java run could not start ({error.__class__.__name__}: {error})") from None
+    log.debug("SPICE: %s", done.stderr.decode(errors="replace").strip())
+    if done.returncode != 0:
+        raise MetricFailed(f"its Java run failed ({java_error(done.stderr)}; SPICE 1.0 was built for Java 8)")
 
 
 def java_error(stderr: bytes | str | None) -> str:
@@ -103,31 +147,20 @@ def java_error(stderr: bytes | str | None) -> str:
     return (named or lines or ["no error output"])[0][:300]
 
 
-def _check_call_captured(command: list[str], **options: Any) -> None:
-    """`subprocess.check_call` with the output captured: the stderr logged at debug level, kept on a failure."""
-    done = subprocess.run(command, capture_output=True, check=False, **options)
-    log.debug("SPICE: %s", done.stderr.decode(errors="replace").strip())
-    if done.returncode != 0:
-        raise subprocess.CalledProcessError(done.returncode, command, done.stdout, done.stderr)
-
-
-def java_output_kept() -> contextlib.AbstractContextManager:
-    """SPICE's Java run with its output captured, not printed (and its error kept for the reason)."""
-    return subprocess_swapped(pycocoevalcap_spice, check_call=_check_call_captured)
-
-
 def score_captions(
     candidates: dict[int, str],
     references: dict[int, list[str]],
     *,
     metrics: Iterable[str] = METRICS,
     meteor_timeout: float = METEOR_TIMEOUT,
+    spice_timeout: float = SPICE_TIMEOUT,
     per_image: ImageScores | None = None,
     absent: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """Corpus scores of one tokenised candidate per image against its tokenised references.
 
-    Only the requested `metrics` (names from TEST_METRICS) are computed; METEOR and SPICE are the slow ones.
+    Only the requested `metrics` (names from TEST_METRICS) are computed; METEOR and SPICE are the slow ones, each
+    given up after its timeout (`meteor_timeout`, `spice_timeout`: seconds).
     `per_image`: filled with the image ids and what BLEU and CIDEr-D are made of, image by image (when they are
     computed). `absent`: filled with {metric: why} for each requested metric left out of the scores (SPICE where it
     cannot run).
@@ -165,7 +198,7 @@ def score_captions(
             per_image.cider = np.asarray(each, dtype=np.float64)
     if SPICE in metrics:
         try:
-            scores[SPICE] = spice_score(references, hypotheses)
+            scores[SPICE] = spice_score(references, hypotheses, timeout=spice_timeout)
         except MetricAbsent as why:
             note_absent(SPICE, why, absent)
     return {name: scores[name] for name in TEST_METRICS if name in metrics and name in scores}  # SPICE: maybe not
@@ -177,7 +210,8 @@ def note_absent(metric: str, why: MetricAbsent, absent: dict[str, str] | None) -
     if absent is not None:
         absent[metric] = str(why)
     if isinstance(why, MetricFailed):
-        warnings.warn(f"{metric.upper()} is absent: {why}")
+        warnings.warn(f"{metric.upper()} is missing ({why}): left out of the scores, the reason in metrics.json's "
+                      "absent_metrics")
     else:
         log.info("%s is not computed: %s", metric.upper(), why)
 
@@ -188,6 +222,7 @@ def coco_scores(
     *,
     metrics: Iterable[str] = METRICS,
     meteor_timeout: float = METEOR_TIMEOUT,
+    spice_timeout: float = SPICE_TIMEOUT,
     cache: PTBCache | None = None,
     per_image: ImageScores | None = None,
     absent: dict[str, str] | None = None,
@@ -200,5 +235,5 @@ def coco_scores(
     hypotheses = {key: tokens[caption] for key, caption in candidates.items()}
     references = {key: [tokens[text] for text in texts] for key, texts in references.items()}
     scores = score_captions(hypotheses, references, metrics=metrics, meteor_timeout=meteor_timeout,
-                            per_image=per_image, absent=absent)
+                            spice_timeout=spice_timeout, per_image=per_image, absent=absent)
     return scores, str(cache.tokenizer)

@@ -1,10 +1,17 @@
 """SPICE (`caption.evaluation.metrics`): scored only where Java and pycocoevalcap's jars (spice-1.0.jar, Stanford
 CoreNLP 3.6.0 and its models) are installed, else absent from the scores and from metrics.json with the reason;
-pycocoevalcap's download of CoreNLP (`get_stanford_models`, run by `Spice()`) is never triggered."""
+pycocoevalcap's download of CoreNLP (`get_stanford_models`, run by `Spice()`) is never triggered. Its jar runs as
+pycocoevalcap runs it, on files in a temporary folder of our own that is always removed, within a timeout (a stand-in
+`java` on the PATH plays it here)."""
 
-import subprocess
+import json
+import os
 import sys
+import tempfile
+import time
+from pathlib import Path
 
+import psutil
 import pytest
 import torch
 from pycocoevalcap.spice import get_stanford_models as stanford_models
@@ -32,25 +39,72 @@ def no_download(monkeypatch):
     monkeypatch.setattr(stanford_models, "urlretrieve", download)
 
 
-class FixedSpice:
-    """A SPICE scorer that scores 0.25 without Java; made without its __init__, as pycocoevalcap's must be."""
-
-    calls: list[tuple[dict, dict]] = []
+class UnusedSpice:
+    """pycocoevalcap's SPICE scorer, which must not be used: `Spice()` downloads Stanford CoreNLP, and its
+    `compute_score` writes the captions into its package folder (and leaves them there when Java fails)."""
 
     def __init__(self):
         raise AssertionError("Spice() was made: its __init__ downloads Stanford CoreNLP")
 
     def compute_score(self, gts, res):
-        FixedSpice.calls.append((gts, res))
-        return 0.25, [{"All": {"f": 0.25}} for _ in gts]
+        raise AssertionError("pycocoevalcap's Spice.compute_score was called: it writes into its package folder")
 
 
-class FailingSpice(FixedSpice):
-    """A SPICE whose Java run fails, as SPICE 1.0 does on a Java it was not built for."""
+@pytest.fixture(autouse=True)
+def no_pycocoevalcap_scorer(monkeypatch):
+    monkeypatch.setattr(pycocoevalcap_spice, "Spice", UnusedSpice)
 
-    def compute_score(self, gts, res):
-        raise subprocess.CalledProcessError(1, ["java", "-jar"], b"", b"Parsing reference captions\nException in "
-                                            b"thread \"main\" java.lang.ExceptionInInitializerError\n\tat edu.anu")
+
+SCORING_JAVA = """
+args = sys.argv[1:]
+captions = json.loads(open(args[3], encoding="utf-8").read())
+json.dump([{"image_id": entry["image_id"], "scores": {"All": {"f": 0.25, "pr": 0.5, "re": 1 / 6, "fn": 3}}}
+           for entry in captions], open(args[args.index("-out") + 1], "w"))
+"""
+FAILING_JAVA = """
+print("Parsing reference captions")
+sys.stderr.write('Parsing reference captions\\nException in thread "main" java.lang.ExceptionInInitializerError\\n'
+                 '\\tat edu.anu.spice.SpiceParser.<init>(SpiceParser.java:178)\\n')
+sys.exit(1)
+"""
+HANGING_JAVA = """
+time.sleep(60)
+"""
+
+
+def java_on_path(tmp_path, monkeypatch, body: str) -> Path:
+    """A stand-in `java` first on the PATH: a Python script that records what it was run with (its arguments, its
+    working folder, its process id and the captions file's content) in the file returned, then runs `body`."""
+    record = tmp_path / "java-run.json"
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text(f"""#!{sys.executable}
+import json, os, sys, time
+args = sys.argv[1:]
+with open({str(record)!r}, "w", encoding="utf-8") as file:
+    json.dump({{"args": args, "cwd": os.getcwd(), "pid": os.getpid(),
+               "captions": json.loads(open(args[3], encoding="utf-8").read())}}, file)
+{body}""", encoding="utf-8")
+    java.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{java.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(metrics, "spice_missing", lambda: None)  # its jars: as if installed
+    return record
+
+
+def package_tmp_files() -> list[str]:
+    """What pycocoevalcap's own SPICE leaves in its package folder's tmp/ (the captions of each run it made)."""
+    folder = Path(pycocoevalcap_spice.__file__).parent / pycocoevalcap_spice.TEMP_DIR
+    return sorted(path.name for path in folder.iterdir()) if folder.is_dir() else []
+
+
+def ran(record: Path) -> dict:
+    """What the stand-in `java` was run with; its temporary folder must be gone, its process ended and reaped."""
+    run = json.loads(record.read_text(encoding="utf-8"))
+    captions = Path(run["args"][3])
+    assert not captions.parent.exists(), f"the temporary folder {captions.parent} is removed"
+    assert captions.parent.parent == Path(tempfile.gettempdir()), "in the temporary folder of the system"
+    assert not psutil.pid_exists(run["pid"]), "Java ended and reaped"
+    return run
 
 
 def test_the_files_checked_are_the_ones_pycocoevalcap_runs_and_downloads():
@@ -63,7 +117,6 @@ def test_the_files_checked_are_the_ones_pycocoevalcap_runs_and_downloads():
 
 def test_without_its_jars_spice_is_absent_with_the_reason(monkeypatch, tmp_path):
     monkeypatch.setattr(metrics.Path, "is_file", lambda path: False)  # the jar check: none installed
-    monkeypatch.setattr(pycocoevalcap_spice, "Spice", FixedSpice)
     absent = {}
     scores = metrics.score_captions(TOKENIZED, REFERENCES, metrics=ASKED, absent=absent)
     assert list(scores) == [name for name in ASKED if name != SPICE], "absent, not NaN; the others scored"
@@ -83,37 +136,53 @@ def test_without_java_spice_is_absent_with_the_reason(monkeypatch):
     assert absent == {SPICE: "no `java` on the PATH"}
 
 
-def test_with_its_jars_spice_is_scored_by_pycocoevalcaps_scorer(monkeypatch):
-    monkeypatch.setattr(metrics, "spice_missing", lambda: None)
-    monkeypatch.setattr(pycocoevalcap_spice, "Spice", FixedSpice)
-    FixedSpice.calls.clear()
+def test_with_its_jars_spice_runs_pycocoevalcaps_jar_as_it_does_on_files_of_our_own(tmp_path, monkeypatch):
+    record = java_on_path(tmp_path, monkeypatch, SCORING_JAVA)
+    left_before = package_tmp_files()
     absent = {}
     scores = metrics.score_captions(TOKENIZED, REFERENCES, metrics=ASKED, absent=absent)
     assert list(scores) == list(ASKED) and scores[SPICE] == 0.25 and absent == {}
-    assert FixedSpice.calls == [(REFERENCES, {key: [caption] for key, caption in TOKENIZED.items()})]
+    run = ran(record)
+    spice_jar = metrics.spice_files()[0]
+    args = run["args"]
+    assert args[:3] == ["-jar", "-Xmx8G", str(spice_jar)] and args[4:] == ["-out", args[5], "-subset", "-silent"]
+    assert Path(args[5]).parent == Path(args[3]).parent, "the scores beside the captions, in our temporary folder"
+    assert run["cwd"] == str(spice_jar.parent), "run where pycocoevalcap runs it"
+    assert run["captions"] == [{"image_id": key, "test": TOKENIZED[key], "refs": REFERENCES[key]}
+                               for key in sorted(TOKENIZED)], "pycocoevalcap's input format"
+    assert package_tmp_files() == left_before, "nothing in pycocoevalcap's package folder"
     evaluation = Evaluation("test", 3, scores, {})
     assert evaluation.metrics()["metrics"][SPICE] == 0.25 and evaluation.metrics()["absent_metrics"] == {}
     assert "SPICE" in evaluation.table() and evaluation.logged()[SPICE] == 0.25
     assert SPICE not in metrics.score_captions(TOKENIZED, REFERENCES, metrics=["bleu4"]), "only where asked for"
 
 
-def test_a_failing_spice_run_is_absent_with_javas_error_and_a_warning(monkeypatch):
-    monkeypatch.setattr(metrics, "spice_missing", lambda: None)
-    monkeypatch.setattr(pycocoevalcap_spice, "Spice", FailingSpice)
+def test_a_failing_spice_run_is_missing_with_javas_error_and_a_warning_and_leaves_no_file(tmp_path, monkeypatch,
+                                                                                        capfd):
+    record = java_on_path(tmp_path, monkeypatch, FAILING_JAVA)
+    left_before = package_tmp_files()
     absent = {}
-    with pytest.warns(UserWarning, match="SPICE is absent: its Java run failed"):
+    with pytest.warns(UserWarning, match=r"SPICE is missing \(its Java run failed \(Exception in thread"):
         scores = metrics.score_captions(TOKENIZED, REFERENCES, metrics=ASKED, absent=absent)
     assert list(scores) == [name for name in ASKED if name != SPICE]
     assert "java.lang.ExceptionInInitializerError" in absent[SPICE] and "Java 8" in absent[SPICE]
+    ran(record)
+    assert package_tmp_files() == left_before, "the captions of a failed run are not left in pycocoevalcap's folder"
+    assert capfd.readouterr() == ("", ""), "Java's output captured, not printed"
 
 
-def test_spices_java_output_is_captured_not_printed(capfd):
-    script = "import sys; print('out'); sys.stderr.write('Exception in thread main: boom\\n'); sys.exit(3)"
-    with metrics.java_output_kept(), pytest.raises(subprocess.CalledProcessError) as failed:
-        pycocoevalcap_spice.subprocess.check_call([sys.executable, "-c", script])
-    assert metrics.java_error(failed.value.stderr) == "Exception in thread main: boom"
-    assert pycocoevalcap_spice.subprocess is subprocess, "put back"
-    assert capfd.readouterr() == ("", "")
+def test_a_hanging_spice_run_is_ended_after_its_timeout_and_missing_with_a_warning(tmp_path, monkeypatch):
+    record = java_on_path(tmp_path, monkeypatch, HANGING_JAVA)
+    left_before = package_tmp_files()
+    absent = {}
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match=r"SPICE is missing \(its Java run gave no answer within 0.5 s\)"):
+        scores = metrics.score_captions(TOKENIZED, REFERENCES, metrics=ASKED, absent=absent, spice_timeout=0.5)
+    assert time.monotonic() - started < 20, "not the 60 s the stand-in sleeps"
+    assert list(scores) == [name for name in ASKED if name != SPICE] and "no answer within 0.5 s" in absent[SPICE]
+    ran(record)
+    assert package_tmp_files() == left_before
+    assert metrics.SPICE_TIMEOUT < 1800, "within the 30 minutes torch's collectives wait for rank 0's scoring"
 
 
 def test_the_split_scoring_records_why_spice_is_absent_in_metrics_json(monkeypatch):
