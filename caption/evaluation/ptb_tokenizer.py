@@ -8,19 +8,17 @@ scores are from Java's: docs/measurements.md). Java's note after each call (`PTB
 ...`) is logged at debug level, not printed (`caption -v` shows it). `PTBCache` tokenises each text once.
 """
 
-import contextlib
 import logging
 import re
 import shutil
 import subprocess
-import threading
-import types
+import tempfile
 import warnings
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable
+from pathlib import Path
 
 from pycocoevalcap.tokenizer import ptbtokenizer
-from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
+from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, STANFORD_CORENLP_3_4_1_JAR
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +62,7 @@ def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], 
     problem = "no `java` on the PATH" if shutil.which("java") is None else None
     if problem is None:
         try:
-            entries = {key: [{"caption": caption} for caption in value] for key, value in captions.items()}
-            with java_stderr_logged():
-                return PTBTokenizer().tokenize(entries), PTB_JAVA
+            return java_ptb_tokenize(captions), PTB_JAVA
         except OSError as error:
             problem = f"{error.__class__.__name__}: {error}"
     warnings.warn(f"coco-caption's PTB tokenizer cannot run ({problem}): tokenising with the pure-Python stand-in "
@@ -75,40 +71,34 @@ def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], 
 
 
 JAVA_NOTE = "PTBTokenizer tokenized"  # the tokenizer's own note after every call: N tokens at M tokens per second
-_java_lock = threading.Lock()  # one pycocoevalcap Java call at a time swaps its module's `subprocess`
+# pycocoevalcap's PTBTokenizer.tokenize runs this, then the file of the captions (one a line)
+PTB_COMMAND = ("java", "-cp", STANFORD_CORENLP_3_4_1_JAR, "edu.stanford.nlp.process.PTBTokenizer", "-preserveLines",
+               "-lowerCase")
 
 
-class _JavaStderrLogged(subprocess.Popen):
-    """The tokenizer's Java process with its stderr read, not printed: its note on the tokens it read is logged at
-    debug level (`caption -v` shows it), anything else Java says (an error) as a warning."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **{**kwargs, "stderr": subprocess.PIPE})
-
-    def communicate(self, *args: Any, **kwargs: Any) -> tuple[bytes, bytes]:
-        output, errors = super().communicate(*args, **kwargs)
-        for line in (errors or b"").decode(errors="replace").splitlines():
-            if line.strip():
-                log.log(logging.DEBUG if line.startswith(JAVA_NOTE) else logging.WARNING, "%s", line)
-        return output, errors
-
-
-@contextlib.contextmanager
-def subprocess_swapped(module: types.ModuleType, **replacements: Any) -> Iterator[None]:
-    """Inside: `module.subprocess` (a pycocoevalcap scorer's) is a namespace of `replacements`, for the duration and
-    one call at a time; nothing else in the process sees a change."""
-    with _java_lock:
-        original = module.subprocess
-        module.subprocess = types.SimpleNamespace(**replacements)
-        try:
-            yield
-        finally:
-            module.subprocess = original
-
-
-def java_stderr_logged() -> contextlib.AbstractContextManager:
-    """Inside: coco-caption's PTBTokenizer starts Java as `_JavaStderrLogged`."""
-    return subprocess_swapped(ptbtokenizer, Popen=_JavaStderrLogged, PIPE=subprocess.PIPE)
+def java_ptb_tokenize(captions: dict[int, list[str]]) -> dict[int, list[str]]:
+    """{id: [raw]} -> {id: [tokenised]} as pycocoevalcap's `PTBTokenizer().tokenize` gives them: its Java command, its
+    jar, its punctuation removal. Run here rather than through it, which writes the captions into its package folder
+    and prints Java's note: the captions go to a temporary folder of our own, removed whatever happens, and Java's
+    note is logged at debug level (`caption -v` shows it), anything else it says (an error) as a warning. OSError
+    when Java cannot start or fails."""
+    keys = [key for key, texts in captions.items() for _ in texts]
+    sentences = "\n".join(text.replace("\n", " ") for texts in captions.values() for text in texts)
+    with tempfile.TemporaryDirectory(prefix="caption-ptb-") as folder:
+        file = Path(folder) / "captions.txt"
+        file.write_text(sentences, encoding="utf-8")
+        done = subprocess.run([*PTB_COMMAND, str(file)], cwd=Path(ptbtokenizer.__file__).parent,
+                              capture_output=True, check=False)
+    for line in done.stderr.decode(errors="replace").splitlines():
+        if line.strip():
+            log.log(logging.DEBUG if line.startswith(JAVA_NOTE) else logging.WARNING, "%s", line)
+    if done.returncode != 0:
+        raise OSError(f"its Java run ended with exit status {done.returncode}")
+    tokenized: dict[int, list[str]] = {}
+    for key, line in zip(keys, done.stdout.decode().split("\n")):
+        words = line.rstrip().split(" ")
+        tokenized.setdefault(key, []).append(" ".join(word for word in words if word not in PUNCTUATIONS))
+    return tokenized
 
 
 class PTBCache:

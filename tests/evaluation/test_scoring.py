@@ -5,7 +5,6 @@ once and reused; without Java the stand-in is used, with one warning."""
 import csv
 import json
 import shutil
-import typing
 import warnings
 from pathlib import Path
 
@@ -109,27 +108,31 @@ def test_caption_test_and_caption_evaluate_give_the_same_numbers(tmp_path):
     assert own != {name: evaluated["metrics"][name] for name in own}, "the test tells the two scorings apart"
 
 
-class CountingTokenizer(PTBTokenizer):
-    lines: typing.ClassVar[list[int]] = []
+def counting_java(monkeypatch) -> list[int]:
+    """The captions of each call of coco-caption's Java tokenizer, from now on."""
+    lines: list[int] = []
+    tokenize = ptb_tokenizer.java_ptb_tokenize
 
-    def tokenize(self, captions_for_image):
-        CountingTokenizer.lines.append(sum(len(captions) for captions in captions_for_image.values()))
-        return super().tokenize(captions_for_image)
+    def counted(captions: dict[int, list[str]]) -> dict[int, list[str]]:
+        lines.append(sum(len(texts) for texts in captions.values()))
+        return tokenize(captions)
+
+    monkeypatch.setattr(ptb_tokenizer, "java_ptb_tokenize", counted)
+    return lines
 
 
 @pytest.mark.skipif(not HAS_JAVA, reason="counts calls of coco-caption's Java tokenizer")
 def test_references_are_tokenised_once_then_only_new_candidates(monkeypatch):
-    monkeypatch.setattr(ptb_tokenizer, "PTBTokenizer", CountingTokenizer)
-    CountingTokenizer.lines = []
+    lines = counting_java(monkeypatch)
     references = {i: references_of(i) for i in range(4)}
     cache = PTBCache()
     first, tokenizer = metrics.coco_scores({i: "a man 's dog" for i in references}, references, metrics=["bleu4"],
                                            cache=cache)
-    assert tokenizer == PTB_JAVA and CountingTokenizer.lines == [1 + 4 * len(TEMPLATES)]  # distinct texts, one call
+    assert tokenizer == PTB_JAVA and lines == [1 + 4 * len(TEMPLATES)]  # distinct texts, one call
     again, _ = metrics.coco_scores({i: "a man 's dog" for i in references}, references, metrics=["bleu4"], cache=cache)
-    assert again == first and CountingTokenizer.lines == [1 + 4 * len(TEMPLATES)], "nothing new: no Java at all"
+    assert again == first and lines == [1 + 4 * len(TEMPLATES)], "nothing new: no Java at all"
     metrics.coco_scores({i: f"a dog {i}" for i in references}, references, metrics=["bleu4"], cache=cache)
-    assert CountingTokenizer.lines[1:] == [4], "the next epoch tokenises its new candidates only"
+    assert lines[1:] == [4], "the next epoch tokenises its new candidates only"
     official = PTBTokenizer().tokenize({i: [{"caption": text} for text in texts] for i, texts in references.items()})
     assert {i: [cache.tokens[text] for text in texts] for i, texts in references.items()} == official
 
