@@ -19,6 +19,11 @@ class CaptionWarning(UserWarning):
     what and why; `caption` prints it as one `caption: warning:` line, without the source line."""
 
 
+class InstallError(CaptionError):
+    """Installed packages that do not work together (torchvision built for another torch): the message names both
+    and the install line of a matching pair."""
+
+
 class CheckpointError(CaptionError):
     """A checkpoint that cannot be used: unreadable, unsafe, foreign, or made for other data."""
 

@@ -11,7 +11,9 @@ Each command is a module of `caption.cli` with its own `--help` and `main(argv)`
 its options with jsonargparse: fit, validate, test and predict are LightningCLI's, in the wing `caption.cli.lightning`,
 and `features` parses a config with the same parser; the others are small programs on the inference layer, on
 jsonargparse's parser with the same option names (`caption.cli.options`). Foreseen errors print as one
-`caption: error:` line; torch and Lightning are imported only by the commands that need them; warnings print as one
+`caption: error:` line (a torchvision built for another torch too, named with both builds: `caption.io.versions`);
+torch and Lightning are imported only by the commands that need them (`--version` imports torch to name its build
+and the precision "auto" chooses here, not torchvision); warnings print as one
 line each (`caption: warning: ...`), and `caption -v <command>` also shows the dependencies' notes
 (`caption.config.console`, docs/console.md).
 """
@@ -26,6 +28,7 @@ from caption.cli.lightning.short_help import lightning_arguments
 from caption.config.console import console
 from caption.errors import CaptionError
 from caption.io.class_paths import named_modules
+from caption.io.versions import mismatched_builds_named, version_lines
 
 VERBOSE = ("-v", "--verbose")  # before the command: the dependencies' deprecations, tips and notes too
 TERMINATED = 128 + 15  # exit status of a run stopped by SIGTERM, as a shell reports a killed process
@@ -93,14 +96,14 @@ def run(args: list[str]) -> None:
         print(usage())
         return
     if args[0] == "--version":
-        print(f"caption (show-attend-tell) {caption.__version__}")
+        print("\n".join([f"caption (show-attend-tell) {caption.__version__}", *version_lines()]))
         return
     if args[0] not in COMMANDS:
         raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
     name, argv = args[0], with_ckpt_path(args[1:])
     if name in SHORT_HELP:  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)
-    with named_modules(imports):
+    with named_modules(imports), mismatched_builds_named():  # a torchvision of another build: one line, at start-up
         import_named(imports)
         command(name)(argv)
 

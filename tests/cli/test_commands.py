@@ -51,18 +51,26 @@ def test_unknown_command_names_the_commands():
 QUICK = """
 import contextlib, io, sys
 from caption.cli import main
-for args in (["--help"], ["--version"], ["trian"], []):
+for args in sys.argv[1:]:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
-        main(args)
-print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "lightning", "matplotlib", "numpy")))
+        main(args.split())
+heavy = {"torch", "torchvision", "lightning", "matplotlib", "numpy"}
+print(sorted({name.split(".")[0] for name in sys.modules} & heavy))
 """
 
 
-def test_help_version_and_a_mistyped_command_import_neither_torch_nor_lightning():
+def test_help_and_a_mistyped_command_import_neither_torch_nor_lightning():
     """They answer at once: only the commands that need them import them."""
-    out = subprocess.run([sys.executable, "-c", QUICK], capture_output=True, text=True, check=True,
-                         cwd=PACKAGE.parent).stdout
+    out = subprocess.run([sys.executable, "-c", QUICK, "--help", "trian", ""], capture_output=True, text=True,
+                         check=True, cwd=PACKAGE.parent).stdout
     assert out.strip() == "[]", out
+
+
+def test_version_imports_torch_for_its_build_but_neither_torchvision_nor_lightning():
+    """`caption --version` answers with a torchvision that cannot be imported (built for another torch)."""
+    out = subprocess.run([sys.executable, "-c", QUICK, "--version"], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout
+    assert out.strip() == "['numpy', 'torch']", out
 
 
 
