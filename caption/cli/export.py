@@ -9,7 +9,7 @@ model.safetensors (the weights only), config.json (the model's settings, vocabul
 preprocessing, no file of this machine), README.md (the model card, with the Hub's metadata:
 `caption.reports.model_card`) and, when the run saved its config, training_config.yaml, each written atomically
 (`caption.io.model_folder`). Every command's `--ckpt_path` and `Captioner.from_pretrained` load such a folder; `--push
-owner/name` uploads it to the Hugging Face Hub (`caption.io.hub`, the extra `show-attend-tell[hub]`). The format:
+owner/name` uploads it to the Hugging Face Hub (`caption.io.hub`, the extra `hub`). The format:
 docs/sharing.md.
 """
 
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
                                                          "spells it (default: mit, the code's)")
     parser.add_argument("--push", default=None, metavar="OWNER/NAME",
                         help="then upload the folder to this Hugging Face Hub model repository (created if needed; "
-                             "needs `hf auth login` and show-attend-tell[hub])")
+                             "needs `hf auth login` and the extra hub: pip install -e \".[hub]\" in a clone)")
     parser.add_argument("--private", action="store_true", help="with --push: create the repository private")
     args = parser.parse_args(argv)
     out = args.predictions.out

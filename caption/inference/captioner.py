@@ -140,7 +140,7 @@ class Captioner:
         Args:
             name: a local model folder, or a Hub model id "owner/name" (when no such local path exists), fetched with
                 `huggingface_hub.snapshot_download` into its cache (`HF_HUB_CACHE`; with `HF_HUB_OFFLINE=1`, from
-                the cache only). Needs the extra `show-attend-tell[hub]`.
+                the cache only). Needs the extra `hub` (`pip install -e ".[hub]"` in a clone).
             device: "cpu", "cuda", "cuda:1", ...; None picks the GPU when there is one.
             revision: the Hub repository's branch, tag or commit to load (default: main).
             precision: "auto", "32-true" or "bf16-mixed" (as for `Captioner`).

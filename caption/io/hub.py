@@ -1,5 +1,6 @@
 """Model folders on the Hugging Face Hub: a repository id ("owner/name") downloaded into huggingface_hub's cache, and
-a folder uploaded, both through `huggingface_hub` (the optional extra `show-attend-tell[hub]`).
+a folder uploaded, both through `huggingface_hub` (the optional extra `hub`:
+`caption.io.install.install_line`).
 
     folder = pretrained_folder("owner/name", revision="v1")   # the cache's snapshot; a local folder is itself
     folder = pretrained_folder("owner/name@v1")               # the same: a revision pinned in the name
@@ -22,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from caption.errors import CaptionError, CheckpointError, ConfigError
+from caption.io.install import install_line
 from caption.io.model_folder import CARD, CONFIG, LIBRARY, TRAINING_CONFIG, WEIGHTS, is_model_folder
 
 FILES = [WEIGHTS, CONFIG, CARD, TRAINING_CONFIG]  # the last only when the run saved its config
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the Hub spells repository ids
 REVISION = re.compile(r"[\w.-]+(?:/[\w.-]+)*")  # a branch, tag or commit (refs/pr/1 too)
-INSTALL = f'pip install "{LIBRARY}[hub]"'
 
 
 def is_repo_id(name: str) -> bool:
@@ -48,7 +49,7 @@ def hub(why: str, error: type[CaptionError] = CaptionError) -> Any:
     try:
         import huggingface_hub
     except ImportError:
-        raise error(f"{why} needs huggingface_hub, which is not installed: {INSTALL}") from None
+        raise error(f"{why} needs huggingface_hub, which is not installed: {install_line(extra='hub')}") from None
     return huggingface_hub
 
 

@@ -38,6 +38,7 @@ from torch import Tensor
 from caption.config.keys import non_finite_message
 from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import checked, checked_if_expected, scheduler_bases
+from caption.io.install import install_line
 from caption.io.outputs import write_atomically, write_text
 
 WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "README.md"
@@ -274,7 +275,7 @@ def read_config(folder: Path) -> dict[str, Any]:
     if version > FORMAT_VERSION:
         raise CheckpointError(f"{path}: format_version {version} is newer than this version of {LIBRARY} reads "
                               f"({FORMAT_VERSION}; written by {config.get('caption_version', 'a newer version')}): "
-                              f"upgrade it (pip install -U {LIBRARY})")
+                              f"upgrade it ({install_line(upgrade=True)})")
     vocabulary, model, data = config.get("vocabulary"), config.get("model"), config.get("data")
     if not isinstance(vocabulary, list) or not vocabulary:
         raise CheckpointError(f"{path}: no \"vocabulary\" (a list of the model's words): export the model again")

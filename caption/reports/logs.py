@@ -1,6 +1,6 @@
 """The training curves of the runs `caption compare` puts side by side, from their logs: a CSVLogger's metrics.csv
 or TensorBoard's event files (read with tensorboard's `EventAccumulator`; tensorboard is the optional extra
-`show-attend-tell[tensorboard]`). The curves are the negative log-likelihood every objective shares (`train/nll`),
+`tensorboard`). The curves are the negative log-likelihood every objective shares (`train/nll`),
 the terms of each objective (`OBJECTIVE_TERMS`: a panel each, drawn for the runs that log them) and every figure
 validation logs (`val/...`), each at the steps it was logged, without the points a run logged as NaN (METEOR without
 Java, attention accuracy without object words). The training loss (`train/loss`) is not one of them: soft's (eq. 14)
@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+
+from caption.io.install import install_line
 
 NLL = "train/nll"  # -log p(y|a) (hard: -log p(y|s̃,a)), what soft's and hard's objectives share
 # the objectives' own terms (`caption.model.objectives.LossTerms`): the doubly stochastic penalty (soft trains it,
@@ -106,7 +108,7 @@ def read_tensorboard_curves(folder: Path) -> Curves:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ImportError:
         raise UnreadableLogs(f"its TensorBoard logs ({folder}) need the tensorboard package: "
-                             "pip install 'show-attend-tell[tensorboard]'") from None
+                             f"{install_line(extra='tensorboard')}") from None
     try:
         accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0}).Reload()
         logged = [name for name in accumulator.Tags().get("scalars", []) if drawn(name)]

@@ -16,11 +16,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from caption.errors import CaptionError
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON
 from caption.evaluation.report import METRIC_NAMES, format_score
+from caption.io.install import DISTRIBUTION, source_url
 from caption.io.model_folder import LIBRARY, TRAINING_CONFIG
 from caption.model.caption_model import ModelSettings
 from caption.reports.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
@@ -47,9 +45,6 @@ SCORED_SPLITS = ("val", "test")  # the splits `caption evaluate` scores
 TOKENIZERS = (PTB_JAVA, PTB_PYTHON)  # what a metrics.json says its captions were tokenised with
 SHOWN_CHARACTERS = 60  # of a value refused in a metrics.json
 PAPER = "[Show, Attend and Tell](https://arxiv.org/abs/1502.03044) (Xu et al., ICML 2015)"
-DISTRIBUTION = "show-attend-tell"  # [project] name of pyproject.toml
-SOURCE_URL_LABEL = "Source"  # the [project.urls] entry the card installs from
-PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"  # in a checkout of the source (editable installs)
 
 
 @dataclass(frozen=True)
@@ -337,23 +332,6 @@ def preprocessing_line(preprocessing: dict[str, Any] | None) -> str:
 def fmt(values: list[float]) -> str:
     """Per-channel values as (0.485, 0.456, 0.406)."""
     return "(" + ", ".join(f"{value:.4g}" for value in values) + ")"
-
-
-def source_url() -> str | None:
-    """The repository show-attend-tell installs from: [project.urls] Source of the checkout's pyproject.toml (current
-    even in an editable install whose metadata predates it), else of the installed package's metadata."""
-    try:
-        project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
-        if project["name"] == DISTRIBUTION:  # not another project's file beside an installed package
-            return project["urls"][SOURCE_URL_LABEL]
-    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError):
-        pass
-    try:
-        entries = package_metadata(DISTRIBUTION).get_all("Project-URL") or []
-    except PackageNotFoundError:
-        return None
-    urls = dict(entry.split(", ", 1) for entry in entries if ", " in entry)
-    return urls.get(SOURCE_URL_LABEL)
 
 
 def install_lines(url: str | None) -> list[str]:

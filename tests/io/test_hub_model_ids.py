@@ -111,7 +111,8 @@ def test_without_huggingface_hub_a_hub_model_id_says_what_to_install(tmp_path, m
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails, as when it is not installed
     line = failed(["evaluate", "--ckpt_path", "owner/name", "--predictions.out", str(tmp_path / "eval")])
     assert line.startswith("caption: error: owner/name: there is no such local path")
-    assert 'needs huggingface_hub, which is not installed: pip install "show-attend-tell[hub]"' in line
+    assert 'needs huggingface_hub, which is not installed: pip install "show-attend-tell[hub] @ git+' in line
+    assert 'pip install -e ".[hub]" in a clone' in line
 
 
 def test_a_missing_path_that_is_no_hub_id_keeps_its_message(tmp_path):

@@ -117,7 +117,7 @@ def damaged(folder, tmp_path, damage: str):
         return copy, [f"{config_path}: no \"library_name\": \"show-attend-tell\"", "model_type 'bert'"]
     if damage == "a format from the future":
         config_path.write_text(json.dumps({**config, "format_version": 2}))
-        return copy, [f"{config_path}: format_version 2 is newer", "pip install -U show-attend-tell"]
+        return copy, [f"{config_path}: format_version 2 is newer", 'pip install -U "show-attend-tell @ git+']
     if damage in SOURCE_SIZES:  # edited on purpose (the checksum removed, as its message says): sizes no image has
         config["data"]["source"]["init_args"]["image_size"] = SOURCE_SIZES[damage]
         config_path.write_text(json.dumps(config))
@@ -282,7 +282,7 @@ def test_from_pretrained_reads_a_hub_cache_offline_with_revisions_pinned(exporte
 
 def test_a_hub_id_on_a_machine_without_huggingface_hub_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails, as when it is not installed
-    with pytest.raises(Exception, match=r'pip install "show-attend-tell\[hub\]"'):
+    with pytest.raises(Exception, match=r'pip install "show-attend-tell\[hub\] @ git\+https://'):
         Captioner.from_pretrained("owner/name")
 
 
@@ -311,7 +311,8 @@ def test_push_without_the_package_or_a_login_stops_before_any_work(tiny_runs, tm
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     line = failed(["export", "--ckpt_path", str(tiny_runs["soft"]), "--predictions.out", str(out),
                    "--push", "owner/name"])
-    assert 'needs huggingface_hub, which is not installed: pip install "show-attend-tell[hub]"' in line
+    assert 'needs huggingface_hub, which is not installed: pip install "show-attend-tell[hub] @ git+' in line
+    assert 'pip install -e ".[hub]" in a clone' in line
     assert not out.exists()
 
 
