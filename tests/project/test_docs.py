@@ -60,3 +60,21 @@ def test_docs_pages_are_linked_from_the_readme():
 def test_readme_stays_short():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 200, f"README.md has {lines} lines; move detail into docs/*.md"
+
+
+QUICK_START_TIME = "2.8 minutes"  # docs/measurements.md, "The quick start's results": 39 s + 127 s, alone
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/measurements.md", "configs/shapes.yaml", "notebooks/demo.ipynb",
+                                  "notebooks/soft_vs_hard.ipynb"])
+def test_every_place_that_times_the_quick_start_quotes_the_one_measured_figure(path):
+    text = (ROOT / path).read_text(encoding="utf-8")
+    assert QUICK_START_TIME in text and "AMD EPYC" in text, path
+    assert not re.search(r"5 to 11 minutes|about 10 minutes each|up to 11 on slower", text), path
+
+
+def test_the_timings_say_what_to_do_on_a_shared_machine():
+    for path in ("README.md", "docs/measurements.md"):
+        text = (ROOT / path).read_text(encoding="utf-8")
+        assert "OMP_NUM_THREADS=1" in text and "#on-a-shared-machine" in text, path
+    assert "torch.set_num_threads" in (ROOT / "docs/measurements.md").read_text(encoding="utf-8")
