@@ -4,6 +4,7 @@ a marker at each point of a short curve), names a run it cannot draw and why, an
 data only when what defines the data differs, not its folder."""
 
 import csv
+import json
 import math
 import shutil
 import sys
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from caption.cli import main
+from caption.io.provenance import Provenance
 from caption.reports.figures import CHANCE_LEVELS, MARKED, curves_figure, logged_curves
 from caption.reports.logs import drawn as is_curve
 from caption.reports.runs import data_differences, model_names, read_models
@@ -57,6 +59,13 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
         "a moved data folder is the same data"
     assert not [str(w.message) for w in warned if "no training curves" in str(w.message)]
     assert (out / "curves.png").is_file()
+    made = json.loads((out / "csv" / "metrics.json").read_text())["provenance"]
+    assert made["seed"] == 0 and made["precision"] in ("32-true", "bf16-mixed"), "the run's saved seed_everything: 0"
+    line = Provenance(**made).line()
+    assert line.startswith(f"precision {made['precision']}, seed 0, commit ") and "device cpu (" in line
+    report = (out / "report.md").read_text()
+    assert f"metrics and captions in `csv/`; made with {line}" in report
+    assert f"metrics and captions in `tensorboard/`; made with {line}" in report, "a copy of the run: its config too"
 
     no_logs = tmp_path / "no_logs"
     shutil.copytree(tiny_runs["hard"] / "checkpoints", no_logs / "checkpoints")
