@@ -13,6 +13,8 @@ import warnings
 import pytest
 import torch
 
+from kit.tiny import fit_args
+
 from caption.cli import main
 from caption.io.provenance import Provenance
 from caption.reports.figures import CHANCE_LEVELS, MARKED, curves_figure, logged_curves
@@ -95,6 +97,24 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
         assert all(line.get_marker() == "o" for line in ax.get_lines() if line.get_gid() not in CHANCE_LEVELS), \
             "a few points each: a marker at each"
         assert ax.get_xlim()[0] <= 0 and all(tick == int(tick) for tick in ax.get_xticks()), "whole steps from 0"
+
+
+def test_a_tensorboard_run_logs_in_its_run_folder_and_compare_draws_its_curves(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a named run's own folder would be elsewhere/runs/shapes_soft
+    run = tmp_path / "run"
+    main(["fit", *fit_args(run, "--trainer.logger", "caption.training.loggers.TensorBoardLogger", logs=False),
+          "--trainer.limit_test_batches", "0"])
+    assert list(run.glob("logs/version_0/events.out.tfevents.*")), "the logs are in the run folder"
+    assert not (elsewhere / "runs").exists(), "nothing in the named run's default folder"
+    out = tmp_path / "report"
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        main(["compare", str(run), "--predictions.out", str(out), "--images", "0", "--split", "val"])
+    assert not [str(w.message) for w in warned if "no training curves" in str(w.message)]
+    assert (out / "curves.png").is_file() and "![training curves](curves.png)" in (out / "report.md").read_text()
 
 
 def test_a_curve_of_many_points_is_a_line_without_markers():
