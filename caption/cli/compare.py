@@ -118,7 +118,7 @@ def main(argv: list[str]) -> None:
     figures = overlay_figures([models[i] for i in shown], [evaluations[i] for i in shown], data, args.split,
                               args.images, out)
     by_group = None if groups is None else {group.name: [model.name for model in group.models] for group in groups}
-    curves_path, left_out = write_curves(models, out, by_group)
+    curves_path, left_out, constant = write_curves(models, out, by_group)
     for name, why in left_out.items():
         warnings.warn(f"{name}: no training curves drawn: {why}")
     dataset = args.dataset or dataset_name(settings)
@@ -134,8 +134,8 @@ def main(argv: list[str]) -> None:
         swept = [beam_size_row(name, {run: named[run] for run in runs}) for name, runs in rows.items()]
         written = write_beam_sizes(swept, split=args.split, images=len(evaluations[0].captions), out=out)
     report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
-                          curves=curves_path, curves_left_out=left_out, out=out, seeds=seeds, beam_sizes=swept,
-                          made=made)
+                          curves=curves_path, curves_left_out=left_out, constant_curves=constant, out=out,
+                          seeds=seeds, beam_sizes=swept, made=made)
     if seeds is None:
         print(results_table(models, evaluations, dataset))
         print("\n".join(beside_greedy(models, evaluations, seeds)))

@@ -17,7 +17,7 @@ from kit.tiny import fit_args
 
 from caption.cli import main
 from caption.io.provenance import Provenance
-from caption.reports.figures import CHANCE_LEVELS, MARKED, curves_figure, logged_curves
+from caption.reports.figures import CHANCE_LEVELS, constant_curves, MARKED, curves_figure, logged_curves
 from caption.reports.logs import drawn as is_curve
 from caption.reports.runs import data_differences, model_names, read_models
 from caption.errors import ConfigError
@@ -68,6 +68,11 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
     report = (out / "report.md").read_text()
     assert f"metrics and captions in `csv/`; made with {line}" in report
     assert f"metrics and captions in `tensorboard/`; made with {line}" in report, "a copy of the run: its config too"
+    left_out = constant_curves(logged_curves(read_models([tiny_runs["soft"], moved], names=["csv", "tensorboard"],
+                                                         device="cpu", config=None))[0])
+    assert left_out, "the tiny runs end no caption in a function word: val/dangling_ending stays 0"
+    assert "Left out, one constant value for every run at every step: " + ", ".join(
+        f"`{name}` = {value:g}" for name, value in left_out.items()) in report
 
     no_logs = tmp_path / "no_logs"
     shutil.copytree(tiny_runs["hard"] / "checkpoints", no_logs / "checkpoints")
@@ -88,7 +93,9 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
     assert len(curves["csv"]["train/nll"]) >= 4 and len(curves["csv"]["val/bleu4"]) == 2, "4 epochs, validated twice"
 
     panels = {ax.get_title(): ax for ax in curves_figure(curves).axes if ax.get_visible()}
-    assert list(panels) == [name for name in curves["csv"] if name not in CHANCE_LEVELS], "a panel per curve"
+    constant = constant_curves(curves)
+    assert list(panels) == [name for name in curves["csv"] if name not in CHANCE_LEVELS and name not in constant], \
+        "a panel per curve but those of one value throughout"
     for name, ax in panels.items():
         drawn = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in ax.get_lines()
                  if line.get_gid() not in CHANCE_LEVELS}
