@@ -69,7 +69,7 @@ def main(argv: list[str]) -> None:
     if args.images < 0:
         parser.error(f"--images must be >= 0, got {args.images}")
     from caption.evaluation.ptb_tokenizer import PTBCache
-    from caption.inference import build_data, evaluate, write_evaluation
+    from caption.inference import build_data, evaluate, made_by, write_evaluation
     from caption.reports.beam_sizes import beam_size_row, beam_size_table, write_beam_sizes
     from caption.reports.figures import overlay_figures, write_curves
     from caption.reports.runs import read_groups, read_models, training_difference
@@ -104,11 +104,12 @@ def main(argv: list[str]) -> None:
     writable_folder(out, what="--predictions.out")
     if args.data.eval_batch_size is not None:
         data.eval_batch_size = args.data.eval_batch_size
-    evaluations, cache = [], PTBCache()  # the references' PTB tokens, for every model
+    evaluations, made, cache = [], [], PTBCache()  # the references' PTB tokens, for every model
     for model in models:
         evaluation = evaluate(model.captioner, data, split=args.split, meteor_timeout=args.meteor_timeout,
                               description=model.name, out=out / model.name, cache=cache, beam_sizes=beam_sizes)
-        write_evaluation(evaluation, out / model.name, checkpoint=str(model.checkpoint))
+        made.append(made_by(model.captioner))
+        write_evaluation(evaluation, out / model.name, checkpoint=str(model.checkpoint), made=made[-1])
         evaluations.append(evaluation)
     shown = list(range(len(models)))  # the overlays: every model, or each group's first run
     if groups is not None:
@@ -117,7 +118,7 @@ def main(argv: list[str]) -> None:
     figures = overlay_figures([models[i] for i in shown], [evaluations[i] for i in shown], data, args.split,
                               args.images, out)
     by_group = None if groups is None else {group.name: [model.name for model in group.models] for group in groups}
-    curves_path, left_out = write_curves(models, out, by_group)
+    curves_path, left_out, constant = write_curves(models, out, by_group)
     for name, why in left_out.items():
         warnings.warn(f"{name}: no training curves drawn: {why}")
     dataset = args.dataset or dataset_name(settings)
@@ -133,7 +134,8 @@ def main(argv: list[str]) -> None:
         swept = [beam_size_row(name, {run: named[run] for run in runs}) for name, runs in rows.items()]
         written = write_beam_sizes(swept, split=args.split, images=len(evaluations[0].captions), out=out)
     report = write_report(models, evaluations, dataset=dataset, split=args.split, figures=figures,
-                          curves=curves_path, curves_left_out=left_out, out=out, seeds=seeds, beam_sizes=swept)
+                          curves=curves_path, curves_left_out=left_out, constant_curves=constant, out=out,
+                          seeds=seeds, beam_sizes=swept, made=made)
     if seeds is None:
         print(results_table(models, evaluations, dataset))
         print("\n".join(beside_greedy(models, evaluations, seeds)))

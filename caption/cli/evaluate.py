@@ -46,7 +46,7 @@ def main(argv: list[str]) -> None:
     out = args.predictions.out
     decoding = given(args, "model.decoding")
     beam_sizes = given_beam_sizes(args)
-    from caption.inference import Captioner, evaluate, training_data, write_evaluation
+    from caption.inference import Captioner, evaluate, made_by, training_data, write_evaluation
 
     # --config: a file, a packaged config's name or a named run (its fragments' `data:` merged)
     captioner = Captioner.from_checkpoint(args.ckpt_path, device=device(args), sha256=args.sha256, config=args.config,
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
         data.eval_batch_size = args.data.eval_batch_size
     evaluation = evaluate(captioner, data, split=args.split, meteor_timeout=args.meteor_timeout, out=out,
                           beam_sizes=beam_sizes)
-    write_evaluation(evaluation, out, checkpoint=captioner.checkpoint)
+    write_evaluation(evaluation, out, checkpoint=captioner.checkpoint, made=made_by(captioner))
     print(evaluation.table())
     trained_on_cider = captioner.module.settings.self_critical is not None
     for line in evaluation.habit_warnings() if trained_on_cider else []:  # what SCST may teach its captions

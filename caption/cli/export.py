@@ -109,6 +109,7 @@ def card_text(args: Namespace, checkpoint_path: Path, checkpoint: dict[str, Any]
     import caption
     from caption.reports.logs import find_logs
     from caption.model.caption_model import typed
+    from caption.io.provenance import provenance, run_precision, run_seed
     from caption.reports.model_card import CardFacts, last_test_row, model_card
     from caption.training.optimization import OptimizationSettings
 
@@ -122,7 +123,7 @@ def card_text(args: Namespace, checkpoint_path: Path, checkpoint: dict[str, Any]
             warnings.warn(f"--metrics {args.metrics} scored {scored}, not the exported {checkpoint_path}: the card "
                           "shows its figures all the same", CaptionWarning)
     elif metrics_csv is not None and find_checkpoint_of(run) == checkpoint_path:  # fit tests its best checkpoint
-        test = last_test_row(metrics_csv)
+        test = last_test_row(metrics_csv, run=run)
     else:
         test = None
     hyperparameters = checkpoint["hyper_parameters"]
@@ -134,6 +135,7 @@ def card_text(args: Namespace, checkpoint_path: Path, checkpoint: dict[str, Any]
         config=str(saved.relative_to(run)) if saved is not None and run is not None else None,
         lr_scheduler=checkpoint["hyper_parameters"].get("lr_scheduler"), license=args.license,
         preprocessing=preprocessing,
+        made=provenance(precision=run_precision(checkpoint_path), seed=run_seed(checkpoint_path), device="cpu"),
     ))
 
 

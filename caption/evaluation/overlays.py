@@ -8,11 +8,12 @@ visualisation used σ = 20 px (1.25 cells, `pyramid_expand`); with its reflectin
 moves the peak of a cell next to the border into the neighbouring cell on small grids (8×8), while
 one cell keeps every peak inside its own cell (tests/evaluation/test_overlays.py checks every cell).
 
-Under each panel: the word and the gate β_t (sec. 4.2.1); for hard attention, the chosen location
-s_t is outlined; on data with object boxes, the box of the object a word names is dashed. Panels wrap into rows for long
-captions and share one colour scale (α, with a colour bar), so panels and models can be compared by eye. Figures are
-matplotlib `Figure`s built without pyplot, so they work headless and in notebooks alike (a notebook shows one returned
-by a cell).
+Under each panel: the word and the gate β_t (sec. 4.2.1); for hard attention, its location s_t is outlined: at test
+time argmax α (its context there is the expectation over α, or with hard_eval_context "argmax" that cell), a sampled
+cell only with hard_eval_context "sample"; on data with object boxes, the box of the object a word names is dashed.
+Panels wrap into rows for long captions and share one colour scale (α, with a colour bar), so panels and models can
+be compared by eye. Figures are matplotlib `Figure`s built without pyplot, so they work headless and in notebooks
+alike (a notebook shows one returned by a cell).
 """
 
 import io
@@ -49,10 +50,11 @@ class Overlay:
     words: list[str]  # the generated words, without <end>
     alpha: Tensor  # attention weights for each word                    (T, L)
     beta: Tensor  # gate β for each word                                (T,)
-    location: Tensor | None  # hard attention: the chosen location s_t  (T,)
+    location: Tensor | None  # hard attention: its location s_t at test time, argmax α or a sample  (T,)
     title: str  # shown above the panels (e.g. the full caption)
     label: str = "input"  # shown above the image (e.g. the file or the model)
     boxes: Sequence[tuple[int, int, int, int] | None] = ()  # per word, the (x0, y0, x1, y1) box of what it names
+    context: str = "expected"  # hard attention's test-time context (`DecodingSettings.hard_eval_context`)
 
 
 class NotebookFigure(Figure):
@@ -108,13 +110,17 @@ def panel_rows(words: int, columns: int) -> int:
 
 
 NAMED_BOX = "the object the word names"  # its box, dashed lime
-CHOSEN_CELL = "the cell hard attention chose"  # outlined cyan
+# hard attention's outlined cell (cyan), by its test-time context (`DecodingSettings.hard_eval_context`)
+LOCATION_CELLS = {"expected": "argmax α (hard attention's test-time context\nis the expectation over α)",
+                  "argmax": "argmax α (hard attention's test-time context)",
+                  "sample": "the cell hard attention sampled"}
 
 
-def marker_legend(ax: Axes, *, boxes: bool, cells: bool) -> None:
-    """Under the image's panel (`ax`), what the markers on the word panels are, for those drawn."""
+def marker_legend(ax: Axes, *, boxes: bool, cells: bool, context: str = "expected") -> None:
+    """Under the image's panel (`ax`), what the markers on the word panels are, for those drawn; `context`: hard
+    attention's test-time context, which says what its outlined cell is (`LOCATION_CELLS`)."""
     handles = ([Patch(fill=False, edgecolor="lime", linestyle="--", linewidth=1.2, label=NAMED_BOX)] if boxes else [])
-    handles += [Patch(fill=False, edgecolor="cyan", linewidth=1.5, label=CHOSEN_CELL)] if cells else []
+    handles += [Patch(fill=False, edgecolor="cyan", linewidth=1.5, label=LOCATION_CELLS[context])] if cells else []
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.02), fontsize=7, frameon=False,
                   borderaxespad=0.0, handlelength=1.5)
@@ -151,7 +157,8 @@ def draw_overlays(figure: Figure | SubFigure, overlay: Overlay, *, columns: int,
             corner = (column * cell_w - 0.5, row * cell_h - 0.5)  # pixel centres are at integers
             ax.add_patch(Rectangle(corner, cell_w, cell_h, fill=False, color="cyan", linewidth=1.5))
     boxes = any(box is not None for box in overlay.boxes[:len(overlay.words)])
-    marker_legend(axes[0], boxes=boxes, cells=overlay.location is not None and bool(overlay.words))
+    marker_legend(axes[0], boxes=boxes, cells=overlay.location is not None and bool(overlay.words),
+                  context=overlay.context)
     figure.suptitle(textwrap.fill(readable_name(overlay.title), width=20 * columns), fontsize=11)
     return mappable
 

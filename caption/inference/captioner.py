@@ -250,7 +250,8 @@ class Captioner:
     def overlay(self, pixels: Tensor, caption: Caption, *, label: str = "input", title: str | None = None) -> Overlay:
         """What `caption.evaluation.overlays` draws for `caption` of the prepared image `pixels` (3, H, W)."""
         return Overlay(to_uint8(pixels, *self.normalization), caption.words, caption.alpha, caption.beta,
-                       caption.locations, title=caption.text if title is None else title, label=label)
+                       caption.locations, title=caption.text if title is None else title, label=label,
+                       context=self.module.settings.decoding.hard_eval_context)
 
     def plot(
         self, image: ImageInput, caption: Caption | Sequence[Caption] | None = None, *, beam_size: int | None = None,

@@ -28,6 +28,7 @@ from caption.evaluation.scoring import Captioned, captioned_batch, score_split
 from caption.inference.captioner import Captioner
 from caption.io.class_paths import checked
 from caption.io.outputs import write_text
+from caption.io.provenance import Provenance, provenance, run_seed
 from caption.model.captions import Caption
 from caption.model.search import beam_width
 
@@ -109,8 +110,15 @@ def write_captions(captions: Mapping[int, Caption], out: Path, *,
     write_results([result(image_id, file_names.get(image_id), caption) for image_id, caption in captions.items()], out)
 
 
-def write_evaluation(evaluation: Evaluation, out: Path, **about: Any) -> None:
-    """DIR/metrics.json (with `about`, e.g. the checkpoint), DIR/captions.json (COCO results format) and
-    DIR/captions.csv."""
+def made_by(captioner: Captioner) -> Provenance:
+    """How the captioner's figures are made: its precision and device, its training run's seed, this code's
+    commit (`caption.io.provenance`)."""
+    return provenance(precision=captioner.precision, seed=run_seed(captioner.checkpoint), device=captioner.device)
+
+
+def write_evaluation(evaluation: Evaluation, out: Path, *, made: Provenance | None = None, **about: Any) -> None:
+    """DIR/metrics.json (with `about`, e.g. the checkpoint, and under "provenance" how its figures were `made`),
+    DIR/captions.json (COCO results format) and DIR/captions.csv."""
     write_captions(evaluation.captions, out, file_names=evaluation.file_names)
-    write_text(out / "metrics.json", json.dumps({**about, **evaluation.metrics()}, indent=2) + "\n")
+    made_record = {} if made is None else {"provenance": made.record()}
+    write_text(out / "metrics.json", json.dumps({**about, **made_record, **evaluation.metrics()}, indent=2) + "\n")

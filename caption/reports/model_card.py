@@ -29,6 +29,8 @@ from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON
 from caption.evaluation.report import METRIC_NAMES, format_score
 from caption.io.install import DISTRIBUTION, source_url
 from caption.io.model_folder import LIBRARY, TRAINING_CONFIG
+from caption.io.provenance import Provenance
+from caption.model.precision import SETTINGS as PRECISIONS
 from caption.model.caption_model import ModelSettings
 from caption.reports.table import PAPER_METRICS, PAPER_TABLE_1, dataset_name
 from caption.training.optimization import OptimizationSettings
@@ -44,6 +46,7 @@ HUB_DATASETS = {"coco": "yerevann/coco-karpathy", "flickr8k": "jxie/flickr8k", "
 SCORED_SPLITS = ("val", "test")  # the splits `caption evaluate` scores
 TOKENIZERS = (PTB_JAVA, PTB_PYTHON)  # what a metrics.json says its captions were tokenised with
 SHOWN_CHARACTERS = 60  # of a value refused in a metrics.json
+DEVICE_CHARACTERS = 200  # the longest device a metrics.json's provenance may name ("cpu (AMD EPYC 7B13 ...)")
 PAPER = "[Show, Attend and Tell](https://arxiv.org/abs/1502.03044) (Xu et al., ICML 2015)"
 
 
@@ -57,6 +60,7 @@ class TestFigures:
     beam_size: int | None = None
     images: int | None = None
     tokenizer: str | None = None
+    made: Provenance | None = None  # how they were computed, when the file records it (metrics.json's "provenance")
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,16 @@ class CardFacts:
     lr_scheduler: dict[str, Any] | None = None
     license: str = "mit"
     preprocessing: dict[str, Any] | None = None  # config.json's, when the input transform is described there
+    made: Provenance | None = None  # the training run's precision setting and seed; the exporting code and device
 
 
-def last_test_row(metrics_csv: Path) -> TestFigures | None:
-    """The last row of a CSVLogger's metrics.csv with `test/*` figures, or None when the run logged no test."""
+def last_test_row(metrics_csv: Path, *, run: Path | None = None) -> TestFigures | None:
+    """The last row of a CSVLogger's metrics.csv with `test/*` figures, or None when the run logged no test.
+
+    metrics_csv: the run's logged metrics.
+    run: the run folder, which the card names the file relative to (the card names no folder of this machine);
+        None: the file's name alone.
+    """
     try:
         with metrics_csv.open(newline="", encoding="utf-8") as file:
             rows = [row for row in csv.DictReader(file) if any(key.startswith("test/") and value
@@ -89,7 +99,16 @@ def last_test_row(metrics_csv: Path) -> TestFigures | None:
     if not rows:
         return None
     scores = {name: number(rows[-1].get(f"test/{name}")) for name in COLUMNS}
-    return TestFigures(scores, origin=f"{metrics_csv}, the last test the run logged")
+    return TestFigures(scores, origin=f"{run_relative(metrics_csv, run=run)} of the run folder, the last test the run "
+                       "logged")
+
+
+def run_relative(path: Path, *, run: Path | None) -> str:
+    """`path` relative to the run folder `run` (logs/version_0/metrics.csv), else its name alone."""
+    try:
+        return path.resolve().relative_to(run.resolve()).as_posix() if run is not None else path.name
+    except ValueError:
+        return path.name
 
 
 def evaluated(metrics_json: Path) -> TestFigures:
@@ -110,7 +129,33 @@ def evaluated(metrics_json: Path) -> TestFigures:
                        beam_size=whole_count(report.get("beam_size"), key="beam_size", where=where),
                        images=whole_count(report.get("images"), key="images", where=where),
                        tokenizer=one_of(report.get("tokenizer"), TOKENIZERS, key="tokenizer", where=where,
-                                        required=False))
+                                        required=False),
+                       made=recorded_provenance(report.get("provenance"), where=where))
+
+
+def recorded_provenance(value: Any, *, where: str) -> Provenance | None:
+    """The "provenance" of a metrics.json (`caption.io.provenance.Provenance.record`), None when absent; a
+    CaptionError naming the file and the key when a field is not what `caption evaluate` writes.
+
+    value: the record as read.
+    where: the file, for the error.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise not_as_evaluated(value, expected="an object", key="provenance", where=where)
+    checks = {"precision": lambda found: found in (None, *PRECISIONS),
+              "seed": lambda found: found is None or isinstance(found, int) and not isinstance(found, bool),
+              "commit": lambda found: found is None or isinstance(found, str) and 0 < len(found) <= 64
+              and all(character in "0123456789abcdef" for character in found),
+              "modified": lambda found: found is None or isinstance(found, bool),
+              "device": lambda found: isinstance(found, str) and 0 < len(found) <= DEVICE_CHARACTERS
+              and found.isprintable()}
+    for key, check in checks.items():
+        if not check(value.get(key)):
+            raise not_as_evaluated(value.get(key), expected="what `caption evaluate` records there",
+                                   key=f"provenance.{key}", where=where)
+    return Provenance(**{key: value.get(key) for key in checks})
 
 
 def measured_figure(value: Any, *, key: str, where: str) -> float | None:
@@ -289,6 +334,10 @@ def body(facts: CardFacts) -> str:
         "",
         *test_table(facts, dataset),
         "",
+        "## How it was made",
+        "",
+        *how_made(facts),
+        "",
         "## Intended use and limits",
         "",
         "- For research and teaching: reproducing the paper, and seeing where a captioner looks for each word.",
@@ -391,6 +440,25 @@ def test_table(facts: CardFacts, dataset: str | None) -> list[str]:
     if paper is not None:
         lines.append(f"| {kind} attention (paper, Table 1) | "
                      + " | ".join([*paper, *["–"] * (len(COLUMNS) - len(PAPER_METRICS))]) + " |")
+    return lines
+
+
+def how_made(facts: CardFacts) -> list[str]:
+    """The training run's precision setting and seed, how the test figures were computed (when their file says)
+    and the code that exported the model: its commit (and whether its tree was modified) and its device."""
+    made, test = facts.made, facts.test
+    if made is None:
+        return ["- not recorded"]
+    seed = "unknown" if made.seed is None else made.seed
+    precision = made.precision or "unknown"
+    auto = (" (auto: bf16-mixed where the machine had bf16 matrix units, else 32-true)"
+            if precision == "auto" else "")
+    lines = [f"- training: precision {precision}{auto}, seed {seed} (from the run's saved config)"]
+    if test is not None and test.made is not None:
+        lines.append(f"- test figures: {test.made.line()}")
+    elif test is not None:
+        lines.append(f"- test figures: precision, commit and device not recorded in {test.origin}")
+    lines.append(f"- exported with show-attend-tell {facts.version}, {made.code_line()}")
     return lines
 
 

@@ -19,6 +19,7 @@ from caption.reports.seeds import INTERVAL, PAIRED_TEST, SeedComparison, p_value
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import METRIC_NAMES, Evaluation, format_score
 from caption.io.outputs import write_text
+from caption.io.provenance import Provenance
 
 # Xu et al. (2015), Table 1: BLEU-1, BLEU-2, BLEU-3, BLEU-4, METEOR in %, as printed.
 PAPER_TABLE_1: dict[str, dict[str, tuple[str, ...]]] = {
@@ -142,7 +143,8 @@ def beside_greedy(models: list[Model], evaluations: list[Evaluation], seeds: See
 
 
 OVERLAY_MARKERS = ("Each word's panel: its attention α, upsampled and smoothed, over the grey image, on one colour "
-                   "scale for every model; the cell hard attention chose for the word is outlined in cyan, and the box "
+                   "scale for every model; hard attention's cell for the word is outlined in cyan: argmax α, since at "
+                   "test time hard attention takes the expectation over α as its context (no cell is sampled); the box "
                    "of the object the word names (on data with boxes) is dashed in lime, as the legend under the image "
                    "says.")
 CURVES = ("The negative log-likelihood `train/nll` is the panel soft and hard attention share (their losses are "
@@ -153,11 +155,13 @@ CURVES = ("The negative log-likelihood `train/nll` is the panel soft and hard at
 
 def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset: str | None, split: str,
                  figures: list[Path], curves: Path | None, curves_left_out: dict[str, str], out: Path,
-                 seeds: SeedComparison | None = None, beam_sizes: list[BeamSizeRow] | None = None) -> Path:
+                 seeds: SeedComparison | None = None, beam_sizes: list[BeamSizeRow] | None = None,
+                 made: list[Provenance] | None = None, constant_curves: dict[str, float] | None = None) -> Path:
     """DIR/report.md: the results table, the overlay figures, the curves (and the models left out of them, with
-    why) and where each model came from; with `seeds` (groups of runs), the table by group with intervals over the
-    seeds, the paired tests and every run's scores; with `beam_sizes`, the scores against the beam size
-    (`caption.reports.beam_sizes`)."""
+    why, and the quantities of one constant value left out, `constant_curves`) and where each model came from, with
+    how its figures were `made` (one `Provenance` a model); with `seeds`
+    (groups of runs), the table by group with intervals over the seeds, the paired tests and every run's scores;
+    with `beam_sizes`, the scores against the beam size (`caption.reports.beam_sizes`)."""
     images = len(evaluations[0].captions)
     paper = "the paper's numbers beside ours" if dataset in PAPER_TABLE_1 else "the paper has no numbers for this data"
     lines = [
@@ -188,17 +192,21 @@ def write_report(models: list[Model], evaluations: list[Evaluation], *, dataset:
                                             *([band, ""] if band else [])]
         lines += [f"- {name}: not drawn, {why}" for name, why in curves_left_out.items()]
         lines += [""] if curves_left_out else []
+        if constant_curves:
+            lines += ["Left out, one constant value for every run at every step: " + ", ".join(
+                f"`{name}` = {value:g}" for name, value in constant_curves.items()) + ".", ""]
     lines += ["## Beam search beside greedy decoding", "",
               "The same images decoded greedily, as validation decodes while fitting (in %):", "",
               *beside_greedy(models, evaluations, seeds), ""]
     lines += [] if beam_sizes is None else beam_size_section(beam_sizes)
     lines += ["## Models", ""]
-    for model, evaluation in zip(models, evaluations):
+    for model, evaluation, provenance in zip(models, evaluations, made or [None] * len(models)):
         settings = model.settings
         words = "" if evaluation.localisation is None else f", {evaluation.localisation.nouns} object words"
         lines.append(
             f"- **{model.name}**: `{model.checkpoint}` ({settings.attention.kind} attention, {settings.encoder.name} "
             f"encoder, beam {evaluation.beam_size}{words}); metrics and captions in `{model.name}/`"
+            + ("" if provenance is None else f"; made with {provenance.line()}")
         )
     path = out / "report.md"
     write_text(path, "\n".join(lines) + "\n")

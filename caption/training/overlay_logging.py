@@ -57,7 +57,8 @@ class AttentionImages(Callback):
             captions = pl_module.model.generate(annotations, beam_size=1).captions(pl_module.model.vocabulary)
         normalization = trainer.datamodule.source.normalization
         overlays = [Overlay(to_uint8(image, *normalization), caption.words, caption.alpha, caption.beta,
-                            caption.locations, title=caption.text, label=f"image {image_id}")
+                            caption.locations, title=caption.text, label=f"image {image_id}",
+                            context=pl_module.model.settings.decoding.hard_eval_context)
                     for image_id, image, caption in zip(image_ids, pixels, captions)]
         for logger in trainer.loggers:
             self.log_to(logger, trainer, image_ids, overlays, captions)

@@ -17,12 +17,14 @@ from kit.cli import REPO, environment, failed
 from kit.data import write_image
 from kit.models import tiny_module
 
+import caption
 from caption import Captioner
 from caption.cli import main
 from caption.evaluation import meteor
 from caption.evaluation.metrics import METRICS
 from caption.evaluation.report import format_score
 from caption.inference import training_data
+from caption.io.provenance import SOURCE_ROOT, Provenance, device_name, source_commit
 from caption.reports.model_card import CardFacts, TestFigures, model_card
 
 pytestmark = pytest.mark.slow  # trains the tiny runs (conftest.py) once
@@ -120,6 +122,23 @@ def test_the_card_lists_the_measured_test_figures_and_its_metadata_parses(tiny_r
     assert cff["preferred-citation"]["url"] in card.text
 
 
+def test_metrics_json_and_the_card_record_the_precision_seed_commit_and_device(tiny_runs, tmp_path, no_meteor):
+    main(["evaluate", "--ckpt_path", str(tiny_runs["soft"]), "--predictions.out", str(tmp_path / "eval"),
+          "--trainer.accelerator", "cpu", "--trainer.precision", "32-true"])
+    made = json.loads((tmp_path / "eval" / "metrics.json").read_text())["provenance"]
+    commit, modified = source_commit(root=SOURCE_ROOT)
+    assert made == {"precision": "32-true", "seed": 0, "commit": commit, "modified": modified,
+                    "device": device_name(device="cpu")}, "the saved config's seed_everything: 0"
+    main(["export", "--ckpt_path", str(tiny_runs["soft"]), "--predictions.out", str(tmp_path / "model"),
+          "--metrics", str(tmp_path / "eval" / "metrics.json")])
+    card = (tmp_path / "model" / "README.md").read_text()
+    assert "- training: precision auto (auto: bf16-mixed where the machine had bf16 matrix units, else 32-true), " \
+           "seed 0 (from the run's saved config)" in card
+    recorded = Provenance(**made)
+    assert f"- test figures: {recorded.line()}" in card
+    assert f"- exported with show-attend-tell {caption.__version__}, {recorded.code_line()}" in card
+
+
 def test_the_folder_carries_the_runs_saved_config_under_its_checksum(tiny_runs, exported):
     folder = exported["soft"]
     saved = (tiny_runs["soft"] / "logs" / "version_0" / "config.yaml").read_bytes()
@@ -164,7 +183,8 @@ def test_the_card_of_a_run_folder_takes_its_last_logged_test(tiny_runs, tmp_path
     assert {result.metric_name: result.metric_value for result in card.data.eval_results} == {
         "BLEU-1": 50.0, "BLEU-4": 12.5, "CIDEr": 75.0}
     assert "| this model (soft) | 50.0 | – | – | 12.5 | – | – | 75.0 | – | 2.50 |" in card.text
-    assert f"from {metrics_csv}, the last test the run logged" in card.text
+    assert "from logs/version_0/metrics.csv of the run folder, the last test the run logged" in card.text
+    assert str(tmp_path) not in card.text, "the card names no folder of this machine"
 
     main(["export", "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), "--predictions.out", str(tmp_path / "last")])
     assert "No test figures were recorded" in (tmp_path / "last" / "README.md").read_text(), \

@@ -17,7 +17,7 @@ import caption.evaluation.overlays
 from caption.cli import main
 from caption.data.sources.karpathy import KarpathySource
 from caption.data.synthetic.shapes import ShapesSource
-from caption.evaluation.overlays import (CHOSEN_CELL, NAMED_BOX, Overlay, attention_map, comparison_figure,
+from caption.evaluation.overlays import (LOCATION_CELLS, NAMED_BOX, Overlay, attention_map, comparison_figure,
                                          overlay_figure, to_uint8)
 
 
@@ -83,13 +83,18 @@ def test_hard_attention_outlines_the_chosen_location():
 
 
 def test_the_markers_are_named_in_a_legend_under_the_image():
-    """Hard attention's chosen cell and the named object's box, each in the legend when drawn; soft draws neither."""
+    """Hard attention's cell and the named object's box, each in the legend when drawn; soft draws neither. At test
+    time hard attention's context is the expectation over α by default: its cell is argmax α, not a chosen one."""
     soft, hard = overlay(["a", "red", "circle"]), overlay(["a", "circle"], hard=True, seed=1)
     hard = dataclasses.replace(hard, boxes=[None, (8.0, 8.0, 24.0, 24.0)])
     figure = comparison_figure([soft, hard])
     images = [ax for ax in figure.axes if ax.get_label() != "word" and ax.get_images()]
     legends = [[text.get_text() for text in ax.get_legend().get_texts()] if ax.get_legend() else [] for ax in images]
-    assert legends == [[], [NAMED_BOX, CHOSEN_CELL]]
+    assert legends == [[], [NAMED_BOX, LOCATION_CELLS["expected"]]]
+    assert legends[1][1].startswith("argmax α") and "expectation" in legends[1][1] and "chose" not in legends[1][1]
+    sampled = comparison_figure([dataclasses.replace(hard, context="sample")])
+    texts = [text.get_text() for ax in sampled.axes if ax.get_legend() for text in ax.get_legend().get_texts()]
+    assert texts == [NAMED_BOX, "the cell hard attention sampled"]
 
 
 def test_comparison_figure_shows_each_model_with_one_scale(tmp_path):

@@ -56,11 +56,12 @@ def run_args(root: Path, *, logs: bool = True) -> list[str]:
     return ["--trainer.default_root_dir", str(root), *logger, "--trainer.enable_progress_bar", "false"]
 
 
-def fit_args(root: Path, *extra: str, kind: str = "soft") -> list[str]:
+def fit_args(root: Path, *extra: str, kind: str = "soft", logs: bool = True) -> list[str]:
     """One epoch of a tiny `kind`-attention model on 12 built-in images (6 val, 6 test) generated under
-    root.parent/data, checkpoints and logs under `root`; then `extra`."""
+    root.parent/data, checkpoints and logs under `root` (without `logs`, the logger's save_dir left to follow the run
+    folder); then `extra`."""
     return [
-        *config(f"shapes_{kind}"), "--trainer.max_epochs", "1", *run_args(root),
+        *config(f"shapes_{kind}"), "--trainer.max_epochs", "1", *run_args(root, logs=logs),
         *tiny_args(root.parent / "data", channels="[4, 8, 8]", batch_size=16, num_train=12, num_val=6, num_test=6),
         *extra,
     ]

@@ -4,6 +4,7 @@ a marker at each point of a short curve), names a run it cannot draw and why, an
 data only when what defines the data differs, not its folder."""
 
 import csv
+import json
 import math
 import shutil
 import sys
@@ -12,8 +13,11 @@ import warnings
 import pytest
 import torch
 
+from kit.tiny import fit_args
+
 from caption.cli import main
-from caption.reports.figures import CHANCE_LEVELS, MARKED, curves_figure, logged_curves
+from caption.io.provenance import Provenance
+from caption.reports.figures import CHANCE_LEVELS, constant_curves, MARKED, curves_figure, logged_curves
 from caption.reports.logs import drawn as is_curve
 from caption.reports.runs import data_differences, model_names, read_models
 from caption.errors import ConfigError
@@ -57,6 +61,18 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
         "a moved data folder is the same data"
     assert not [str(w.message) for w in warned if "no training curves" in str(w.message)]
     assert (out / "curves.png").is_file()
+    made = json.loads((out / "csv" / "metrics.json").read_text())["provenance"]
+    assert made["seed"] == 0 and made["precision"] in ("32-true", "bf16-mixed"), "the run's saved seed_everything: 0"
+    line = Provenance(**made).line()
+    assert line.startswith(f"precision {made['precision']}, seed 0, commit ") and "device cpu (" in line
+    report = (out / "report.md").read_text()
+    assert f"metrics and captions in `csv/`; made with {line}" in report
+    assert f"metrics and captions in `tensorboard/`; made with {line}" in report, "a copy of the run: its config too"
+    left_out = constant_curves(logged_curves(read_models([tiny_runs["soft"], moved], names=["csv", "tensorboard"],
+                                                         device="cpu", config=None))[0])
+    assert left_out, "the tiny runs end no caption in a function word: val/dangling_ending stays 0"
+    assert "Left out, one constant value for every run at every step: " + ", ".join(
+        f"`{name}` = {value:g}" for name, value in left_out.items()) in report
 
     no_logs = tmp_path / "no_logs"
     shutil.copytree(tiny_runs["hard"] / "checkpoints", no_logs / "checkpoints")
@@ -77,7 +93,9 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
     assert len(curves["csv"]["train/nll"]) >= 4 and len(curves["csv"]["val/bleu4"]) == 2, "4 epochs, validated twice"
 
     panels = {ax.get_title(): ax for ax in curves_figure(curves).axes if ax.get_visible()}
-    assert list(panels) == [name for name in curves["csv"] if name not in CHANCE_LEVELS], "a panel per curve"
+    constant = constant_curves(curves)
+    assert list(panels) == [name for name in curves["csv"] if name not in CHANCE_LEVELS and name not in constant], \
+        "a panel per curve but those of one value throughout"
     for name, ax in panels.items():
         drawn = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in ax.get_lines()
                  if line.get_gid() not in CHANCE_LEVELS}
@@ -86,6 +104,24 @@ def test_curves_come_from_tensorboard_logs_too_and_a_run_without_logs_is_named(t
         assert all(line.get_marker() == "o" for line in ax.get_lines() if line.get_gid() not in CHANCE_LEVELS), \
             "a few points each: a marker at each"
         assert ax.get_xlim()[0] <= 0 and all(tick == int(tick) for tick in ax.get_xticks()), "whole steps from 0"
+
+
+def test_a_tensorboard_run_logs_in_its_run_folder_and_compare_draws_its_curves(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["caption"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # a named run's own folder would be elsewhere/runs/shapes_soft
+    run = tmp_path / "run"
+    main(["fit", *fit_args(run, "--trainer.logger", "caption.training.loggers.TensorBoardLogger", logs=False),
+          "--trainer.limit_test_batches", "0"])
+    assert list(run.glob("logs/version_0/events.out.tfevents.*")), "the logs are in the run folder"
+    assert not (elsewhere / "runs").exists(), "nothing in the named run's default folder"
+    out = tmp_path / "report"
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        main(["compare", str(run), "--predictions.out", str(out), "--images", "0", "--split", "val"])
+    assert not [str(w.message) for w in warned if "no training curves" in str(w.message)]
+    assert (out / "curves.png").is_file() and "![training curves](curves.png)" in (out / "report.md").read_text()
 
 
 def test_a_curve_of_many_points_is_a_line_without_markers():

@@ -15,6 +15,7 @@ from kit.models import tiny_module
 from caption.reports import model_card as card_module
 from caption.evaluation.metrics import METRICS
 from caption.errors import CaptionError
+from caption.io.provenance import Provenance
 from caption.reports.model_card import CardFacts, evaluated, metadata, model_card
 
 
@@ -113,6 +114,27 @@ def evaluate_report(**changes) -> dict:
     return report
 
 
+MADE = {"precision": "bf16-mixed", "seed": 0, "commit": "ab" * 20, "modified": True, "device": "cpu (AMD EPYC)"}
+
+
+def test_how_the_figures_and_the_model_were_made_reach_the_card(tmp_path):
+    figures = evaluated(written(tmp_path / "metrics.json", evaluate_report(provenance=MADE)))
+    exported = Provenance(precision="auto", seed=7, commit="cd" * 20, modified=False, device="cpu (AMD EPYC)")
+    card = model_card(CardFacts(**{**coco_facts().__dict__, "test": figures, "made": exported}))
+    made = card.split("## How it was made\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert made == [
+        "- training: precision auto (auto: bf16-mixed where the machine had bf16 matrix units, else 32-true), seed 7 "
+        "(from the run's saved config)",
+        f"- test figures: precision bf16-mixed, seed 0, commit {'ab' * 6} (modified: yes), device cpu (AMD EPYC)",
+        f"- exported with show-attend-tell {coco_facts().version}, commit {'cd' * 6} (modified: no), device cpu "
+        "(AMD EPYC)",
+    ]
+    unknown = Provenance(precision=None, seed=None, commit=None, modified=None, device="cpu (AMD EPYC)")
+    card = model_card(CardFacts(**{**coco_facts().__dict__, "made": unknown}))
+    assert "- training: precision unknown, seed unknown" in card
+    assert "commit unknown, device cpu (AMD EPYC)" in card
+
+
 def written(path, report: dict):
     path.write_text(json.dumps(report), encoding="utf-8")  # inf and NaN as JSON's Infinity and NaN, as Python reads
     return path
@@ -147,6 +169,11 @@ def test_the_figures_of_a_metrics_json_of_caption_evaluate_reach_the_card(tmp_pa
     ({"beam_size": "x"}, "beam_size", "'x'"),
     ({"beam_size": 0}, "beam_size", "0"),
     ({"tokenizer": "\x1b[2Jcleared"}, "tokenizer", "'\\x1b[2Jcleared'"),
+    ({"provenance": "cpu"}, "provenance", "'cpu'"),
+    ({"provenance": {**MADE, "device": "\x1b[2Jcpu"}}, "provenance.device", "'\\x1b[2Jcpu'"),
+    ({"provenance": {**MADE, "seed": "0"}}, "provenance.seed", "'0'"),
+    ({"provenance": {**MADE, "commit": "$(reboot)"}}, "provenance.commit", "'$(reboot)'"),
+    ({"provenance": {**MADE, "precision": "fp8"}}, "provenance.precision", "'fp8'"),
 ])
 def test_a_metrics_json_figure_or_field_evaluate_never_writes_is_refused_naming_the_file_and_key(tmp_path, changes,
                                                                                                  key, shown):

@@ -6,6 +6,7 @@ for the run's life (`claim_run_folders`): a second `fit` writing there at once w
 """
 
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -44,18 +45,26 @@ def checkpoints_under_root(config: Any) -> None:
         config.checkpoint.dirpath = os.path.join(root, "checkpoints")
 
 
+def save_dir_given(command_line: list[str]) -> bool:
+    """Whether the command line names a logger's `save_dir`: `--trainer.logger.init_args.save_dir DIR`, or a
+    `--trainer.logger` value whose inline settings hold one."""
+    flags = [arg for arg in command_line if arg.startswith("--trainer.logger")]
+    values = [value for flag, value in itertools.pairwise(command_line) if flag.startswith("--trainer.logger")]
+    return any("save_dir" in arg for arg in [*flags, *values])
+
+
 def logs_follow_root(config: Any, *, command_line: list[str]) -> None:
     """--trainer.default_root_dir given on the command line moves the loggers' save_dir with it (a config's
-    `save_dir: runs/shapes_soft` beside `default_root_dir: runs/shapes_soft`), unless a logger setting is given
-    on the command line too."""
-    if not given_on_command_line(command_line, "trainer.default_root_dir") or any(
-        arg.startswith("--trainer.logger") for arg in command_line
-    ):
+    `save_dir: runs/shapes_soft` beside `default_root_dir: runs/shapes_soft`), whatever the logger (one given on the
+    command line too, `--trainer.logger caption.training.loggers.TensorBoardLogger`), unless the command line names
+    the logger's save_dir itself."""
+    if not given_on_command_line(command_line, "trainer.default_root_dir") or save_dir_given(command_line):
         return
     loggers = config.trainer.logger if isinstance(config.trainer.logger, list) else [config.trainer.logger]
     for logger in loggers:
-        if getattr(getattr(logger, "init_args", None), "save_dir", None) is not None:
-            logger.init_args.save_dir = config.trainer.default_root_dir
+        settings = getattr(logger, "init_args", None)
+        if settings is not None and "save_dir" in settings:
+            settings.save_dir = config.trainer.default_root_dir
 
 
 def check_output_folders(config: Any, *, checkpoints: bool = True) -> None:
