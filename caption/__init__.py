@@ -17,9 +17,14 @@ __all__ = ["Caption", "Captioner", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    """`Captioner` and `Caption` on first use: `import caption.data` alone does not load the model and Lightning."""
-    if name in ("Caption", "Captioner"):
+    """`Captioner` and `Caption` on first use: `import caption.data` alone does not load the model and Lightning.
+    `Captioner` is the one that also shares itself (`save_pretrained`, `push_to_hub`: `caption.reports.sharing`)."""
+    if name == "Captioner":
+        from caption.reports import sharing
+
+        return sharing.Captioner
+    if name == "Caption":
         from caption import inference
 
-        return getattr(inference, name)
+        return inference.Caption
     raise AttributeError(f"module 'caption' has no attribute {name!r}")

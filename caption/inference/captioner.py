@@ -4,6 +4,7 @@
     captioner = Captioner.from_checkpoint("runs/shapes_soft")    # or a checkpoint file
     print(captioner("photo.jpg").text)
     captioner = Captioner.from_pretrained("exports/shapes_soft")  # a folder of `caption export`, or "owner/name"
+    captioner.save_pretrained("exports/mine"); captioner.push_to_hub("owner/name")  # caption.reports.sharing's
 
 Images may be file paths, PIL images, image files' bytes or tensors (torchvision's layout: (3, H, W) uint8, or float
 in [0, 1]), one or many; many are captioned in batches and give the same captions as one at a time.
@@ -80,6 +81,8 @@ class Captioner:
         data: the data settings the model was trained with and where they come from (`data_settings`), if known.
         checkpoint: the checkpoint it was loaded from (the file, also for a run folder; the model folder; or the
             URL), if any.
+        checkpoint_path: that checkpoint on this machine (the file, or the model folder; a URL's download), if any:
+            what `save_pretrained` writes as a model folder.
         precision: "auto" (bf16-mixed where the device has bf16 matrix units, else 32-true), "32-true" or "bf16-mixed"
             (bf16 autocast; `caption.model.precision`); what it resolves to is `captioner.precision`
             (`caption.io.device.resolved_precision`).
@@ -87,8 +90,10 @@ class Captioner:
 
     def __init__(self, module: CaptionModel, *, transform: Callable[[Image.Image], Tensor],
                  normalization: Normalization, data: tuple[dict[str, Any], str] | None = None,
-                 checkpoint: str | None = None, precision: PrecisionSetting = "auto"):
+                 checkpoint: str | None = None, precision: PrecisionSetting = "auto",
+                 checkpoint_path: Path | None = None):
         self.module = module.eval()
+        self.checkpoint_path = checkpoint_path
         self.precision = cast(Precision, resolved_precision(checked_precision(precision), self.module.device))
         self.checkpoint = checkpoint
         self.transform = transform
@@ -124,10 +129,10 @@ class Captioner:
                 raise ConfigError(trained.data_problem or f"{path}: no data settings")
             transform = image_transform(encoder=encoder)  # the weights' preset
             return cls(module, transform=transform, normalization=(tuple(transform.mean), tuple(transform.std)),
-                       checkpoint=checkpoint, precision=precision)
+                       checkpoint=checkpoint, precision=precision, checkpoint_path=trained.path)
         transform, normalization = source_inputs(trained.data, trained.data_origin, encoder=encoder)
         return cls(module, transform=transform, normalization=normalization, data=(trained.data, trained.data_origin),
-                   checkpoint=checkpoint, precision=precision)
+                   checkpoint=checkpoint, precision=precision, checkpoint_path=trained.path)
 
     @classmethod
     def from_pretrained(

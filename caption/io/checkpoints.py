@@ -37,7 +37,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from caption.config.keys import dotted, non_finite_message
 from caption.errors import CaptionWarning, CheckpointError
 from caption.io.class_paths import check_checkpoint_classes, short
-from caption.io.hub import hub_reference, pretrained_folder
+from caption.io.hub import check_pinned_local, hub_reference, nearest_path, pretrained_folder
 from caption.io.model_folder import (
     CONFIG,
     WEIGHTS,
@@ -106,7 +106,7 @@ def loaded_checkpoint(path: PathLike, *, map_location: Any) -> dict[str, Any]:
     """Checkpoint file `path` as torch.load(weights_only=True) reads it once its zip checksums are verified, if it is
     one of this project's (hyperparameters with a vocabulary); else a CheckpointError naming it and what to do."""
     if not Path(path).is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file")
+        raise CheckpointError(f"{path}: no such checkpoint file{nearest_path(path)}")
     try:
         damage = zip_damage(path)
     except PermissionError as error:
@@ -199,8 +199,13 @@ def newest_first(paths: Iterable[Path]) -> list[Path]:
 def local_model(path: Path) -> Path:
     """`path` itself; or, when no such local path exists and it is spelled as a Hugging Face Hub model id
     (owner/name or owner/name@revision), its model folder's snapshot in huggingface_hub's cache
-    (`caption.io.hub.pretrained_folder`, downloaded first if needed). Every command names a model through this rule."""
-    if path.exists() or hub_reference(str(path)) is None:
+    (`caption.io.hub.pretrained_folder`, downloaded first if needed). A name that can only be a local path (./, runs/,
+    a file's suffix, more than one /, an existing first part: `caption.io.hub.looks_local`) is never looked up on the
+    Hub. Every command names a model through this rule."""
+    if path.exists():
+        return path
+    check_pinned_local(str(path))
+    if hub_reference(str(path)) is None:
         return path
     return pretrained_folder(str(path))
 
@@ -228,7 +233,7 @@ def found_checkpoint(path: Path) -> tuple[Path, dict[str, Any]]:
 def run_folder_checkpoint(path: Path) -> tuple[Path, dict[str, Any]]:
     """`find_checkpoint`'s choice in run folder `path`, with what it read there."""
     if not path.is_dir():
-        raise CheckpointError(f"{path}: no such checkpoint file or run folder")
+        raise CheckpointError(f"{path}: no such checkpoint file or run folder{nearest_path(path)}")
     checkpoints = list(path.rglob("*.ckpt"))
     kinds = [newest_first({p for p in checkpoints if p.match(kind)}) for kind in ("best-*.ckpt", "last.ckpt", "*.ckpt")]
     found = first_readable(dict.fromkeys(p for kind in kinds for p in kind), where=str(path))  # each file once

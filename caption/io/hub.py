@@ -16,6 +16,7 @@ command that names a model takes a Hub id too, through `caption.io.checkpoints.l
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import re
@@ -29,11 +30,43 @@ from caption.io.model_folder import CARD, CONFIG, LIBRARY, TRAINING_CONFIG, WEIG
 FILES = [WEIGHTS, CONFIG, CARD, TRAINING_CONFIG]  # the last only when the run saved its config
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the Hub spells repository ids
 REVISION = re.compile(r"[\w.-]+(?:/[\w.-]+)*")  # a branch, tag or commit (refs/pr/1 too)
+# what only a local path ends in: the files a model is saved as, and configs
+FILE_SUFFIXES = (".ckpt", ".pt", ".pth", ".bin", ".safetensors", ".json", ".yaml", ".yml")
+OUTPUT_FOLDERS = ("runs", "exports")  # the folders the commands write runs and model folders into, by default
 
 
 def is_repo_id(name: str) -> bool:
-    """Whether `name` is spelled as a Hub model id, owner/name (a local path that exists is never taken for one)."""
-    return REPO_ID.fullmatch(name) is not None and not name.endswith((".ckpt", ".json", ".safetensors"))
+    """Whether `name` is spelled as a Hub model id, owner/name, and not as a local path (`looks_local`)."""
+    return REPO_ID.fullmatch(name) is not None and not looks_local(name)
+
+
+def looks_local(name: str) -> bool:
+    """Whether `name` can only mean a local path: it starts with ./, ../, / or ~, has more than one /, ends in a
+    file's suffix (.ckpt, ...), starts with runs/ or exports/, or its first part exists here (a mistyped run folder
+    of an existing folder, never a Hub id)."""
+    first = name.split("/", 1)[0]
+    return (name.startswith(("./", "../", "/", "~")) or name.count("/") > 1 or name.endswith(FILE_SUFFIXES)
+            or first in OUTPUT_FOLDERS or (bool(first) and Path(first).exists()))
+
+
+def nearest_path(name: str | os.PathLike) -> str:
+    """The end of a message on missing path `name`: "; did you mean X?" with the entry of its folder whose name is
+    closest to its own (difflib), or "" when that folder does not exist or holds nothing close."""
+    path = Path(name)
+    try:
+        entries = [entry.name for entry in path.parent.iterdir()]
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, entries, n=1, cutoff=0.6)
+    return f"; did you mean {path.parent / close[0]}?" if close else ""
+
+
+def check_pinned_local(name: str) -> None:
+    """A ConfigError when `name` is an existing local path with @revision after it (a revision pins Hub models only)."""
+    path, at, pinned = name.partition("@")
+    if at and pinned and Path(path).exists():
+        raise ConfigError(f"{name}: {path} exists locally, and @{pinned} pins a version of Hugging Face Hub models "
+                          f"only (a local path wins over a Hub id of its spelling): name it without @{pinned}")
 
 
 def hub_reference(name: str) -> tuple[str, str | None] | None:
@@ -66,13 +99,12 @@ def pretrained_folder(name: str | os.PathLike, *, revision: str | None = None) -
             raise CheckpointError(f"{name}: {what}, not a model folder of `caption export` (for a checkpoint or a run "
                                   "folder: Captioner.from_checkpoint)")
         return path
+    check_pinned_local(str(name))
     reference = hub_reference(str(name))
     if reference is None:
-        raise CheckpointError(f"{name}: no such model folder, and not a Hugging Face Hub model id (owner/name)")
+        raise CheckpointError(f"{name}: no such model folder, and not a Hugging Face Hub model id (owner/name)"
+                              f"{nearest_path(name)}")
     repo_id, pinned = reference
-    if pinned is not None and Path(repo_id).exists():
-        raise ConfigError(f"{name}: {repo_id} exists locally, and @{pinned} pins a version of Hugging Face Hub models "
-                          f"only (a local path wins over a Hub id of its spelling): name it without @{pinned}")
     if pinned is not None and revision is not None and pinned != revision:
         raise ConfigError(f"{name} pins revision {pinned}, but revision={revision!r} is given too: give one")
     return download_model_folder(repo_id, revision=revision or pinned)
@@ -112,29 +144,34 @@ def download_model_folder(repo_id: str, *, revision: str | None) -> Path:
     return folder
 
 
-def check_login(repo_id: str) -> Any:
+def check_login(repo_id: str, *, what: str | None = None) -> Any:
     """The Hub's API client for uploading to `repo_id`, once a token is there (`hf auth login` or HF_TOKEN); else a
-    CaptionError saying how to log in."""
-    huggingface_hub = hub(f"--push {repo_id}")
+    CaptionError saying how to log in, that starts with `what` (default: --push and the id)."""
+    what = what or f"--push {repo_id}"
+    huggingface_hub = hub(what)
     if not is_repo_id(repo_id):
-        raise ConfigError(f"--push {repo_id}: not a Hugging Face Hub model id (owner/name)")
+        raise ConfigError(f"{what}: not a Hugging Face Hub model id (owner/name)")
     get_token = getattr(huggingface_hub, "get_token", None) or huggingface_hub.HfFolder.get_token
     token = get_token()
     if not token:
-        raise CaptionError(f"--push {repo_id}: not logged in to the Hugging Face Hub: run `hf auth login` (or set "
+        raise CaptionError(f"{what}: not logged in to the Hugging Face Hub: run `hf auth login` (or set "
                            "HF_TOKEN), then push again")
     return huggingface_hub.HfApi(token=token)
 
 
-def upload_model_folder(folder: Path, repo_id: str, *, api: Any, private: bool = False) -> str:
-    """Upload the model folder's files to the Hub model repository `repo_id` (created if needed); the commit's URL."""
+def upload_model_folder(folder: Path, repo_id: str, *, api: Any, private: bool = False, what: str | None = None,
+                        kept: bool = True) -> str:
+    """Upload the model folder's files to the Hub model repository `repo_id` (created if needed); the commit's URL.
+    A failure is a CaptionError that starts with `what` (default: --push and the id) and, when the folder is `kept`,
+    says it is complete there."""
     try:
         api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
         commit = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
                                    allow_patterns=FILES, commit_message=f"{LIBRARY}: caption export")
     except failures() as error:  # offline, no network, a refused token, a repository of someone else: one line
-        raise CaptionError(f"--push {repo_id}: the upload failed ({one_line(error)}{offline_note()}); "
-                           f"the model folder is complete in {folder}: push it again later") from None
+        again = f"the model folder is complete in {folder}: push it again later" if kept else "push it again later"
+        raise CaptionError(f"{what or f'--push {repo_id}'}: the upload failed ({one_line(error)}{offline_note()}); "
+                           f"{again}") from None
     return str(getattr(commit, "commit_url", commit))
 
 

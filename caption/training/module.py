@@ -8,7 +8,7 @@ stored in the checkpoint as plain dicts with the vocabulary, so a checkpoint alo
 module: the checkpoint names the weights as the model does (`checkpoint_state`), beside the objective's state.
 """
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import lightning as L
@@ -105,7 +105,8 @@ class CaptionModule(L.LightningModule):
                                    "self_critical": self_critical_group, "lr_scheduler": lr_scheduler,
                                    "image_size": image_size})
         # images in, captions out; a checkpoint names its weights as it does (`checkpoint_state`)
-        self.model = CaptionModel(vocabulary=Vocabulary(vocabulary), settings=settings, reader=encoder_weights)
+        self.model = CaptionModel(vocabulary=Vocabulary(vocabulary), settings=self.built_settings(settings),
+                                  reader=encoder_weights)
         kind = kind_of(settings.attention.kind)  # eq. 12 with its baseline (hard), eq. 14 (soft)
         self.objective = kind.objective(getattr(settings, kind.group), hidden_dim=settings.decoder.hidden_dim)
         self.self_critical = None if settings.self_critical is None else SelfCritical(settings.self_critical)
@@ -116,6 +117,15 @@ class CaptionModule(L.LightningModule):
         self.predict_num_captions = 1  # captions per image of `predict_step` (caption predict's writer sets it)
         if self.optimization.compile:  # compiles the method only: parameter names, hence checkpoints, stay the same
             self.model.decoder.step = torch.compile(self.model.decoder.step)
+
+    def built_settings(self, settings: ModelSettings) -> ModelSettings:
+        """The settings the model is built with: those given, but with model.optimization.init_from the encoder's
+        weights are not read ("none"), since that checkpoint supplies every weight (`on_fit_start`), so the file
+        model.encoder.weights names (stage 0's runs/shapes_encoder) need not exist here. The hyperparameters keep the
+        settings as given."""
+        if not self.optimization.init_from or settings.encoder.weights == "none":
+            return settings
+        return replace(settings, encoder=replace(settings.encoder, weights="none"))
 
     @property
     def hparams_initial(self) -> AttributeDict:

@@ -56,6 +56,8 @@ def offline(monkeypatch, tmp_path):
     ("owner/name@refs/pr/1", ("owner/name", "refs/pr/1")),
     ("runs/best.ckpt", None), ("a/b/c", None), (".hidden/name", None), ("/abs", None), ("name", None),
     ("owner/name@", None), ("owner/with space", None),
+    ("runs/shapes_sotf", None), ("exports/shapes_soft", None), ("./owner/name", None), ("owner/model.pt", None),
+    ("owner/model.safetensors", None), ("owner/config.yaml", None), ("runs/x@v1", None),
 ])
 def test_what_is_spelled_as_a_hub_model_id(name, expected):
     assert hub_reference(name) == expected
@@ -122,6 +124,26 @@ def test_a_missing_path_that_is_no_hub_id_keeps_its_message(tmp_path):
     assert f"{tmp_path / 'runs' / 'x'}: no such checkpoint file or run folder" in line
     with pytest.raises(Exception, match="no such checkpoint file"):
         find_checkpoint(Path("missing/best.ckpt"))
+
+
+def test_a_mistyped_local_run_folder_is_a_missing_path_at_once_with_the_nearest_run_folder(tmp_path, monkeypatch,
+                                                                                           hub_of):
+    calls = hub_of(tmp_path / "nowhere")
+    (tmp_path / "runs" / "shapes_soft").mkdir(parents=True)
+    (tmp_path / "mine" / "shapes_hard").mkdir(parents=True)
+    image = write_image(tmp_path / "photo.png", size=(64, 64))
+    monkeypatch.chdir(tmp_path)
+    line = failed(["describe", str(image), "--ckpt_path", "runs/shapes_sotf", "--predictions.out", "d"])
+    assert line == ("caption: error: runs/shapes_sotf: no such checkpoint file or run folder; did you mean "
+                    "runs/shapes_soft?"), line
+    line = failed(["evaluate", "--ckpt_path", "mine/shapes_hrad", "--predictions.out", "e"])  # its folder exists
+    assert line == ("caption: error: mine/shapes_hrad: no such checkpoint file or run folder; did you mean "
+                    "mine/shapes_hard?"), line
+    with pytest.raises(Exception, match=r"^runs/shapes_sotf: no such model folder.*did you mean runs/shapes_soft\?$"):
+        Captioner.from_pretrained("runs/shapes_sotf")
+    line = failed(["describe", str(image), "--ckpt_path", "runs/unlike_anything", "--predictions.out", "d"])
+    assert line == "caption: error: runs/unlike_anything: no such checkpoint file or run folder", line
+    assert calls == [] and not (tmp_path / "d").exists() and not (tmp_path / "e").exists()
 
 
 def test_a_revision_after_a_local_path_says_it_exists_locally_and_revisions_are_for_the_hub(tmp_path, monkeypatch,

@@ -63,3 +63,21 @@ def test_self_critical_training_without_a_model_to_start_from_is_refused(tiny_ru
     line = failed([*args[:-2], "--model.optimization.init_from", "null"])
     assert "model.self_critical fine-tunes a captioner trained with cross-entropy" in line
     assert "model.optimization.init_from" in line
+
+
+@pytest.mark.slow
+def test_a_run_started_from_a_checkpoint_reads_no_stage_zero_encoder_file(tiny_runs, tmp_path, monkeypatch):
+    """From a folder without runs/shapes_encoder (the file the shapes configs' model.encoder.weights names), a
+    self-critical run from a checkpoint trains: the checkpoint supplies every weight, the encoder's included."""
+    args = scst_args(tiny_runs, "soft", tmp_path / "scst")
+    at = next(index for index in range(len(args) - 1) if args[index:index + 2] == ["--model.encoder.weights", "none"])
+    args = [*args[:at], *args[at + 2:], "--trainer.limit_train_batches", "1", "--trainer.limit_val_batches", "1"]
+    monkeypatch.chdir(tmp_path)
+    assert not (tmp_path / "runs").exists()
+    with patch.object(sys, "argv", ["caption"]):
+        main(args)
+    start = read_checkpoint(find_checkpoint(tiny_runs["soft"]))
+    after = read_checkpoint(tmp_path / "scst" / "checkpoints" / "last.ckpt")
+    assert after["hyper_parameters"]["encoder"]["weights"] == "runs/shapes_encoder"  # the config, as given
+    encoder = [key for key in start["state_dict"] if key.startswith("encoder.")]
+    assert encoder and all(torch.equal(start["state_dict"][key], after["state_dict"][key]) for key in encoder)
