@@ -22,8 +22,9 @@ from collections.abc import Callable
 
 import caption
 from caption.cli.imports import import_named, without_imports
-from caption.cli.lightning.short_help import lightning_arguments
+from caption.cli.lightning.short_help import check_before_lightning, lightning_arguments
 from caption.config.console import console
+from caption.config.suggestions import did_you_mean
 from caption.errors import CaptionError
 from caption.io.class_paths import named_modules
 
@@ -96,10 +97,13 @@ def run(args: list[str]) -> None:
         print(f"caption (show-attend-tell) {caption.__version__}")
         return
     if args[0] not in COMMANDS:
-        raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
+        suggestion = did_you_mean(args[0], COMMANDS)
+        raise CaptionError(f"unknown command {args[0]!r}; {suggestion + ' ' if suggestion else ''}the commands are "
+                           f"{', '.join(COMMANDS)} (`caption --help`)")
     name, argv = args[0], with_ckpt_path(args[1:])
     if name in SHORT_HELP:  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)
+        check_before_lightning(name, argv)  # a mistyped config name or project option: said before Lightning loads
     with named_modules(imports):
         import_named(imports)
         command(name)(argv)
