@@ -24,8 +24,9 @@ from collections.abc import Callable
 
 import caption
 from caption.cli.imports import import_named, without_imports
-from caption.cli.lightning.short_help import lightning_arguments
+from caption.cli.lightning.short_help import check_before_lightning, lightning_arguments
 from caption.config.console import console
+from caption.config.suggestions import did_you_mean
 from caption.errors import CaptionError
 from caption.io.class_paths import named_modules
 from caption.io.versions import mismatched_builds_named, version_lines
@@ -99,10 +100,13 @@ def run(args: list[str]) -> None:
         print("\n".join([f"caption (show-attend-tell) {caption.__version__}", *version_lines()]))
         return
     if args[0] not in COMMANDS:
-        raise CaptionError(f"unknown command {args[0]!r}; the commands are {', '.join(COMMANDS)} (`caption --help`)")
+        suggestion = did_you_mean(args[0], COMMANDS)
+        raise CaptionError(f"unknown command {args[0]!r}; {suggestion + ' ' if suggestion else ''}the commands are "
+                           f"{', '.join(COMMANDS)} (`caption --help`)")
     name, argv = args[0], with_ckpt_path(args[1:])
     if name in SHORT_HELP:  # --help answered at once, without Lightning; --help-all by LightningCLI
         argv = lightning_arguments(name, argv)
+        check_before_lightning(name, argv)  # a mistyped config name or project option: said before Lightning loads
     with named_modules(imports), mismatched_builds_named():  # a torchvision of another build: one line, at start-up
         import_named(imports)
         command(name)(argv)

@@ -19,6 +19,7 @@ from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from jsonargparse import ArgumentParser, Namespace
 
+from caption.config.suggestions import did_you_mean
 from caption.errors import ConfigError
 from caption.model.decoding import DecodingSettings
 from caption.model.precision import checked_precision
@@ -35,15 +36,22 @@ class CommandParser(ArgumentParser):
         # no abbreviations: an option is read by its whole name only (`--model.decoding.beam` is refused, not read as
         # `--model.decoding.beam_size`); the help as argparse's (each help says its default); `--print_config` is
         # this parser's own (jsonargparse's comes with a config file of the command's options, which --config is not)
+        self.option_names: set[str] = set()  # every option added, for "did you mean"
         super().__init__(*args, **{"allow_abbrev": False, "formatter_class": argparse.HelpFormatter,
                                    "print_config": None, **kwargs})
         self.derived_defaults: dict[str, Callable[[Namespace], Any]] = {}
         self.add_argument("--print_config", action="store_true",
                           help="print the options as resolved (defaults filled in) as YAML, then exit")
 
+    def add_argument(self, *names: str, **kwargs: Any) -> Any:
+        self.option_names.update(name for name in names if name.startswith("-"))
+        return super().add_argument(*names, **kwargs)
+
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
-        """One line, as the Lightning commands' errors (no usage block first), saying where the options are read."""
-        self.exit(2, f"caption: error: {' '.join(message.split())} (every option: `{self.prog} --help`)\n")
+        """One line, as the Lightning commands' errors (no usage block first), saying where the options are read, with
+        a "did you mean" for a mistyped option."""
+        self.exit(2, f"caption: error: {' '.join(message.split())}{suggested(message, self.option_names)} (every "
+                     f"option: `{self.prog} --help`)\n")
 
     def parse_args(self, *args: Any, **kwargs: Any) -> Any:
         parsed = super().parse_args(*args, **kwargs)
@@ -57,6 +65,16 @@ class CommandParser(ArgumentParser):
             sys.stdout.write(yaml.safe_dump(plain(shown), sort_keys=False, allow_unicode=True))
             self.exit()
         return parsed
+
+
+def suggested(message: str, known: set[str]) -> str:
+    """"; did you mean --x?" for the first unknown option an "unrecognized arguments" `message` names that is close to
+    a known one, else ""."""
+    if not message.lower().startswith("unrecognized arguments:"):
+        return ""
+    unknown = [word.split("=", 1)[0] for word in message.split(":", 1)[1].split() if word.startswith("-")]
+    suggestions = [did_you_mean(option, known) for option in unknown]
+    return next((f"; {suggestion}" for suggestion in suggestions if suggestion), "")
 
 
 def plain(value: Any) -> Any:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from caption.config.suggestions import did_you_mean
 from caption.errors import ConfigError
 
 SUFFIX = ".yaml"
@@ -122,8 +123,10 @@ def config_file(value: str) -> str:
                           f"`data:` section, e.g. the run's saved runs/{run}/logs/version_*/config.yaml")
     if any(mark in value for mark in "{}:\n"):  # inline YAML or JSON
         return value
-    raise ConfigError(f"config {value}: no such file, nor a packaged config of that name (packaged: "
-                      f"{', '.join([*packaged, *NAMED_RUNS])})")
+    names = [*packaged, *NAMED_RUNS]
+    suggestion = did_you_mean(name, names)
+    raise ConfigError(f"config {value}: no such file, nor a packaged config of that name; "
+                      f"{suggestion or 'packaged: ' + ', '.join(names)}")
 
 
 def configs(value: str) -> list[str]:
@@ -134,9 +137,14 @@ def configs(value: str) -> list[str]:
 
 def encoder_run(args: list[str]) -> str | None:
     """The first named run of `caption pretrain-encoder` (`<data>_encoder`) that `args` give as a --config, or None."""
+    return next((run for run in map(named_run, config_values(args)) if run is not None and run.endswith(ENCODER)),
+                None)
+
+
+def config_values(args: list[str]) -> list[str]:
+    """The values of `--config X`, `-c X` and `--config=X` among command-line `args`."""
     values = [value for flag, value in zip(["", *args], args) if flag in ("--config", "-c")]
-    values += [arg.removeprefix("--config=") for arg in args if arg.startswith("--config=")]
-    return next((run for run in map(named_run, values) if run is not None and run.endswith(ENCODER)), None)
+    return values + [arg.removeprefix("--config=") for arg in args if arg.startswith("--config=")]
 
 
 def with_packaged_configs(args: list[str]) -> list[str]:

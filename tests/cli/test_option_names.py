@@ -82,15 +82,17 @@ def test_no_two_options_name_one_setting_with_and_without_its_group(options):
     assert not clashes, clashes
 
 
-@pytest.mark.parametrize("option", ["--bream_size", "--beam_size", "--model.decoding.beam"])
-def test_an_unknown_option_gets_the_parsers_own_message(capsys, option):
-    """A mistyped option, another spelling of a knob, or an abbreviation of an option: refused, never read as one."""
+@pytest.mark.parametrize(("option", "closest"), [("--bream_size", "--beam_sizes"), ("--beam_size", "--beam_sizes"),
+                                               ("--model.decoding.beam", "--model.decoding.beam_size")])
+def test_an_unknown_option_gets_the_parsers_own_message(capsys, option, closest):
+    """A mistyped option, another spelling of a knob, or an abbreviation of an option: refused, never read as one (the
+    closest option suggested)."""
     with pytest.raises(SystemExit) as exit_:
         main(["evaluate", "--ckpt_path", "x.ckpt", "--predictions.out", "o", option, "3"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"unrecognized arguments: {option}" in err
-    assert err.splitlines() == [f"caption: error: unrecognized arguments: {option} 3 (every option: "
-                                "`caption evaluate --help`)"], "one line, no usage block first"
+    assert err.splitlines() == [f"caption: error: unrecognized arguments: {option} 3; did you mean {closest}? "
+                                "(every option: `caption evaluate --help`)"], "one line, no usage block first"
 
 
 def test_a_bad_value_of_an_inference_commands_option_is_one_line(capsys):

@@ -1,3 +1,4 @@
+import json
 import re
 
 import numpy as np
@@ -238,3 +239,24 @@ def test_the_generic_variant_holds_one_generic_reference_and_a_test_split_unlike
     assert not any(text.startswith("two shapes") for record in default_records for text in record.references)
     assert len(list(tmp_path.iterdir())) == 2, "each variant its own cache"
     assert not np.array_equal(images, default_images)
+
+
+def test_a_splits_images_are_written_as_png_files_with_their_references(tmp_path):
+    """`write_split_images`: the test images as files `caption describe` takes, pixel for pixel the cached ones."""
+    from PIL import Image
+
+    from caption.data.synthetic.shapes import write_split_images
+    from caption.errors import ConfigError
+
+    settings = {"root": tmp_path / "data", "num_train": 5, "num_val": 2, "num_test": 4, "seed": 1}
+    files = write_split_images(tmp_path / "test_images", count=3, **settings)
+    images, records = load_shapes(**settings)
+    test = [(pixels, record) for pixels, record in zip(images, records) if record.split == "test"][:3]
+    assert [file.name for file in files] == [f"shapes-{record.image_id}.png" for _, record in test]
+    for file, (pixels, _) in zip(files, test):
+        assert np.array_equal(np.asarray(Image.open(file)), pixels)
+    references = json.loads((tmp_path / "test_images" / "references.json").read_text())
+    assert references == {file.name: list(record.references) for file, (_, record) in zip(files, test)}
+    assert len(write_split_images(tmp_path / "val", split="val", **settings)) == 2
+    with pytest.raises(ConfigError, match="the built-in data's splits are train, val and test"):
+        write_split_images(tmp_path / "x", split="tset", **settings)

@@ -2,6 +2,7 @@
 show on the repository page), valid for any reader of notebooks, naming no machine's paths, each small enough to open
 at once."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -79,3 +80,33 @@ def test_notebook_runs_top_to_bottom(name):
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert not [output for output in outputs if output.output_type == "error"]
     assert any("image/png" in output.get("data", {}) for output in outputs), "the figures are shown"
+
+
+def bound_names(source: str) -> set[str]:
+    """The names a cell's code binds: assigned, loop or `with` targets, functions, classes, imports."""
+    tree = ast.parse(source)
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    names |= {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+    return names | {(alias.asname or alias.name).split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.Import | ast.ImportFrom) for alias in node.names}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_cell_rebinds_a_helper_of_the_first_cell(name):
+    """A later cell that binds `caption` (the helper that runs the command) breaks every cell run after it again."""
+    code = [cell.source for cell in nbformat.read(NOTEBOOKS / name, as_version=4).cells if cell.cell_type == "code"]
+    helpers = {node.name for node in ast.parse(code[0]).body if isinstance(node, ast.FunctionDef)}
+    assert helpers and [(index, sorted(bound_names(source) & helpers)) for index, source in enumerate(code[1:], 1)
+                        if bound_names(source) & helpers] == [], name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_progress_bar_shows_its_last_state_once(name):
+    """What a terminal shows of a bar redrawn after carriage returns: one line per bar, not each redraw."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            bars = re.findall(r"^(\w+): +\d+%\|", output.get("text", ""), flags=re.MULTILINE)
+            assert len(bars) == len(set(bars)), (name, bars)
+    helper = notebook.cells[1].source if notebook.cells[1].cell_type == "code" else ""
+    assert 'rsplit("\\r", 1)[-1]' in helper, "the `caption` helper keeps a bar's last state only"

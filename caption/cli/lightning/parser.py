@@ -12,6 +12,8 @@ import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
 from caption.cli.lightning.predict_arguments import add_prediction_arguments
+from caption.cli.lightning.kept_help import kept, option_names
+from caption.cli.options import suggested
 from caption.io.outputs import write_atomically
 
 
@@ -57,7 +59,9 @@ class CaptionArgumentParser(LightningArgumentParser):
         where = f"config file {self.config_file}: " if self.config_file else ""
         if message.startswith("Unexpected config:") and holds_nothing(self.config_file):  # jsonargparse's words
             message = "it holds no settings (empty, or only comments): give it `key: value` lines, or leave it out"
-        sys.exit(f"caption: error: {where}{' '.join(message.split())} (every setting: `caption fit --help-all`)")
+        known = {name for command in kept() for name in option_names(command)}  # the short help's: mistyped most
+        sys.exit(f"caption: error: {where}{' '.join(message.split())}{suggested(message, known)} (every setting: "
+                 "`caption fit --help-all`)")
 
 
 def holds_nothing(config_file: Any) -> bool:

@@ -22,12 +22,13 @@ import re
 import shutil
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
+
+from caption.cli.lightning.kept_help import KEPT, kept, option_names
+from caption.errors import ConfigError
 
 HELP = ("-h", "--help")
 FULL_HELP = "--help-all"
-KEPT = Path(__file__).with_name("short_help.json")  # {command: its short help, as `compose` gives it}
 # the options of the short help: every option of the project's own groups, and these of Lightning's
 PROJECT_GROUPS = ("--model.", "--data.", "--predictions.")
 GENERAL = ("--config", "--print_config", "--seed_everything", "--ckpt_path", "--keep_freed_memory")
@@ -159,11 +160,6 @@ def render(short: dict[str, Any], *, width: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kept() -> dict[str, Any]:
-    """The short helps kept beside this module ({command: short help})."""
-    return json.loads(KEPT.read_text(encoding="utf-8"))
-
-
 def lightning_arguments(command: str, argv: list[str]) -> list[str]:
     """The arguments of `caption <command>` for LightningCLI: `--help` (or -h, wherever it is among them, unless
     --help-all is too) answered here with the kept short help (exit status 0, as argparse's help); `--help-all` as
@@ -174,6 +170,35 @@ def lightning_arguments(command: str, argv: list[str]) -> list[str]:
         sys.stdout.write(render(kept()[command]))
         sys.exit(0)
     return argv
+
+
+def given_options(argv: list[str]) -> list[str]:
+    """The option names among command-line arguments `argv` (`--x=1` as `--x`)."""
+    return [arg.split("=", 1)[0] for arg in argv if arg.startswith("--")]
+
+
+def unknown_project_option(option: str, known: set[str]) -> bool:
+    """Whether `option` is under the project's own groups, all of which the short help lists, yet not one of them (nor
+    a group's own config, `--model.encoder`, nor a data source's settings or a class's `.help`)."""
+    return (option.startswith(PROJECT_GROUPS) and not option.startswith(LEFT_OUT) and option not in known
+            and not option.endswith(".help") and not any(name.startswith(option + ".") for name in known))
+
+
+def check_before_lightning(command: str, argv: list[str]) -> None:
+    """Refuse, before Lightning is imported, a `--config` that names no file nor packaged config, and an option of the
+    project's groups that the short help does not list, each with a "did you mean" where one is close
+    (a ConfigError); any other option is left to LightningCLI's parser."""
+    from caption.config.packaged import config_values, configs
+    from caption.config.suggestions import did_you_mean
+
+    for value in config_values(argv):
+        configs(value)
+    known = option_names(command)
+    for option in given_options(argv):
+        if unknown_project_option(option, known):
+            suggestion = did_you_mean(option, known)
+            raise ConfigError(f"unrecognized arguments: {option}{'; ' + suggestion if suggestion else ''} (every "
+                              f"setting: `caption {command} --help-all`)")
 
 
 def composed() -> dict[str, Any]:

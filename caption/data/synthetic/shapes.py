@@ -26,7 +26,7 @@ from PIL import Image, ImageDraw
 from caption.data.sources.base import CaptionSource
 from caption.data.sources.records import ImageRecord, ObjectBox
 from caption.errors import ConfigError
-from caption.io.outputs import write_atomically
+from caption.io.outputs import write_atomically, write_json
 
 log = logging.getLogger(__name__)
 
@@ -332,6 +332,39 @@ def load_shapes(
     _atomic_write(directory / "images.npy", lambda f: np.save(f, images, allow_pickle=False))
     _atomic_write(directory / "records.json", lambda f: f.write(json.dumps(payload).encode("utf-8")))
     return images, all_records
+
+
+def write_split_images(out: str | Path, *, split: str = "test", count: int | None = None,
+                       **settings: Any) -> list[Path]:
+    """Write the images of one split of the built-in data as PNG files, to caption them as any image file
+    (`caption describe --ckpt_path runs/shapes_soft test_images/`), and their reference captions beside them.
+
+        python -c "from caption.data.synthetic.shapes import write_split_images; write_split_images('test_images')"
+
+    out: the folder they are written to, as `shapes-<image id>.png`, with `references.json` ({file name: the
+        image's reference captions}); made if missing
+    split: "train", "val" or "test"
+    count: the first this many images of the split (None: all of them)
+    settings: the data's settings as `load_shapes` takes them (the configs' defaults when none: data/shapes in this
+        folder, 3,000 / 200 / 200 images, seed 0), e.g. root="data/shapes"
+    Returns the files written, in the split's order."""
+    if split not in ("train", "val", "test"):
+        raise ConfigError(f"split {split!r}: the built-in data's splits are train, val and test")
+    if count is not None and count < 1:
+        raise ConfigError(f"count {count}: give how many images to write (1 or more), or None for all")
+    images, records = load_shapes(**settings)
+    chosen = [(pixels, record) for pixels, record in zip(images, records, strict=True) if record.split == split]
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    files, references = [], {}
+    for pixels, record in chosen[:count]:
+        encoded = io.BytesIO()
+        Image.fromarray(pixels).save(encoded, format="PNG")
+        files.append(folder / f"shapes-{record.image_id}.png")
+        write_atomically(files[-1], encoded.getbuffer(), what="image")
+        references[files[-1].name] = list(record.references)
+    write_json(folder / "references.json", references)
+    return files
 
 
 class ShapesSource(CaptionSource):
