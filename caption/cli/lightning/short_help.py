@@ -178,10 +178,15 @@ def given_options(argv: list[str]) -> list[str]:
 
 
 def unknown_project_option(option: str, known: set[str]) -> bool:
-    """Whether `option` is under the project's own groups, all of which the short help lists, yet not one of them (nor
-    a group's own config, `--model.encoder`, nor a data source's settings or a class's `.help`)."""
+    """Whether `option` is under the project's own groups yet not one the short help lists, in a group whose options
+    it lists (nor a group's own config, `--model.encoder`, nor a data source's settings or a class's `.help`; a group
+    listed by its config alone, such as `--model.hard`, whose settings the short help leaves out, is left to
+    LightningCLI's parser)."""
+    parent = option.rsplit(".", 1)[0]
+    listed_group = any(name.startswith(parent + ".") and not name.endswith(".help") for name in known)
     return (option.startswith(PROJECT_GROUPS) and not option.startswith(LEFT_OUT) and option not in known
-            and not option.endswith(".help") and not any(name.startswith(option + ".") for name in known))
+            and not option.endswith(".help") and not any(name.startswith(option + ".") for name in known)
+            and listed_group)
 
 
 def check_before_lightning(command: str, argv: list[str]) -> None:
