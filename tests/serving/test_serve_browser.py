@@ -95,11 +95,13 @@ def colour_levels(pixels: np.ndarray, image: np.ndarray) -> np.ndarray:
 
 
 def figure_panel(figure, t: int, size: tuple[int, int]) -> np.ndarray:
-    """The pixels of word `t`'s panel of a rendered `captioner.plot` figure, resized to `size` (H, W)."""
+    """The pixels of word `t`'s panel of the first model's block of a rendered comparison figure, resized to `size`
+    (H, W)."""
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     rendered = np.asarray(canvas.buffer_rgba())[..., :3]
-    x0, y0, x1, y1 = word_axes(figure)[t].get_window_extent().extents  # display pixels, from the bottom left
+    first = figure.subfigs[0]  # the first model's block: its panels' positions are within the block
+    x0, y0, x1, y1 = word_axes(first)[t].get_window_extent().extents  # display pixels, from the bottom left
     top, bottom = rendered.shape[0] - y1, rendered.shape[0] - y0
     inside = rendered[round(top) + 2:round(bottom) - 2, round(x0) + 2:round(x1) - 2]  # the frame left out
     return np.asarray(Image.fromarray(inside).resize(size[::-1], Image.Resampling.BOX))
