@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from jsonargparse import Namespace
 
 from caption.cli.options import CommandParser, add_config, add_device, add_settings, path

@@ -33,7 +33,9 @@ class CaptionTrainer(Trainer):
                               "or 32-true, or auto")
         if precision is not None and str(precision) not in ACCEPTED:
             raise ConfigError(f"trainer.precision {precision!r} is none of {', '.join(ACCEPTED)}")
-        accelerator = kwargs.get("accelerator")  # an Accelerator object: resolved as for a device without bf16
-        precision = resolved_precision(None if precision is None else str(precision),
-                                       accelerator if isinstance(accelerator, str) or accelerator is None else "other")
-        super().__init__(precision=precision, **kwargs)  # type: ignore[arg-type]
+        setting, accelerator = None if precision is None else str(precision), kwargs.get("accelerator")
+        if accelerator is None or isinstance(accelerator, str):
+            setting = resolved_precision(setting, accelerator)
+        elif setting in (None, "auto"):  # an Accelerator object: no bf16 units are asked of it
+            setting = "32-true"
+        super().__init__(precision=setting, **kwargs)  # type: ignore[arg-type]

@@ -20,6 +20,14 @@ def test_auto_and_unset_are_the_devices_default(setting):
     assert trainer.precision == default_precision("cpu")
 
 
+@pytest.mark.parametrize("setting", [None, "auto", "bf16-mixed"])
+def test_with_an_accelerator_object_auto_is_32_true_and_a_precision_given_stays(setting):
+    from lightning.pytorch.accelerators import CPUAccelerator
+
+    trainer = CaptionTrainer(precision=setting, accelerator=CPUAccelerator(), **QUIET)
+    assert trainer.precision == ("bf16-mixed" if setting == "bf16-mixed" else "32-true")
+
+
 @pytest.mark.parametrize("setting", ["32-true", "32", 32, "bf16-mixed"])
 def test_a_precision_the_model_runs_is_lightnings(setting):
     expected = {"32": "32-true", 32: "32-true"}.get(setting, setting)
