@@ -3,6 +3,7 @@ another host (DNS rebinding), requests left half sent or trickled, connections p
 one client), malformed numbers, other methods; byte for byte over raw sockets, from a server running in this process
 on an untrained tiny model."""
 
+import contextlib
 import json
 import select
 import socket
@@ -30,6 +31,27 @@ def one_line_error(answer, status: int, *named: str) -> str:
     error = json.loads(answer.body)["error"]
     assert "\n" not in error and "Traceback" not in error and all(name in error for name in named), error
     return error
+
+
+@contextlib.contextmanager
+def half_open(server, count: int):
+    """`count` connections that each send half a request and hold their thread until they close (on leaving)."""
+    holders = [socket.create_connection(server.server_address[:2], timeout=PATIENCE_S) for _ in range(count)]
+    try:
+        for holder in holders:
+            holder.sendall(b"GET /api/about HTTP/1.1\r\n")
+        yield
+    finally:
+        for holder in holders:
+            holder.close()
+
+
+def served_again(server, refused: int) -> None:
+    """Wait (at most PATIENCE_S) until the holders' threads have seen them closed and a request is served again."""
+    deadline = time.monotonic() + PATIENCE_S
+    while (status := exchange(server, get("/api/about")).status) == refused and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status == 200
 
 
 def test_only_requests_that_name_this_server_are_answered(tmp_path, capfd):
@@ -96,22 +118,12 @@ def test_a_request_left_half_sent_gets_408_and_frees_its_thread(tmp_path, capfd)
 
 def test_connections_past_the_limit_get_503_at_once(tmp_path, capfd):
     with serving(tmp_path / "data", timeout_s=PATIENCE_S, max_connections=2) as server:
-        address = server.server_address[:2]
-        holders = [socket.create_connection(address, timeout=PATIENCE_S) for _ in range(2)]
-        for holder in holders:  # half-open: each holds its thread until it times out or closes
-            holder.sendall(b"GET /api/about HTTP/1.1\r\n")
-        try:
+        with half_open(server, 2):
             for _ in range(3):
                 answer = exchange(server, get("/api/about"))
                 one_line_error(answer, 503, "the server is busy", "--max_connections")
                 assert answer.headers["retry-after"] == "1"
-        finally:
-            for holder in holders:
-                holder.close()
-        deadline = time.monotonic() + PATIENCE_S
-        while (status := exchange(server, get("/api/about")).status) == 503 and time.monotonic() < deadline:
-            time.sleep(0.05)  # the holders' threads see them closed and end
-        assert status == 200
+        served_again(server, refused=503)
     assert capfd.readouterr().err == ""
 
 
@@ -162,10 +174,7 @@ def test_uploads_trickled_a_byte_at_a_time_get_408_at_the_upload_timeout_and_fre
 def test_one_client_cannot_take_every_place(tmp_path, capfd):
     with serving(tmp_path / "data", timeout_s=PATIENCE_S, max_connections=4, max_connections_per_client=2) as server:
         address = server.server_address[:2]
-        holders = [socket.create_connection(address, timeout=PATIENCE_S) for _ in range(2)]
-        for holder in holders:  # half-open: each holds its thread until it times out or closes
-            holder.sendall(b"GET /api/about HTTP/1.1\r\n")
-        try:
+        with half_open(server, 2):
             for _ in range(3):
                 answer = exchange(server, get("/api/about"))
                 one_line_error(answer, 429, "this client already has 2 connections served",
@@ -175,13 +184,7 @@ def test_one_client_cannot_take_every_place(tmp_path, capfd):
                 other.sendall(get("/api/about"))  # another client (address) of this machine is served meanwhile
                 other.shutdown(socket.SHUT_WR)
                 assert parse_answer(read_all(other)).status == 200
-        finally:
-            for holder in holders:
-                holder.close()
-        deadline = time.monotonic() + PATIENCE_S
-        while (status := exchange(server, get("/api/about")).status) == 429 and time.monotonic() < deadline:
-            time.sleep(0.05)  # the holders' threads see them closed and end
-        assert status == 200
+        served_again(server, refused=429)
     assert capfd.readouterr().err == ""
 
 
