@@ -133,7 +133,7 @@ def export_model(ckpt_path: Path, out: Path, *, metrics: Path | None = None, mod
                       if name.startswith(TRAINING_STATE)}
     run = run_folder(ckpt_path, checkpoint_path)
     saved = saved_config(run) if run is not None else None
-    card = card_text(ckpt_path, checkpoint_path, checkpoint, model, name=model_name or out.resolve().name,
+    card = card_text(run, checkpoint_path, checkpoint, model, name=model_name or out.resolve().name,
                      license=license, saved=saved, preprocessing=config["preprocessing"], measured=measured,
                      metrics=metrics)
     write_model_folder(out, weights=weights_bytes({**model.state_dict(), **training_state}), config=config,
@@ -142,10 +142,10 @@ def export_model(ckpt_path: Path, out: Path, *, metrics: Path | None = None, mod
     return ExportedModel(folder=out, checkpoint=checkpoint_path, files=files)
 
 
-def card_text(given: Path, checkpoint_path: Path, checkpoint: dict[str, Any], model: CaptionModel, *, name: str,
+def card_text(run: Path | None, checkpoint_path: Path, checkpoint: dict[str, Any], model: CaptionModel, *, name: str,
               license: str, saved: Path | None, preprocessing: dict[str, Any] | None = None,
               measured: TestFigures | None = None, metrics: Path | None = None) -> str:
-    """The model card of the checkpoint (`given`: as named, a run folder or a file), titled `name`, with what its run
+    """The model card of the checkpoint (of run folder `run`; None for a lone file), titled `name`, with what its run
     recorded: its saved config (`saved`) and its test figures (`measured`: those of the metrics.json `metrics`, read
     from it), and config.json's `preprocessing`."""
     import caption
@@ -155,7 +155,6 @@ def card_text(given: Path, checkpoint_path: Path, checkpoint: dict[str, Any], mo
     from caption.reports.model_card import CardFacts, last_test_row, model_card
     from caption.training.optimization import OptimizationSettings
 
-    run = run_folder(given, checkpoint_path)
     logs = find_logs(run, checkpoint_path) if run is not None else None
     metrics_csv = logs if logs is not None and logs.suffix == ".csv" else None
     if measured is not None:
