@@ -62,7 +62,7 @@ def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], 
     problem = "no `java` on the PATH" if shutil.which("java") is None else None
     if problem is None:
         try:
-            return java_ptb_tokenize(captions), PTB_JAVA
+            return java_ptb_tokenize(captions, timeout=PTB_TIMEOUT), PTB_JAVA
         except OSError as error:
             problem = f"{error.__class__.__name__}: {error}"
     warnings.warn(f"coco-caption's PTB tokenizer cannot run ({problem}): tokenising with the pure-Python stand-in "
@@ -70,25 +70,29 @@ def ptb_tokenize(captions: dict[int, list[str]]) -> tuple[dict[int, list[str]], 
     return python_ptb_tokenize(captions), PTB_PYTHON
 
 
+PTB_TIMEOUT = 600.0  # seconds before a Java run counts as hung (COCO's 25,000 test references take about 10 s)
 JAVA_NOTE = "PTBTokenizer tokenized"  # the tokenizer's own note after every call: N tokens at M tokens per second
 # pycocoevalcap's PTBTokenizer.tokenize runs this, then the file of the captions (one a line)
 PTB_COMMAND = ("java", "-cp", STANFORD_CORENLP_3_4_1_JAR, "edu.stanford.nlp.process.PTBTokenizer", "-preserveLines",
                "-lowerCase")
 
 
-def java_ptb_tokenize(captions: dict[int, list[str]]) -> dict[int, list[str]]:
+def java_ptb_tokenize(captions: dict[int, list[str]], *, timeout: float = PTB_TIMEOUT) -> dict[int, list[str]]:
     """{id: [raw]} -> {id: [tokenised]} as pycocoevalcap's `PTBTokenizer().tokenize` gives them: its Java command, its
     jar, its punctuation removal. Run here rather than through it, which writes the captions into its package folder
     and prints Java's note: the captions go to a temporary folder of our own, removed whatever happens, and Java's
     note is logged at debug level (`caption -v` shows it), anything else it says (an error) as a warning. OSError
-    when Java cannot start or fails."""
+    when Java cannot start, fails, or gives no answer within `timeout` seconds (the run is then ended)."""
     keys = [key for key, texts in captions.items() for _ in texts]
     sentences = "\n".join(text.replace("\n", " ") for texts in captions.values() for text in texts)
     with tempfile.TemporaryDirectory(prefix="caption-ptb-") as folder:
         file = Path(folder) / "captions.txt"
         file.write_text(sentences, encoding="utf-8")
-        done = subprocess.run([*PTB_COMMAND, str(file)], cwd=Path(ptbtokenizer.__file__).parent,
-                              capture_output=True, check=False)
+        try:
+            done = subprocess.run([*PTB_COMMAND, str(file)], cwd=Path(ptbtokenizer.__file__).parent,
+                                  capture_output=True, check=False, timeout=timeout)
+        except subprocess.TimeoutExpired:  # run() has killed it
+            raise OSError(f"its Java run gave no answer within {timeout:g} s") from None
     for line in done.stderr.decode(errors="replace").splitlines():
         if line.strip():
             log.log(logging.DEBUG if line.startswith(JAVA_NOTE) else logging.WARNING, "%s", line)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pycocoevalcap.tokenizer import ptbtokenizer
 
+from caption.evaluation import ptb_tokenizer as tokenizer_module
 from caption.evaluation.ptb_tokenizer import PTB_JAVA, PTB_PYTHON, ptb_tokenize
 
 CAPTIONS = {1: ["A man riding a horse.", "Two dogs, playing (in the park)!"], 2: ["It's a cat's toy -- isn't it?"],
@@ -76,3 +77,16 @@ def test_a_failing_java_falls_back_to_the_python_stand_in_with_a_warning(tmp_pat
     with pytest.warns(UserWarning, match="exit status 1"):
         tokens, tokenizer = ptb_tokenize({1: ["A Dog."]})
     assert (tokens, tokenizer) == ({1: ["a dog"]}, PTB_PYTHON)
+
+
+def test_a_hung_java_is_ended_after_the_timeout_and_the_stand_in_used(tmp_path, monkeypatch):
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    java.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n", encoding="utf-8")
+    java.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{java.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(tokenizer_module, "PTB_TIMEOUT", 0.5)  # our own constant, read at each call
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="no answer within 0.5 s"):
+        tokens, tokenizer = ptb_tokenize({1: ["A Dog."]})
+    assert (tokens, tokenizer) == ({1: ["a dog"]}, PTB_PYTHON) and time.monotonic() - started < 30
