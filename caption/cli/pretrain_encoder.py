@@ -14,8 +14,8 @@ the captioner reads them (`caption.data.labelled_objects`, `caption.training.enc
 the best validation accuracy is kept: OUT/encoder.pt is that encoder's state dict (no head: what
 `model.encoder.weights: OUT` loads, the annotation grid unchanged), OUT/encoder.json says what it is (the encoder
 settings, the categories, every epoch's validation accuracy and confusion). Prints the confusion at the end.
-Pre-empted (SIGTERM), it stops after the current batch and writes the same two files from the best epoch so far,
-encoder.json saying where it stopped (`stopped`: epoch N of M, how to go on), and prints that in one line (exit 143).
+Pre-empted (SIGTERM) or stopped by Ctrl-C, it writes the same two files from the best epoch so far, encoder.json
+saying where it stopped (`stopped`: epoch N of M, how to go on), and prints that in one line (exit 143; Ctrl-C: 130).
 """
 
 import argparse
@@ -153,13 +153,20 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     counts = {split: len(loader.dataset) for split, loader in loaders.items()}
     try:
         trainer.fit(classifier, train_dataloaders=loaders["train"], val_dataloaders=loaders["val"])
-    except SIGTERMException:  # pre-empted: Lightning stopped after the current batch; keep the best epoch so far
-        stopped = {"reason": "pre-empted (SIGTERM)", "epoch": trainer.current_epoch + 1, "epochs": settings.epochs,
+    except SystemExit as stop:  # keep the best epoch so far
+        # SIGTERM (SIGTERMException): Lightning stopped after the current batch; Ctrl-C: it tore the run down, exits
+        pre_empted = isinstance(stop, SIGTERMException)
+        if not (pre_empted or trainer.interrupted):
+            raise
+        reason = "pre-empted (SIGTERM)" if pre_empted else "stopped by Ctrl-C"
+        stopped = {"reason": reason, "epoch": trainer.current_epoch + 1, "epochs": settings.epochs,
                    "go_on": go_on(out=out, epochs=settings.epochs)}
         if classifier.history:
             write_encoder(classifier, out=out, command=command, encoder_settings=encoder_settings,
                           image_size=image_size, grid=grid, categories=categories, images=counts, stopped=stopped)
         print(pre_emption_line(classifier.best if classifier.history else None, stopped=stopped, out=out), flush=True)
+        if not pre_empted:
+            raise KeyboardInterrupt from None  # the command's exit status for Ctrl-C, as every command's
         raise
     best = classifier.best
     write_encoder(classifier, out=out, command=command, encoder_settings=encoder_settings, image_size=image_size,
@@ -212,7 +219,8 @@ def go_on(*, out: Path, epochs: int) -> str:
 
 
 def pre_emption_line(best: dict[str, Any] | None, *, stopped: dict[str, Any], out: Path) -> str:
-    """The one line printed when pretraining is pre-empted: where it stopped, what was written and how to go on.
+    """The one line printed when pretraining is pre-empted or stopped by Ctrl-C: where it stopped, what was written
+    and how to go on.
 
     Args:
         best: the best validation so far (epoch, accuracy), or None when no epoch was validated.

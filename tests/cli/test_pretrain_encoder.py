@@ -14,7 +14,7 @@ import yaml
 from kit.cli import REPO, environment, failed
 from kit.data import karpathy_dataset, write_image
 
-from caption.cli import TERMINATED, main
+from caption.cli import INTERRUPTED, TERMINATED, main
 from caption.io import encoder_weights
 from caption.model.encoder import EncoderSettings, build_encoder
 
@@ -123,7 +123,9 @@ def test_a_torchvision_vgg_from_random_weights_writes_torchvision_keys(tmp_path)
 
 
 @pytest.mark.slow
-def test_sigterm_keeps_the_best_encoder_so_far_and_says_how_to_go_on(tmp_path):
+@pytest.mark.parametrize(("sent", "status", "reason"), [(signal.SIGTERM, TERMINATED, "pre-empted (SIGTERM)"),
+                                                         (signal.SIGINT, INTERRUPTED, "stopped by Ctrl-C")])
+def test_a_stop_keeps_the_best_encoder_so_far_and_says_how_to_go_on(tmp_path, sent, status, reason):
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({"model": {"encoder": TINY_ENCODER}, "data": {"source": {"init_args": {
         "root": str(tmp_path / "data"), "num_train": 16, "num_val": 4, "num_test": 1}}}}))
@@ -140,19 +142,19 @@ def test_sigterm_keeps_the_best_encoder_so_far_and_says_how_to_go_on(tmp_path):
             assert process.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "no epoch finished in time"
             time.sleep(0.05)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(sent)
         process.wait(timeout=120)
     finally:
         process.kill()
     output = log.read_text()
-    assert process.returncode == TERMINATED, output[-3000:]
+    assert process.returncode == status, output[-3000:]
     about = json.loads((out / "encoder.json").read_text())
     stopped = about["stopped"]
-    assert stopped["reason"] == "pre-empted (SIGTERM)" and stopped["epochs"] == 1000
+    assert stopped["reason"] == reason and stopped["epochs"] == 1000
     assert 2 <= stopped["epoch"] < 1000 and len(about["history"]) >= stopped["epoch"] - 1
     assert about["accuracy"] == max(entry["accuracy"] for entry in about["history"])
     assert f"--model.encoder.weights {out}" in stopped["go_on"]
-    lines = [line for line in output.splitlines() if line.startswith("caption pretrain-encoder: pre-empted")]
+    lines = [line for line in output.splitlines() if line.startswith(f"caption pretrain-encoder: {reason}")]
     assert len(lines) == 1 and "Traceback" not in output, output[-3000:]
     assert f"at epoch {stopped['epoch']} of 1000: wrote {out / 'encoder.pt'}" in lines[0]
     assert stopped["go_on"] in lines[0]
