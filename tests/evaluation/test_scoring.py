@@ -113,9 +113,9 @@ def counting_java(monkeypatch) -> list[int]:
     lines: list[int] = []
     tokenize = ptb_tokenizer.java_ptb_tokenize
 
-    def counted(captions: dict[int, list[str]]) -> dict[int, list[str]]:
+    def counted(captions: dict[int, list[str]], **settings) -> dict[int, list[str]]:
         lines.append(sum(len(texts) for texts in captions.values()))
-        return tokenize(captions)
+        return tokenize(captions, **settings)
 
     monkeypatch.setattr(ptb_tokenizer, "java_ptb_tokenize", counted)
     return lines
