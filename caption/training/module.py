@@ -109,7 +109,8 @@ class CaptionModule(L.LightningModule):
                                   reader=encoder_weights)
         kind = kind_of(settings.attention.kind)  # eq. 12 with its baseline (hard), eq. 14 (soft)
         self.objective = kind.objective(getattr(settings, kind.group), hidden_dim=settings.decoder.hidden_dim)
-        self.self_critical = None if settings.self_critical is None else SelfCritical(settings.self_critical)
+        self.self_critical = None if settings.self_critical is None else SelfCritical(
+            settings.self_critical, decoding=settings.decoding, vocabulary=self.model.vocabulary)
         self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
         self._greedy_captions = EpochCaptions()  # test's, greedy beside the model's beam (validation decodes so)
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)
