@@ -9,6 +9,10 @@ from typing import Literal
 
 from caption.errors import ConfigError, check_range
 
+# the fields beyond the beam, off by default: diverse groups, blocking rules, sampling's cuts (the short help of
+# `caption fit` leaves them to --help-all; docs/attention.md#decoding-options)
+DECODING_EXTRAS = ("beam_groups", "diversity_strength", "no_repeat_ngram_size", "no_immediate_repeat",
+                   "block_bad_endings", "suppress_unknown", "top_k", "top_p", "temperature")
 # hard attention's context at evaluation: the expected one (original code), the most likely location, or a sample
 HardEvalContext = Literal["expected", "argmax", "sample"]
 

@@ -5,7 +5,9 @@ arithmetic on tensors; no Python loop over images or beams; the k rows of an ima
 annotations and their projection, see `caption.model.attention`), stop at `max_length` words even when
 a hypothesis never emits <end>, and return the per-word attention α (T×L) and gate β of the
 chosen caption so that it can be drawn (sec. 5.4). `generate` decodes as a trained model does, with its decoding
-settings: a call's beam size, length and number of captions are defaulted and checked there, once.
+settings: a call's beam size, length and number of captions are defaulted and checked there, once; diverse beam search
+(`caption.model.diverse_search`) when the settings split the beam into groups. Every search takes the blocking rules
+of `caption.model.constraints` (none by default), and sampling the decoding's temperature, top-k and top-p.
 
 Notation: B images, k beams, T ≤ max_length generated words, L locations, V words.
 """

@@ -69,7 +69,8 @@ class CaptionModule(L.LightningModule):
             attention.kind soft (null: its defaults).
         hard: hard attention's objective, eq. 12, and its variance reduction
             (`caption.model.objectives.HardObjectiveSettings`); only with attention.kind hard (null: its defaults).
-        decoding: test-time decoding (`caption.model.decoding.DecodingSettings`).
+        decoding: test-time decoding (`caption.model.decoding.DecodingSettings`; diverse beams, blocking rules,
+            sampling: --help-all).
         optimization: the optimizer, its step size, what to do on a non-finite loss, the weights to start from.
         self_critical: self-critical training on CIDEr-D after cross-entropy (`caption.model.self_critical`); null:
             cross-entropy (eq. 14 or eq. 12).
