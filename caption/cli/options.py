@@ -105,6 +105,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def whole_number(text: str) -> int:
+    """The type of an option that counts where 0 is off: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: off), got {value}")
+    return value
+
+
 def add_checkpoint(parser: ArgumentParser) -> None:
     """--ckpt_path: a checkpoint written by `caption fit`, a run folder, or a URL with its --sha256."""
     parser.add_argument("--ckpt_path", required=True, metavar="CKPT",
@@ -116,12 +124,14 @@ def add_checkpoint(parser: ArgumentParser) -> None:
 
 def add_settings(parser: ArgumentParser, settings: type, group: str, *, default: str | None = None) -> None:
     """A `--<group>.<field>` per field of the dataclass `settings`, with its docstring's line as help and the field's
-    type (an int counts: >= 1; a Literal's values are the choices); each defaults to the field's default, or with
-    `default` (what stands instead, for --help) to None: `given` then collects those given."""
+    type (an int counts: >= 1, or >= 0 where its default is 0, off; a Literal's values are the choices); each
+    defaults to the field's default, or with `default` (what stands instead, for --help) to None: `given` then
+    collects those given."""
     helps = settings_help(settings)
     for field in fields(settings):
         choices = get_args(field.type) if get_origin(field.type) is Literal else None
-        kind = str if choices else positive_int if field.type is int else field.type
+        counts = positive_int if field.default != 0 else whole_number
+        kind = str if choices else counts if field.type is int else field.type
         value = None if default is not None else field.default
         parser.add_argument(f"--{group}.{field.name}", type=kind, **({"choices": choices} if choices else {}),
                             default=value, metavar=field.name.upper(),

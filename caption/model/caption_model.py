@@ -162,10 +162,12 @@ class CaptionModel(nn.Module):
     def generate(self, annotations: Tensor, *, beam_size: int | None = None, max_length: int | None = None,
                  num_captions: int = 1, free_memory: FreeMemory | None = None) -> Decoded:
         """Captions of annotations (B, L, D): the model's decoding settings, unless `beam_size` or `max_length` is
-        given; `num_captions` = n: the n best of each image; with `free_memory`, a beam search larger than the memory
-        free is refused (`caption.model.search.generate`)."""
-        return generate(self.decoder, annotations, decoding=self.settings.decoding, beam_size=beam_size,
-                        max_length=max_length, num_captions=num_captions, free_memory=free_memory)
+        given (its blocking rules, diverse groups and bad endings among this vocabulary's words always); `num_captions`
+        = n: the n best of each image; with `free_memory`, a beam search larger than the memory free is refused
+        (`caption.model.search.generate`)."""
+        return generate(self.decoder, annotations, decoding=self.settings.decoding, vocabulary=self.vocabulary,
+                        beam_size=beam_size, max_length=max_length, num_captions=num_captions,
+                        free_memory=free_memory)
 
 
 def check_sizes(hyperparameters: Mapping[str, Any], weights: Mapping[str, Tensor], *,

@@ -5,7 +5,9 @@ arithmetic on tensors; no Python loop over images or beams; the k rows of an ima
 annotations and their projection, see `caption.model.attention`), stop at `max_length` words even when
 a hypothesis never emits <end>, and return the per-word attention α (T×L) and gate β of the
 chosen caption so that it can be drawn (sec. 5.4). `generate` decodes as a trained model does, with its decoding
-settings: a call's beam size, length and number of captions are defaulted and checked there, once.
+settings: a call's beam size, length and number of captions are defaulted and checked there, once; diverse beam search
+(`caption.model.diverse_search`) when the settings split the beam into groups. Every search takes the blocking rules
+of `caption.model.constraints` (none by default), and sampling the decoding's temperature, top-k and top-p.
 
 Notation: B images, k beams, T ≤ max_length generated words, L locations, V words.
 """
@@ -18,9 +20,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from caption.errors import ConfigError, size_text
+from caption.model.beams import Hypotheses, next_log_probs
 from caption.model.captions import Decoded
+from caption.model.constraints import WordConstraints, truncated_logits
 from caption.model.decoder import Decoder, DecoderState
 from caption.model.decoding import DecodingSettings, check_decoding
+from caption.model.diverse_search import diverse_beam_search
 from caption.model.vocabulary import Vocabulary
 
 BYTES_PER_VALUE = 4  # the search's scores and weights are float32
@@ -59,24 +64,10 @@ def check_search_memory(*, images: int, beam_size: int, locations: int, attentio
         f"{device}: use a beam of at most {fits} (decoding.beam_size, num_captions) or fewer images at once")
 
 
-def _next_log_probs(
-    decoder: Decoder, words: Tensor, state: DecoderState, annotations: Tensor, projected: Tensor
-):
-    """Feed `words` (R,) through one decoder step: log p(y_t) (R, V) and the step's output.
-
-    <pad> and <start> are never generated (their log-probabilities are set to -inf).
-    """
-    embedded, gates = decoder.word_gates(words)
-    out = decoder.step(gates, state, annotations, projected)
-    logits = decoder.output_logits(embedded, out.state.h, out.context)
-    log_probs = F.log_softmax(logits.float(), dim=-1)
-    log_probs[:, [Vocabulary.PAD, Vocabulary.START]] = float("-inf")
-    return log_probs, out
-
-
 @torch.inference_mode()
-def greedy(decoder: Decoder, annotations: Tensor, *, max_length: int) -> Decoded:
-    """Pick the most probable word at every step. annotations: (B, L, D)."""
+def greedy(decoder: Decoder, annotations: Tensor, *, max_length: int,
+           constraints: WordConstraints = WordConstraints()) -> Decoded:
+    """Pick the most probable word at every step, of those `constraints` allow. annotations: (B, L, D)."""
     B = annotations.shape[0]
     projected = decoder.project_annotations(annotations)  # (B, L, A), once per image
     state = decoder.init_state(annotations)
@@ -84,8 +75,11 @@ def greedy(decoder: Decoder, annotations: Tensor, *, max_length: int) -> Decoded
     finished = torch.zeros(B, dtype=torch.bool, device=annotations.device)
     log_prob = torch.zeros(B, device=annotations.device)
     tokens, alphas, betas, locations = [], [], [], []
-    for _ in range(max_length):
-        log_probs, out = _next_log_probs(decoder, words, state, annotations, projected)  # (B, V)
+    for step in range(max_length):
+        log_probs, out = next_log_probs(decoder, words, state, annotations, projected)  # (B, V)
+        if constraints.active:
+            prefix = torch.stack(tokens, dim=1) if tokens else words.new_empty(B, 0)  # (B, t)
+            log_probs = constraints.apply(log_probs, prefix, last_step=step == max_length - 1)
         words = log_probs.argmax(dim=-1).masked_fill(finished, Vocabulary.PAD)  # (B,)
         log_prob += log_probs.gather(1, words[:, None]).squeeze(1).masked_fill(finished, 0.0)
         tokens.append(words)
@@ -116,6 +110,7 @@ def beam_search(
     max_length: int,
     length_penalty: float = 0.0,
     num_best: int = 1,
+    constraints: WordConstraints = WordConstraints(),
     free_memory: FreeMemory | None = None,
 ) -> Decoded:
     """Keep the k most probable prefixes per image; return the best finished-or-capped hypothesis.
@@ -124,8 +119,8 @@ def beam_search(
     extended by <pad> at no cost), so finished and unfinished hypotheses compete on equal terms.
     At the end, hypotheses are ranked by log p / length^length_penalty (0 = raw log-probability).
     `num_best` = n <= k returns the n best of the final beams instead, best first: B·n rows, image by image.
-    With `free_memory`, a search that needs more memory than it says the device has free is refused before it
-    starts (`check_search_memory`).
+    No hypothesis takes a word `constraints` forbid. With `free_memory`, a search that needs more memory than it
+    says the device has free is refused before it starts (`check_search_memory`).
     """
     check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_best)
     if free_memory is not None:
@@ -141,14 +136,13 @@ def beam_search(
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
     words = torch.full((B * k,), Vocabulary.START, dtype=torch.long, device=device)
     finished = torch.zeros(B * k, dtype=torch.bool, device=device)
-    tokens = torch.empty(B * k, 0, dtype=torch.long, device=device)
-    alpha = annotations.new_empty(B * k, 0, annotations.shape[1])
-    beta = annotations.new_empty(B * k, 0)
-    location = None if not decoder.is_hard else torch.empty(B * k, 0, dtype=torch.long, device=device)
+    kept = Hypotheses.empty(B * k, annotations, hard=decoder.is_hard)
     row_offset = (torch.arange(B, device=device) * k)[:, None]  # (B, 1)
 
-    for _ in range(max_length):
-        log_probs, out = _next_log_probs(decoder, words, state, annotations, projected)  # (B·k, V)
+    for step in range(max_length):
+        log_probs, out = next_log_probs(decoder, words, state, annotations, projected)  # (B·k, V)
+        if constraints.active:
+            log_probs = constraints.apply(log_probs, kept.tokens, last_step=step == max_length - 1)
         V = log_probs.shape[1]
         log_probs[finished] = float("-inf")
         log_probs[finished, Vocabulary.PAD] = 0.0
@@ -157,26 +151,11 @@ def beam_search(
         rows = (row_offset + flat.div(V, rounding_mode="floor")).view(-1)  # parent row of each new beam (B·k,)
         words = (flat % V).view(-1)  # (B·k,)
         state = DecoderState(out.state.h[rows], out.state.c[rows])
-        tokens = torch.cat([tokens[rows], words[:, None]], dim=1)
-        alpha = torch.cat([alpha[rows], out.alpha[rows, None]], dim=1)
-        beta = torch.cat([beta[rows], out.beta[rows, None]], dim=1)
-        if location is not None:
-            location = torch.cat([location[rows], out.location[rows, None]], dim=1)
+        kept = kept.extended(rows, words, out)
         finished = finished[rows] | (words == Vocabulary.END)
         if finished.all():
             break
-
-    lengths = (tokens != Vocabulary.PAD).sum(dim=1).view(B, k)
-    ranking = scores / lengths.clamp(min=1).float() ** length_penalty if length_penalty else scores
-    best = (row_offset + ranking.topk(num_best, dim=-1).indices).view(-1)  # (B·n,), each image's best first
-    return Decoded(
-        tokens=tokens[best],
-        log_prob=scores.view(-1)[best],
-        alpha=alpha[best],
-        beta=beta[best],
-        location=None if location is None else location[best],
-        lengths=lengths.view(-1)[best],
-    )
+    return kept.best(scores.view(-1), beams=k, length_penalty=length_penalty, num_best=num_best)
 
 
 def beam_width(decoding: DecodingSettings, *, beam_size: int | None = None, num_captions: int = 1) -> int:
@@ -186,23 +165,39 @@ def beam_width(decoding: DecodingSettings, *, beam_size: int | None = None, num_
 
 
 def generate(
-    decoder: Decoder, annotations: Tensor, *, decoding: DecodingSettings, beam_size: int | None = None,
-    max_length: int | None = None, num_captions: int = 1, free_memory: FreeMemory | None = None,
+    decoder: Decoder, annotations: Tensor, *, decoding: DecodingSettings, vocabulary: Vocabulary | None = None,
+    beam_size: int | None = None, max_length: int | None = None, num_captions: int = 1,
+    free_memory: FreeMemory | None = None,
 ) -> Decoded:
-    """Captions for a batch of annotations (B, L, D): greedy when the beam is 1, else beam search. The one place a
-    call's decoding knobs are defaulted and checked: `beam_size` and `max_length` default to the model's
-    decoding.beam_size and decoding.max_caption_length (`beam_width`); `num_captions` = n > 1: the n best beams of
-    each image, best first (B·n rows). A beam asked for that is wider than the captions the search can hold is a
-    ConfigError (`check_decoding`), as are n more than the beam and, with `free_memory`, a search larger than the
-    memory free (`beam_search`: `check_decoding`, `check_search_memory`)."""
+    """Captions for a batch of annotations (B, L, D): greedy when the beam is 1, else beam search, diverse beam
+    search with decoding.beam_groups > 1; every one under the blocking rules decoding sets (`WordConstraints`; the
+    bad endings are words of `vocabulary`). The one place a call's decoding knobs are defaulted and checked:
+    `beam_size` and `max_length` default to the model's decoding.beam_size and decoding.max_caption_length
+    (`beam_width`); `num_captions` = n > 1: the n best beams of each image, best first (B·n rows). A beam asked for
+    that is wider than the captions the search can hold is a ConfigError (`check_decoding`), as are n more than the
+    beam, a beam the groups do not divide and, with `free_memory`, a search larger than the memory free
+    (`check_search_memory`)."""
     max_length = decoding.max_caption_length if max_length is None else max_length
     check_decoding(beam_size=beam_width(decoding, beam_size=beam_size), max_caption_length=max_length,
                    vocabulary_size=decoder.output_words.out_features)
     width = beam_width(decoding, beam_size=beam_size, num_captions=num_captions)
+    constraints = WordConstraints.of(decoding, vocabulary)
     if width == 1 and num_captions == 1:
-        return greedy(decoder, annotations, max_length=max_length)
-    return beam_search(decoder, annotations, beam_size=width, max_length=max_length,
-                       length_penalty=decoding.length_penalty, num_best=num_captions, free_memory=free_memory)
+        return greedy(decoder, annotations, max_length=max_length, constraints=constraints)
+    if decoding.beam_groups == 1:
+        return beam_search(decoder, annotations, beam_size=width, max_length=max_length,
+                           length_penalty=decoding.length_penalty, num_best=num_captions, constraints=constraints,
+                           free_memory=free_memory)
+    check_decoding(beam_size=width, max_caption_length=max_length, num_captions=num_captions,
+                   beam_groups=decoding.beam_groups)
+    if free_memory is not None:
+        check_search_memory(images=annotations.shape[0], beam_size=width, locations=annotations.shape[1],
+                            attention_dim=decoder.attention_dim, vocabulary_size=decoder.output_words.out_features,
+                            max_length=max_length, device=annotations.device, free_memory=free_memory)
+    return diverse_beam_search(decoder, annotations, beam_size=width, beam_groups=decoding.beam_groups,
+                               diversity_strength=decoding.diversity_strength, max_length=max_length,
+                               length_penalty=decoding.length_penalty, num_best=num_captions,
+                               constraints=constraints)
 
 
 @dataclass
@@ -219,10 +214,14 @@ class Sampled:
     alpha: Tensor  # attention weights                                    (B·k, T, L)
 
 
-def sample(decoder: Decoder, annotations: Tensor, *, samples: int, max_length: int) -> Sampled:
-    """Draw `samples` captions per image, w_t ~ p(w_t | ...) and (hard attention, the decoder in training mode)
+def sample(decoder: Decoder, annotations: Tensor, *, samples: int, max_length: int,
+           decoding: DecodingSettings = DecodingSettings(),
+           constraints: WordConstraints = WordConstraints()) -> Sampled:
+    """Draw `samples` captions per image, w_t ~ q(w_t | ...) and (hard attention, the decoder in training mode)
     s_t ~ Multinoulli(α_t), keeping the graph: the REINFORCE gradient of self-critical training flows through
-    `word_log_prob` and `location_log_prob`. <pad> and <start> are never drawn (renormalised without them).
+    `word_log_prob` and `location_log_prob`. q is the model's p(w_t | ...) without <pad> and <start> and the words
+    `constraints` forbid, at decoding.temperature, cut to decoding.top_k and decoding.top_p (`truncated_logits`),
+    renormalised: what is drawn from is what `word_log_prob` reports (by default q = p without <pad>, <start>).
     annotations: (B, L, D); the k rows of an image share its annotations and their projection."""
     B, k, device = annotations.shape[0], samples, annotations.device
     projected = decoder.project_annotations(annotations)  # (B, L, A)
@@ -233,12 +232,18 @@ def sample(decoder: Decoder, annotations: Tensor, *, samples: int, max_length: i
     never = torch.zeros(decoder.output_words.out_features, dtype=torch.bool, device=device)  # (V,)
     never[[Vocabulary.PAD, Vocabulary.START]] = True
     tokens, masks, word_log_probs, location_log_probs, entropies, alphas = [], [], [], [], [], []
-    for _ in range(max_length):
+    for step in range(max_length):
         embedded, gates = decoder.word_gates(words)
         out = decoder.step(gates, state, annotations, projected)
         logits = decoder.output_logits(embedded, out.state.h, out.context)  # (B·k, V)
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # float32 at least (bf16 autocast)
-        log_probs = F.log_softmax(logits.masked_fill(never, float("-inf")), dim=-1)  # (B·k, V)
+        logits = logits.masked_fill(never, float("-inf"))  # (B·k, V)
+        if constraints.active:
+            prefix = torch.stack(tokens, dim=1) if tokens else words.new_empty(B * k, 0)  # (B·k, t)
+            logits = constraints.apply(logits, prefix, last_step=step == max_length - 1)
+        logits = truncated_logits(logits, temperature=decoding.temperature, top_k=decoding.top_k,
+                                  top_p=decoding.top_p)
+        log_probs = F.log_softmax(logits, dim=-1)  # (B·k, V)
         drawn = torch.multinomial(log_probs.detach().exp(), 1).squeeze(1)  # (B·k,)
         words = drawn.masked_fill(~alive, Vocabulary.PAD)
         step_mask = alive.float()

@@ -69,7 +69,8 @@ class CaptionModule(L.LightningModule):
             attention.kind soft (null: its defaults).
         hard: hard attention's objective, eq. 12, and its variance reduction
             (`caption.model.objectives.HardObjectiveSettings`); only with attention.kind hard (null: its defaults).
-        decoding: test-time decoding (`caption.model.decoding.DecodingSettings`).
+        decoding: test-time decoding (`caption.model.decoding.DecodingSettings`; diverse beams, blocking rules,
+            sampling: --help-all).
         optimization: the optimizer, its step size, what to do on a non-finite loss, the weights to start from.
         self_critical: self-critical training on CIDEr-D after cross-entropy (`caption.model.self_critical`); null:
             cross-entropy (eq. 14 or eq. 12).
@@ -109,7 +110,8 @@ class CaptionModule(L.LightningModule):
                                   reader=encoder_weights)
         kind = kind_of(settings.attention.kind)  # eq. 12 with its baseline (hard), eq. 14 (soft)
         self.objective = kind.objective(getattr(settings, kind.group), hidden_dim=settings.decoder.hidden_dim)
-        self.self_critical = None if settings.self_critical is None else SelfCritical(settings.self_critical)
+        self.self_critical = None if settings.self_critical is None else SelfCritical(
+            settings.self_critical, decoding=settings.decoding, vocabulary=self.model.vocabulary)
         self._epoch_captions = EpochCaptions()  # validation's and test's, scored at the epoch's end
         self._greedy_captions = EpochCaptions()  # test's, greedy beside the model's beam (validation decodes so)
         self.nonfinite_batches = 0  # batches skipped for a non-finite loss (on_nonfinite_loss: skip)

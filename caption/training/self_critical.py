@@ -17,7 +17,9 @@ from torch import Tensor
 from caption.data.sources.records import ImageRecord
 from caption.errors import ConfigError
 from caption.evaluation.cider_reward import CiderD
+from caption.model.constraints import WordConstraints
 from caption.model.decoder import Decoder
+from caption.model.decoding import DecodingSettings
 from caption.model.search import greedy, sample
 from caption.model.self_critical import SelfCriticalSettings, SelfCriticalTerms, mean_of_others, self_critical_loss
 from caption.model.vocabulary import Vocabulary, tokenize
@@ -36,10 +38,15 @@ class SelfCritical:
 
     Args:
         settings: samples per image, the baseline, the longest sample.
+        decoding: the model's decoding settings: the samples are drawn at its temperature, top_k and top_p, and
+            samples and greedy baseline alike follow its blocking rules (`caption.model.constraints`).
+        vocabulary: the model's words (the bad endings among them).
     """
 
-    def __init__(self, settings: SelfCriticalSettings):
+    def __init__(self, settings: SelfCriticalSettings, *, decoding: DecodingSettings, vocabulary: Vocabulary):
         self.settings = settings
+        self.decoding = decoding
+        self.constraints = WordConstraints.of(decoding, vocabulary)
         self.reward: CiderD | None = None
         self.image_ids: Tensor | None = None  # the training images' ids, sorted: row i of the reward's references
 
@@ -67,14 +74,16 @@ class SelfCritical:
         assert self.reward is not None
         k, max_length = self.settings.samples, self.settings.max_length
         rows = self.reference_rows(image_ids)  # (U,)
-        sampled = sample(decoder, annotations, samples=k, max_length=max_length)  # U·k rows
+        sampled = sample(decoder, annotations, samples=k, max_length=max_length, decoding=self.decoding,
+                         constraints=self.constraints)  # U·k rows
         rewards = self.reward(sampled.tokens, rows.repeat_interleave(k)).float()  # r: (U·k,)
         if self.settings.baseline == "mean_of_others":
             baseline = mean_of_others(rewards, k)  # (U·k,)
         else:  # the greedy caption's reward, decoded as validation decodes (dropout off, hard: its eval context)
             decoder.eval()
             try:
-                greedy_tokens = greedy(decoder, annotations.detach(), max_length=max_length).tokens  # (U, T)
+                greedy_tokens = greedy(decoder, annotations.detach(), max_length=max_length,
+                                       constraints=self.constraints).tokens  # (U, T)
             finally:
                 decoder.train()
             baseline = self.reward(greedy_tokens, rows).float().repeat_interleave(k)  # (U·k,)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from kit.cli import printed
 
+from caption.model.decoding import DecodingSettings
 from caption.model.objectives import HardObjectiveSettings, SoftObjectiveSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,11 +35,13 @@ def normalise(config: dict) -> dict:
     or other machine-dependent value. The objective group of the attention kind a run uses is given its defaults
     when unset (null), the other one left out, as `CaptionModule` resolves them.
     Settings added since, off by default, are given their default where missing (the sources' `instances` and
-    `labels`: no boxes; `early_stopping`: no patience; `model.self_critical`: cross-entropy)."""
+    `labels`: no boxes; `early_stopping`: no patience; `model.self_critical`: cross-entropy; `model.decoding`'s
+    searches and rules beyond the beam: plain beam search, no rule, no cut)."""
     source = config["data"]["source"]
     if source["class_path"] != "caption.data.synthetic.shapes.ShapesSource":
         source = source | {"init_args": {"instances": None, "labels": None} | source["init_args"]}
     model = {"self_critical": None} | config["model"]
+    model["decoding"] = asdict(DecodingSettings()) | model.get("decoding", {})
     kind = model["attention"]["kind"]
     for group, settings in (("soft", SoftObjectiveSettings), ("hard", HardObjectiveSettings)):
         value = model.pop(group, None)

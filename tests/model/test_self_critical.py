@@ -19,6 +19,7 @@ from pycocoevalcap.cider.cider import Cider
 
 from caption.data.sources.records import ImageRecord
 from caption.errors import ConfigError
+from caption.model.decoding import DecodingSettings
 from caption.model.search import Sampled, sample
 from caption.model.self_critical import SelfCriticalSettings, mean_of_others, self_critical_loss
 from caption.model.vocabulary import Vocabulary
@@ -246,7 +247,8 @@ def test_the_reward_counts_each_captions_end_as_a_word_as_self_critical_pytorch_
     candidates scores them differently."""
     vocabulary = Vocabulary(WORDS)
     records = [ImageRecord(image_id=image, split="train", references=texts) for image, texts in REFERENCES.items()]
-    stage = self_critical_stage.SelfCritical(SelfCriticalSettings(samples=5, baseline="greedy", max_length=3))
+    stage = self_critical_stage.SelfCritical(SelfCriticalSettings(samples=5, baseline="greedy", max_length=3),
+                                             decoding=DecodingSettings(), vocabulary=vocabulary)
     stage.build_reward(records, vocabulary)
     decoder = tiny_decoder("soft", vocab_size=len(WORDS), annotation_dim=D, seed=4, dropout=0.0).train()
     seen = {}  # what the step scored: its samples, their rewards, the baseline, the greedy captions

@@ -26,6 +26,7 @@ from typing import Any
 
 from caption.cli.lightning.kept_help import KEPT, kept, option_names
 from caption.errors import ConfigError
+from caption.model.decoding import DECODING_EXTRAS
 
 HELP = ("-h", "--help")
 FULL_HELP = "--help-all"
@@ -41,7 +42,8 @@ RUN = ("--checkpoint.monitor", "--checkpoint.mode", "--periodic_checkpoint.every
 TRAINING = (*(f"--trainer.{name}" for name in FIT_TRAINER), *RUN)
 # the splits whose batches each command runs: --trainer.limit_<split>_batches (a short run, a smoke test)
 LIMITED_SPLITS = {"fit": ("train", "val", "test"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}
-LEFT_OUT = ("--data.source.init_args",)  # a data source's settings: `--data.source.help <source>`
+# a data source's settings (`--data.source.help <source>`); decoding's options beyond the beam (--help-all)
+LEFT_OUT = ("--data.source.init_args", *(f"--model.decoding.{name}" for name in DECODING_EXTRAS))
 # jsonargparse's help of --config, as `caption` reads it (caption.config.packaged)
 OWN_HELP = {"--config": "a YAML config: a file, or a packaged config or named run by name (shapes_soft, coco_hard, "
                         "...); repeat it to compose them, a later one overriding an earlier one",
