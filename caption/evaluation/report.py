@@ -13,6 +13,7 @@ from typing import Any
 
 from caption.evaluation.degeneration import habit_warnings, habits
 from caption.evaluation.grounding import Localisation
+from caption.evaluation.hallucination import Hallucination
 from caption.evaluation.image_scores import ImageScores
 from caption.evaluation.metrics import TEST_METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA
@@ -24,7 +25,9 @@ METRIC_NAMES = {
     "meteor": "METEOR", "rouge_l": "ROUGE-L", "cider": "CIDEr", "attention_accuracy": "attention accuracy",
     "attention_other_object": "peak on another object", "attention_background": "peak on the background",
     "attention_absent": "noun of an absent object", "attention_chance_location": "random location",
-    "attention_chance_object": "random object", "alpha_entropy": "α entropy per step (nats)",
+    "attention_chance_object": "random object", "attention_correctness": "attention correctness",
+    "attention_chance_correctness": "uniform α's correctness", "chair_i": "CHAIR-i", "chair_s": "CHAIR-s",
+    "alpha_entropy": "α entropy per step (nats)",
     "distinct_captions": "distinct captions / images", "dangling_ending": "captions ending in a function word",
     "repeated_trigram": "captions repeating a trigram",
 }
@@ -55,11 +58,13 @@ class Evaluation:
     # what BLEU, CIDEr-D and attention accuracy are made of, image by image (caption compare's paired test)
     per_image: ImageScores | None = field(default=None, repr=False)
     absent: dict[str, str] = field(default_factory=dict)  # metric -> why it was not computed (SPICE without its jars)
+    hallucination: Hallucination | None = None  # CHAIR; None when the data has no object boxes
 
     def attention_scores(self) -> dict[str, float]:
-        """α entropy and, with boxes, the localisation shares, under their logged names."""
+        """α entropy and, with boxes, the localisation shares and CHAIR, under their logged names."""
         found = {} if self.localisation is None else self.localisation.scores()
-        return found | {"alpha_entropy": self.alpha_entropy}
+        named = {} if self.hallucination is None else self.hallucination.scores()
+        return found | named | {"alpha_entropy": self.alpha_entropy}
 
     def distinct(self) -> int:
         """How many different captions the split's images got."""
@@ -97,6 +102,8 @@ class Evaluation:
             if self.references else {},
             "attention_by_label": {} if self.localisation is None else {
                 label: asdict(found) for label, found in self.localisation.by_label.items()},
+            "hallucination_by_label": {} if self.hallucination is None else {
+                label: asdict(found) for label, found in self.hallucination.by_label.items()},
         } | ({} if self.greedy is None else {"greedy": {
             name: None if math.isnan(value) else value for name, value in self.greedy.logged().items()}})
 
@@ -124,7 +131,15 @@ class Evaluation:
             for label, found in self.localisation.by_label.items():
                 chance = format_score(found.chance_location)
                 rows.append((f"  {label}",
-                             f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
+                             f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance}; "
+                             f"correctness {format_score(found.correctness)}, uniform α "
+                             f"{format_score(found.chance_correctness)})"))
+        if self.hallucination is not None:
+            named = self.hallucination
+            rows.append((METRIC_NAMES["chair_i"], format_score(named.scores()["chair_i"])
+                         + f" ({named.hallucinated_mentions} of {named.mentions} object mentions)"))
+            rows.append((METRIC_NAMES["chair_s"], format_score(named.scores()["chair_s"])
+                         + f" ({named.hallucinated_captions} of {named.captions} captions)"))
         rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
         rows.append((METRIC_NAMES["distinct_captions"], f"{self.distinct()} / {len(self.captions)}"))
         rows += [(METRIC_NAMES[name], format_score(value)) for name, value in self.habits().items()
