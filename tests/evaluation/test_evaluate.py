@@ -245,6 +245,21 @@ def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_pat
     assert nouns == object_words
     accuracy = report["metrics"]["attention_accuracy"]
     assert (accuracy is None) if nouns == 0 else accuracy == pytest.approx(hits / nouns)  # null without object words
+    # CHAIR by hand: a shape word is hallucinated when neither the image's boxes nor its references hold that shape
+    mentions = hallucinated = hallucinating_captions = 0
+    for image_id, caption in candidates.items():
+        truth = {box.label for box in records[image_id].objects} | {
+            word for reference in records[image_id].references for word in re.findall(r"[a-z]+", reference.lower())}
+        wrong = [word for word in caption.split() if word in KINDS and word not in truth]
+        mentions += sum(word in KINDS for word in caption.split())
+        hallucinated, hallucinating_captions = hallucinated + len(wrong), hallucinating_captions + bool(wrong)
+    assert report["metrics"]["chair_s"] == hallucinating_captions / len(candidates)
+    assert report["metrics"]["chair_i"] == (hallucinated / mentions if mentions else None)
+    assert sum(found["hallucinated"] for found in report["hallucination_by_label"].values()) == hallucinated
+    present = sum(found["nouns_present"] for found in report["attention_by_label"].values())
+    for name in ("attention_correctness", "attention_chance_correctness"):
+        assert (report["metrics"][name] is None) if present == 0 else 0 <= report["metrics"][name] <= 1
+    assert "attention correctness" in printed and "CHAIR-i" in printed and "CHAIR-s" in printed
 
     coco = COCO()
     coco.dataset = {"images": [{"id": i} for i in records],
