@@ -101,7 +101,8 @@ class Evaluation:
                                  for name, value in self.reference_habits().items()}
             if self.references else {},
             "attention_by_label": {} if self.localisation is None else {
-                label: asdict(found) for label, found in self.localisation.by_label.items()},
+                label: {name: none_if_nan(value) for name, value in asdict(found).items()}
+                for label, found in self.localisation.by_label.items()},
             "hallucination_by_label": {} if self.hallucination is None else {
                 label: asdict(found) for label, found in self.hallucination.by_label.items()},
         } | ({} if self.greedy is None else {"greedy": {
@@ -123,17 +124,19 @@ class Evaluation:
         if self.localisation is not None and not self.localisation.nouns:
             rows.append((METRIC_NAMES["attention_accuracy"], unnamed_labels(self.localisation.box_labels)))
         elif self.localisation is not None:
+            present = sum(found.nouns_present for found in self.localisation.by_label.values())
+            counted = {"attention_accuracy": f" ({self.localisation.nouns} object words)",
+                       "attention_correctness": f" ({present} object words of objects in their image)"}
             for name, value in self.localisation.scores().items():
-                words = f" ({self.localisation.nouns} object words)" if name == "attention_accuracy" else ""
-                rows.append((METRIC_NAMES[name], format_score(value) + words))
+                rows.append((METRIC_NAMES[name], format_score(value) + counted.get(name, "")))
             if self.localisation.by_label:
-                rows.append(("attention accuracy per label", ""))
+                rows.append(("attention per label", ""))
             for label, found in self.localisation.by_label.items():
                 chance = format_score(found.chance_location)
-                rows.append((f"  {label}",
-                             f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance}; "
-                             f"correctness {format_score(found.correctness)}, uniform α "
-                             f"{format_score(found.chance_correctness)})"))
+                correctness = (f"; correctness {format_score(found.correctness)}, uniform α "
+                               f"{format_score(found.chance_correctness)}" if found.nouns_present else "")
+                rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location "
+                                           f"{chance}{correctness})"))
         if self.hallucination is not None:
             named = self.hallucination
             rows.append((METRIC_NAMES["chair_i"], format_score(named.scores()["chair_i"])
@@ -162,6 +165,11 @@ def unnamed_labels(box_labels: tuple[str, ...], shown: int = 8) -> str:
     labels = ", ".join(box_labels[:shown]) + (" ..." if len(box_labels) > shown else "")
     return (f"not scored: no generated word names a label of the boxes ({labels}); caption words name them by the "
             f"label's name, singular or plural, or as data.source.init_args.labels maps them")
+
+
+def none_if_nan(value: Any) -> Any:
+    """`value`, or None for a NaN (JSON has no NaN)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def format_score(value: float | None) -> str:

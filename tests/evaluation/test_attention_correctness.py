@@ -1,8 +1,11 @@
 """Attention correctness (Liu et al., AAAI 2017): the α mass inside the named object's boxes, each cell weighed by
-the exact share of its area inside them, and its chance level, the mass of uniform α."""
+the exact share of its area inside them, and its chance level, the mass of uniform α; both, with CHAIR, in the
+evaluation's table and metrics.json."""
 
+import json
 import math
 import random
+import re
 
 import pytest
 import torch
@@ -10,6 +13,8 @@ import torch
 from caption.data.sources.records import ObjectBox
 from caption.evaluation.grid import attention_grid, cell_coverage
 from caption.evaluation.grounding import localisation
+from caption.evaluation.hallucination import hallucination
+from caption.evaluation.report import Evaluation
 
 KINDS = {kind: kind for kind in ("circle", "square", "triangle")}  # each names itself
 
@@ -103,3 +108,28 @@ def test_correctness_averages_over_the_words_whose_object_the_image_holds_and_pe
     assert math.isnan(by_label["triangle"].correctness) and math.isnan(by_label["triangle"].chance_correctness)
     absent = localisation([(["triangle"], alpha[:1], (circle,))], image_size=(64, 64), word_labels=KINDS)
     assert absent.nouns == 1 and math.isnan(absent.correctness) and math.isnan(absent.chance_correctness)
+
+
+def test_the_table_and_metrics_json_show_correctness_and_chair_beside_attention_accuracy():
+    circle, square = ObjectBox("circle", (0, 0, 32, 32)), ObjectBox("square", (32, 32, 64, 64))
+    alpha = torch.tensor([[0.7, 0.1, 0.1, 0.1], [0.2, 0.2, 0.2, 0.4], [0.9, 0.0, 0.0, 0.1]])
+    words = ["circle", "square", "triangle"]
+    found = localisation([(words, alpha, (circle, square))], image_size=(64, 64), word_labels=KINDS)
+    named = hallucination([(words, {"circle", "square"})], word_labels=KINDS)
+    evaluation = Evaluation("test", 3, {"bleu4": 0.5}, {}, found, 1.2, hallucination=named)
+    table = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in evaluation.table().splitlines()[1:]
+                 if re.search(r"\S\s{2,}\S", line))  # name -> value
+    assert table["attention correctness"] == "55.0 (2 object words of objects in their image)"
+    assert table["uniform α's correctness"] == "25.0"
+    assert table["CHAIR-i"] == "33.3 (1 of 3 object mentions)" and table["CHAIR-s"] == "100.0 (1 of 1 captions)"
+    assert table["circle"] == "100.0 (1 words; random location 25.0; correctness 70.0, uniform α 25.0)"
+    assert table["triangle"] == "0.0 (1 words; random location 0.0)", "no correctness: the image holds no triangle"
+    written = json.loads(json.dumps(evaluation.metrics(), allow_nan=False))  # JSON has no NaN: null
+    assert written["attention_by_label"]["triangle"] == {"nouns": 1, "accuracy": 0.0, "chance_location": 0.0,
+                                                         "nouns_present": 0, "correctness": None,
+                                                         "chance_correctness": None}
+    assert written["attention_by_label"]["circle"]["correctness"] == pytest.approx(0.7)
+    assert written["hallucination_by_label"] == {label: {"mentions": 1, "hallucinated": int(label == "triangle"),
+                                                         "chair_i": float(label == "triangle")} for label in KINDS}
+    assert written["metrics"]["chair_i"] == pytest.approx(1 / 3) and written["metrics"]["chair_s"] == 1.0
+    assert written["metrics"]["attention_correctness"] == pytest.approx(0.55)
