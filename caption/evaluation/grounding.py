@@ -16,6 +16,7 @@ it is, on any data. Whether the words name what the image holds at all is CHAIR 
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 import torch
 
@@ -23,7 +24,20 @@ from caption.data.sources.category_words import named_labels
 from caption.data.sources.records import ObjectBox
 from caption.evaluation.grid import cell_centres, cell_coverage, inside
 
-Captions = Iterable[tuple[Sequence[str], torch.Tensor, Sequence[ObjectBox]]]  # per image: words, α (T, L), boxes
+
+
+class CaptionAttention(NamedTuple):
+    """One image's generated words, their attention and the image's boxes (a plain 3-tuple without `locations`)."""
+
+    words: Sequence[str]
+    alpha: torch.Tensor  # α of each word (T, L)
+    boxes: Sequence[ObjectBox]
+    # hard attention: the location each word's context used (T,), its peak (the sampled one with
+    # `hard_eval_context: sample`); None: the peak of α
+    locations: torch.Tensor | None = None
+
+
+Captions = Iterable[CaptionAttention | tuple[Sequence[str], torch.Tensor, Sequence[ObjectBox]]]  # per image
 
 
 @dataclass(frozen=True)
@@ -89,7 +103,8 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
     """Where each generated word naming a label of the images' boxes looked.
 
     `captions` holds, per image, the generated words, their attention α (T, L) and the image's boxes in the frame
-    of the encoder input, whose (H, W) is `image_size` (`CaptionSource.input_boxes`); `word_labels` maps caption
+    of the encoder input, whose (H, W) is `image_size` (`CaptionSource.input_boxes`), and under hard attention the
+    location each word used, which is its peak (its α mass is still α's); `word_labels` maps caption
     words (and two-word phrases, `named_labels`) to the labels the data has boxes for (`CaptionSource.word_labels`):
     a word of the map whose label the image has no box of is a miss (absent). The shares are NaN when no generated
     word names a label; attention correctness and its chance level when no such word's label is in its image.
@@ -99,13 +114,14 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
     per_label: dict[str, LabelTally] = {}
     box_labels: set[str] = set()
     image_hits, image_words = [], []
-    for words, alpha, boxes in captions:
+    for item in captions:
+        words, alpha, boxes, locations = CaptionAttention(*item)
         box_labels.update(box.label for box in boxes)
         image_hits.append(0)
         image_words.append(0)
         centres = cell_centres(alpha.shape[-1], image_size)
         coverage: dict[str, torch.Tensor] = {}  # label -> the share of each cell inside its boxes (L,)
-        for label, weights in zip(named_labels(words, word_labels), alpha):
+        for step, (label, weights) in enumerate(zip(named_labels(words, word_labels), alpha)):
             if label is None:
                 continue
             tally = per_label.setdefault(label, LabelTally())
@@ -115,7 +131,7 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
             if not named:
                 counts["absent"] += 1
                 continue
-            peak = centres[int(weights.argmax())]
+            peak = centres[int(weights.argmax() if locations is None else locations[step])]
             hit = any(inside(box, peak) for box in named)
             if hit:
                 counts["accuracy"] += 1

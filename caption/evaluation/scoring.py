@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from caption.data.sources.records import ObjectBox
-from caption.evaluation.grounding import localisation, mean_entropy, step_entropy
+from caption.evaluation.grounding import CaptionAttention, localisation, mean_entropy, step_entropy
 from caption.evaluation.hallucination import ground_truth_labels, hallucination
 from caption.evaluation.image_scores import ImageScores
 from caption.evaluation.metrics import METEOR_TIMEOUT, TEST_METRICS, coco_scores
@@ -63,15 +63,6 @@ def captioned_batch(batch: dict[str, Any], captions: list[Caption], *, keep_atte
     return items
 
 
-def looked_at(caption: Caption) -> Tensor:
-    """What localisation scores of each word's attention (T, L): α, or under hard attention a one-hot of the location
-    the word used (its peak of α with the expected or argmax context; the sampled one with
-    `hard_eval_context: sample`, which the overlays draw too)."""
-    if caption.locations is None:
-        return caption.alpha
-    return torch.nn.functional.one_hot(caption.locations, caption.alpha.shape[-1]).to(caption.alpha.dtype)
-
-
 def gather_by_image(items: dict[Key, Item], *, world_size: int) -> dict[Key, Item]:
     """Every rank's items, one per key (distributed samplers pad a split with repeats of a few images)."""
     if world_size > 1:
@@ -98,7 +89,7 @@ def score_split(
         {image_id: list(item.references) for image_id, item in captioned.items()},
         metrics=metrics, meteor_timeout=meteor_timeout, cache=cache, per_image=per_image, absent=absent,
     )
-    boxed = {image_id: (item.caption.words, looked_at(item.caption), item.objects)
+    boxed = {image_id: CaptionAttention(item.caption.words, item.caption.alpha, item.objects, item.caption.locations)
              for image_id, item in captioned.items() if item.objects}
     found = None
     if boxed and image_size is not None:

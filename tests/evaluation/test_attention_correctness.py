@@ -12,7 +12,7 @@ import torch
 
 from caption.data.sources.records import ObjectBox
 from caption.evaluation.grid import attention_grid, cell_coverage
-from caption.evaluation.grounding import localisation
+from caption.evaluation.grounding import CaptionAttention, localisation
 from caption.evaluation.hallucination import hallucination
 from caption.evaluation.report import Evaluation
 
@@ -108,6 +108,18 @@ def test_correctness_averages_over_the_words_whose_object_the_image_holds_and_pe
     assert math.isnan(by_label["triangle"].correctness) and math.isnan(by_label["triangle"].chance_correctness)
     absent = localisation([(["triangle"], alpha[:1], (circle,))], image_size=(64, 64), word_labels=KINDS)
     assert absent.nouns == 1 and math.isnan(absent.correctness) and math.isnan(absent.chance_correctness)
+
+
+def test_hard_attention_peaks_at_the_location_it_used_and_weighs_its_alpha():
+    """The location a word's context used (sampled, with hard_eval_context: sample) is its peak for the accuracy;
+    its correctness is still α's mass: the distribution the location was drawn from."""
+    circle = ObjectBox("circle", (0, 0, 32, 32))  # cell 0
+    alpha = torch.tensor([[0.7, 0.1, 0.1, 0.1]])
+    drawn = CaptionAttention(["circle"], alpha, (circle,), locations=torch.tensor([3]))
+    found = localisation([drawn], image_size=(64, 64), word_labels=KINDS)
+    assert (found.accuracy, found.background) == (0.0, 1.0) and found.correctness == pytest.approx(0.7)
+    peaked = localisation([drawn._replace(locations=None)], image_size=(64, 64), word_labels=KINDS)
+    assert peaked.accuracy == 1.0 and peaked.correctness == found.correctness
 
 
 def test_the_table_and_metrics_json_show_correctness_and_chair_beside_attention_accuracy():
