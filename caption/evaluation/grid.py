@@ -9,6 +9,7 @@ the share of each cell inside an object's boxes, attention correctness (`caption
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from caption.data.sources.records import Box
@@ -42,27 +43,32 @@ def inside(box: Box, point: tuple[float, float]) -> bool:
 
 
 def cell_coverage(boxes: Sequence[Box], locations: int, image_size: tuple[int, int]) -> torch.Tensor:
-    """The share of each grid cell's area inside the union of `boxes` (L,), in float64, exactly: the image is cut at
-    every cell edge and box edge into rectangles each wholly inside or outside every box and within one cell, and each
-    cell sums the area of its rectangles inside a box (overlapping boxes count once). Boxes are cut to the image."""
+    """The share of each grid cell's area inside the union of `boxes` (L,), in float64, exactly. One box: its overlap
+    with each column times its overlap with each row. Several: the image is cut at every cell edge and box edge into
+    rectangles each wholly inside or outside every box and within one cell, and each cell sums the area of its
+    rectangles inside a box (overlapping boxes count once). Boxes are cut to the image."""
     height, width = image_size
     rows, columns = attention_grid(locations, image_size)
-    cut = [(max(x0, 0.0), max(y0, 0.0), min(x1, width), min(y1, height)) for x0, y0, x1, y1 in boxes]
-    cut = [box for box in cut if box[2] > box[0] and box[3] > box[1]]
-    if not cut:
-        return torch.zeros(locations, dtype=torch.float64)
-    corners = torch.tensor(cut, dtype=torch.float64)  # (N, 4)
-    column_edges = torch.arange(columns + 1, dtype=torch.float64) * width / columns  # (columns + 1,)
-    row_edges = torch.arange(rows + 1, dtype=torch.float64) * height / rows  # (rows + 1,)
-    xs = torch.unique(torch.cat([column_edges, corners[:, 0::2].flatten()]))  # (X + 1,) sorted
-    ys = torch.unique(torch.cat([row_edges, corners[:, 1::2].flatten()]))  # (Y + 1,) sorted
+    cell_area = height * width / locations
+    column_edges = np.arange(columns + 1) * width / columns  # (columns + 1,)
+    row_edges = np.arange(rows + 1) * height / rows  # (rows + 1,)
+    corners = np.array(boxes, dtype=np.float64).reshape(-1, 4)  # (N, 4)
+    corners[:, 0::2] = corners[:, 0::2].clip(0, width)
+    corners[:, 1::2] = corners[:, 1::2].clip(0, height)
+    corners = corners[(corners[:, 2] > corners[:, 0]) & (corners[:, 3] > corners[:, 1])]
+    if len(corners) <= 1:
+        x0, y0, x1, y1 = corners[0] if len(corners) else (0.0, 0.0, 0.0, 0.0)
+        overlap_x = (np.minimum(column_edges[1:], x1) - np.maximum(column_edges[:-1], x0)).clip(min=0)  # (columns,)
+        overlap_y = (np.minimum(row_edges[1:], y1) - np.maximum(row_edges[:-1], y0)).clip(min=0)  # (rows,)
+        return torch.from_numpy(np.outer(overlap_y, overlap_x).ravel() / cell_area)  # (L,)
+    xs = np.unique(np.concatenate([column_edges, corners[:, 0::2].ravel()]))  # (X + 1,) sorted
+    ys = np.unique(np.concatenate([row_edges, corners[:, 1::2].ravel()]))  # (Y + 1,) sorted
     middle_x, middle_y = (xs[:-1] + xs[1:]) / 2, (ys[:-1] + ys[1:]) / 2  # (X,), (Y,)
     within_x = (corners[:, None, 0] <= middle_x) & (middle_x < corners[:, None, 2])  # (N, X)
     within_y = (corners[:, None, 1] <= middle_y) & (middle_y < corners[:, None, 3])  # (N, Y)
     covered = (within_y[:, :, None] & within_x[:, None, :]).any(0)  # (Y, X)
-    area = (ys[1:] - ys[:-1])[:, None] * (xs[1:] - xs[:-1])[None, :] * covered  # (Y, X)
-    column = (middle_x * columns / width).long().clamp(max=columns - 1)  # (X,)
-    row = (middle_y * rows / height).long().clamp(max=rows - 1)  # (Y,)
+    area = np.diff(ys)[:, None] * np.diff(xs)[None, :] * covered  # (Y, X)
+    column = np.minimum((middle_x * columns / width).astype(np.int64), columns - 1)  # (X,)
+    row = np.minimum((middle_y * rows / height).astype(np.int64), rows - 1)  # (Y,)
     cell = row[:, None] * columns + column[None, :]  # (Y, X)
-    inside_area = torch.zeros(locations, dtype=torch.float64).index_add_(0, cell.flatten(), area.flatten())  # (L,)
-    return inside_area / (height * width / locations)
+    return torch.from_numpy(np.bincount(cell.ravel(), weights=area.ravel(), minlength=locations) / cell_area)  # (L,)

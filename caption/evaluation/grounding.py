@@ -120,7 +120,8 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
         image_hits.append(0)
         image_words.append(0)
         centres = cell_centres(alpha.shape[-1], image_size)
-        coverage: dict[str, torch.Tensor] = {}  # label -> the share of each cell inside its boxes (L,)
+        # label -> the share of the cell centres inside its boxes, and of each cell's area (L,): once per image
+        regions: dict[str, tuple[float, torch.Tensor]] = {}
         for step, (label, weights) in enumerate(zip(named_labels(words, word_labels), alpha)):
             if label is None:
                 continue
@@ -140,16 +141,17 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
                 counts["other_object"] += 1
             else:
                 counts["background"] += 1
-            location = sum(any(inside(box, centre) for box in named) for centre in centres) / len(centres)
+            if label not in regions:
+                regions[label] = (sum(any(inside(box, centre) for box in named) for centre in centres) / len(centres),
+                                  cell_coverage(named, alpha.shape[-1], image_size))
+            location, coverage = regions[label]
             chance_location += location
             chance_object += len(named) / len(boxes)
-            if label not in coverage:
-                coverage[label] = cell_coverage(named, alpha.shape[-1], image_size)
             tally.hits += hit
             tally.chance_location += location
             tally.nouns_present += 1
-            tally.correctness += float((weights.double() * coverage[label]).sum())
-            tally.chance_correctness += float(coverage[label].mean())  # cells of equal area: the boxes' share
+            tally.correctness += float((weights.double() * coverage).sum())
+            tally.chance_correctness += float(coverage.mean())  # cells of equal area: the boxes' share
     nouns = sum(counts.values())
     share = (lambda count: count / nouns) if nouns else (lambda count: float("nan"))
     present = sum(tally.nouns_present for tally in per_label.values())
