@@ -7,11 +7,13 @@ import math
 import random
 
 import pytest
+import torch
 from kit.data import karpathy_dataset
 
 from caption.data.sources.coco_categories import COCO_WORD_LABELS
 from caption.data.sources.karpathy import KarpathySource
 from caption.data.sources.records import ObjectBox
+from caption.evaluation.grounding import localisation
 from caption.evaluation.hallucination import ground_truth_labels, hallucination
 
 SHAPES = {"circle": "circle", "circles": "circle", "square": "square", "triangle": "triangle"}
@@ -121,3 +123,17 @@ def test_chair_counts_as_the_published_code(seed):
         pytest.skip("no mention drawn")
     found = hallucination(captions, word_labels=COCO_WORD_LABELS).scores()
     assert (found["chair_i"], found["chair_s"]) == pytest.approx(published_chair(mentions))
+
+
+def test_with_the_boxes_alone_as_ground_truth_chair_i_is_the_share_of_nouns_of_absent_objects():
+    rng = random.Random(1)
+    images = []
+    for _ in range(30):
+        boxes = tuple(ObjectBox(rng.choice(["circle", "square", "triangle"]), (0, 0, 8, 8))
+                      for _ in range(rng.randint(1, 2)))
+        images.append(([rng.choice(["a", "circle", "circles", "square", "triangle"]) for _ in range(4)], boxes))
+    found = localisation([(words, torch.full((4, 16), 1 / 16), boxes) for words, boxes in images],
+                         image_size=(32, 32), word_labels=SHAPES)
+    named = hallucination([(words, ground_truth_labels(boxes, (), word_labels=SHAPES)) for words, boxes in images],
+                          word_labels=SHAPES)
+    assert named.mentions == found.nouns and named.scores()["chair_i"] == pytest.approx(found.absent)
