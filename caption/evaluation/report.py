@@ -13,6 +13,7 @@ from typing import Any
 
 from caption.evaluation.degeneration import habit_warnings, habits
 from caption.evaluation.grounding import Localisation
+from caption.evaluation.hallucination import Hallucination
 from caption.evaluation.image_scores import ImageScores
 from caption.evaluation.metrics import TEST_METRICS
 from caption.evaluation.ptb_tokenizer import PTB_JAVA
@@ -24,7 +25,9 @@ METRIC_NAMES = {
     "meteor": "METEOR", "rouge_l": "ROUGE-L", "cider": "CIDEr", "attention_accuracy": "attention accuracy",
     "attention_other_object": "peak on another object", "attention_background": "peak on the background",
     "attention_absent": "noun of an absent object", "attention_chance_location": "random location",
-    "attention_chance_object": "random object", "alpha_entropy": "α entropy per step (nats)",
+    "attention_chance_object": "random object", "attention_correctness": "attention correctness",
+    "attention_chance_correctness": "uniform α's correctness", "chair_i": "CHAIR-i", "chair_s": "CHAIR-s",
+    "alpha_entropy": "α entropy per step (nats)",
     "distinct_captions": "distinct captions / images", "dangling_ending": "captions ending in a function word",
     "repeated_trigram": "captions repeating a trigram",
 }
@@ -55,11 +58,13 @@ class Evaluation:
     # what BLEU, CIDEr-D and attention accuracy are made of, image by image (caption compare's paired test)
     per_image: ImageScores | None = field(default=None, repr=False)
     absent: dict[str, str] = field(default_factory=dict)  # metric -> why it was not computed (SPICE without its jars)
+    hallucination: Hallucination | None = None  # CHAIR; None when the data has no object boxes
 
     def attention_scores(self) -> dict[str, float]:
-        """α entropy and, with boxes, the localisation shares, under their logged names."""
+        """α entropy and, with boxes, the localisation shares and CHAIR, under their logged names."""
         found = {} if self.localisation is None else self.localisation.scores()
-        return found | {"alpha_entropy": self.alpha_entropy}
+        named = {} if self.hallucination is None else self.hallucination.scores()
+        return found | named | {"alpha_entropy": self.alpha_entropy}
 
     def distinct(self) -> int:
         """How many different captions the split's images got."""
@@ -96,7 +101,10 @@ class Evaluation:
                                  for name, value in self.reference_habits().items()}
             if self.references else {},
             "attention_by_label": {} if self.localisation is None else {
-                label: asdict(found) for label, found in self.localisation.by_label.items()},
+                label: {name: none_if_nan(value) for name, value in asdict(found).items()}
+                for label, found in self.localisation.by_label.items()},
+            "hallucination_by_label": {} if self.hallucination is None else {
+                label: asdict(found) for label, found in self.hallucination.by_label.items()},
         } | ({} if self.greedy is None else {"greedy": {
             name: None if math.isnan(value) else value for name, value in self.greedy.logged().items()}})
 
@@ -116,15 +124,25 @@ class Evaluation:
         if self.localisation is not None and not self.localisation.nouns:
             rows.append((METRIC_NAMES["attention_accuracy"], unnamed_labels(self.localisation.box_labels)))
         elif self.localisation is not None:
+            present = sum(found.nouns_present for found in self.localisation.by_label.values())
+            counted = {"attention_accuracy": f" ({self.localisation.nouns} object words)",
+                       "attention_correctness": f" ({present} object words of objects in their image)"}
             for name, value in self.localisation.scores().items():
-                words = f" ({self.localisation.nouns} object words)" if name == "attention_accuracy" else ""
-                rows.append((METRIC_NAMES[name], format_score(value) + words))
+                rows.append((METRIC_NAMES[name], format_score(value) + counted.get(name, "")))
             if self.localisation.by_label:
-                rows.append(("attention accuracy per label", ""))
+                rows.append(("attention per label", ""))
             for label, found in self.localisation.by_label.items():
                 chance = format_score(found.chance_location)
-                rows.append((f"  {label}",
-                             f"{format_score(found.accuracy)} ({found.nouns} words; random location {chance})"))
+                correctness = (f"; correctness {format_score(found.correctness)}, uniform α "
+                               f"{format_score(found.chance_correctness)}" if found.nouns_present else "")
+                rows.append((f"  {label}", f"{format_score(found.accuracy)} ({found.nouns} words; random location "
+                                           f"{chance}{correctness})"))
+        if self.hallucination is not None:
+            named = self.hallucination
+            rows.append((METRIC_NAMES["chair_i"], format_score(named.scores()["chair_i"])
+                         + f" ({named.hallucinated_mentions} of {named.mentions} object mentions)"))
+            rows.append((METRIC_NAMES["chair_s"], format_score(named.scores()["chair_s"])
+                         + f" ({named.hallucinated_captions} of {named.captions} captions)"))
         rows.append((METRIC_NAMES["alpha_entropy"], f"{self.alpha_entropy:.2f}"))
         rows.append((METRIC_NAMES["distinct_captions"], f"{self.distinct()} / {len(self.captions)}"))
         rows += [(METRIC_NAMES[name], format_score(value)) for name, value in self.habits().items()
@@ -147,6 +165,11 @@ def unnamed_labels(box_labels: tuple[str, ...], shown: int = 8) -> str:
     labels = ", ".join(box_labels[:shown]) + (" ..." if len(box_labels) > shown else "")
     return (f"not scored: no generated word names a label of the boxes ({labels}); caption words name them by the "
             f"label's name, singular or plural, or as data.source.init_args.labels maps them")
+
+
+def none_if_nan(value: Any) -> Any:
+    """`value`, or None for a NaN (JSON has no NaN)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def format_score(value: float | None) -> str:

@@ -5,11 +5,12 @@ Validation and `caption test` (inside Lightning, `EpochCaptions`), `caption eval
 by image id (`gather_by_image`, which `caption predict`'s writer uses too) and score them with `score_split`: raw
 candidates and raw references through coco-caption's PTB tokenizer, pycocoevalcap's scorers (SPICE only where its
 jars are installed: `caption.evaluation.metrics`), the mean entropy of α per step and, where the data has object
-boxes, where each object noun looked (`caption.evaluation.grounding.localisation`); what BLEU, CIDEr-D and
-attention accuracy are made of, image by image, is kept beside them (`caption.evaluation.image_scores`: `caption
-compare`'s paired test resamples it). The references' tokens are kept in a `PTBCache`, so each epoch's validation
-runs the tokenizer (Java) on the new candidates only. The result is an `Evaluation`; its table and metrics.json are
-in `caption.evaluation.report`.
+boxes, where each object noun looked (`caption.evaluation.grounding.localisation`: attention accuracy and
+correctness) and whether it names what the image holds (CHAIR: `caption.evaluation.hallucination`); what BLEU,
+CIDEr-D and attention accuracy are made of, image by image, is kept beside them (`caption.evaluation.image_scores`:
+`caption compare`'s paired test resamples it). The references' tokens are kept in a `PTBCache`, so each epoch's
+validation runs the tokenizer (Java) on the new candidates only. The result is an `Evaluation`; its table and
+metrics.json are in `caption.evaluation.report`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import torch
 from torch import Tensor
 
 from caption.data.sources.records import ObjectBox
-from caption.evaluation.grounding import localisation, mean_entropy, step_entropy
+from caption.evaluation.grounding import CaptionAttention, localisation, mean_entropy, step_entropy
+from caption.evaluation.hallucination import ground_truth_labels, hallucination
 from caption.evaluation.image_scores import ImageScores
 from caption.evaluation.metrics import METEOR_TIMEOUT, TEST_METRICS, coco_scores
 from caption.evaluation.ptb_tokenizer import PTBCache
@@ -61,15 +63,6 @@ def captioned_batch(batch: dict[str, Any], captions: list[Caption], *, keep_atte
     return items
 
 
-def looked_at(caption: Caption) -> Tensor:
-    """What localisation scores of each word's attention (T, L): α, or under hard attention a one-hot of the location
-    the word used (its peak of α with the expected or argmax context; the sampled one with
-    `hard_eval_context: sample`, which the overlays draw too)."""
-    if caption.locations is None:
-        return caption.alpha
-    return torch.nn.functional.one_hot(caption.locations, caption.alpha.shape[-1]).to(caption.alpha.dtype)
-
-
 def gather_by_image(items: dict[Key, Item], *, world_size: int) -> dict[Key, Item]:
     """Every rank's items, one per key (distributed samplers pad a split with repeats of a few images)."""
     if world_size > 1:
@@ -86,7 +79,8 @@ def score_split(
 ) -> Evaluation:
     """Score the captions of a split: coco-caption `metrics` (PTB-tokenised candidates and references), the mean
     α entropy per step and, on the images with object boxes when `image_size` (H, W: the boxes' frame) is known,
-    the localisation report of the words `word_labels` maps to a box's label (the data source's). A requested metric
+    the localisation report of the words `word_labels` maps to a box's label (the data source's), and CHAIR on those
+    images (their boxes' and references' labels the ground truth). A requested metric
     that cannot run here (SPICE without its jars) is left out, with why (`Evaluation.absent`)."""
     captioned = {item.image_id: item for item in captioned}
     per_image, absent = ImageScores(), {}
@@ -95,18 +89,23 @@ def score_split(
         {image_id: list(item.references) for image_id, item in captioned.items()},
         metrics=metrics, meteor_timeout=meteor_timeout, cache=cache, per_image=per_image, absent=absent,
     )
-    boxed = {image_id: (item.caption.words, looked_at(item.caption), item.objects)
+    boxed = {image_id: CaptionAttention(item.caption.words, item.caption.alpha, item.objects, item.caption.locations)
              for image_id, item in captioned.items() if item.objects}
     found = None
     if boxed and image_size is not None:
         found = localisation(boxed.values(), image_size=tuple(image_size), word_labels=word_labels)
         per_image.add_attention(dict(zip(boxed, zip(found.image_hits, found.image_words))))
+    named = None
+    if boxed:
+        named = hallucination(((item.caption.words, ground_truth_labels(item.objects, item.references,
+                                                                        word_labels=word_labels))
+                               for item in captioned.values() if item.objects), word_labels=word_labels)
     entropy = mean_entropy(item.entropy for item in captioned.values())
     return Evaluation(split, beam_size, scores, {image_id: item.caption for image_id, item in captioned.items()},
                       found, entropy, tokenizer,
                       references={image_id: item.references for image_id, item in captioned.items()},
                       locations=max((item.locations for item in captioned.values()), default=0),
-                      per_image=per_image, absent=absent)
+                      per_image=per_image, absent=absent, hallucination=named)
 
 
 class EpochCaptions:

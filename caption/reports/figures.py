@@ -42,12 +42,15 @@ def logged_curves(models: list[Model]) -> tuple[dict[str, Curves], dict[str, str
     return curves, left_out
 
 
-ACCURACY = "val/attention_accuracy"
-# the accuracy of a uniformly random location and of a uniformly chosen object on the same words
-# (`caption.evaluation.grounding.Localisation`): dashed lines on the accuracy's panel, each in its run's colour; each
-# kind's (dash, gap) in points, a run's dashes set between the other runs' (`interleaved`)
+# the accuracy of a uniformly random location and of a uniformly chosen object on the same words, and the attention
+# correctness of uniform α (`caption.evaluation.grounding.Localisation`): dashed lines on the panel of their figure
+# (`CHANCE_PANELS`), each in its run's colour; each kind's (dash, gap) in points, a run's dashes set between the other
+# runs' (`interleaved`)
 CHANCE_LEVELS = {"val/attention_chance_location": ("chance: random location", (6.0, 3.0)),
-                 "val/attention_chance_object": ("chance: random object", (1.5, 2.0))}
+                 "val/attention_chance_object": ("chance: random object", (1.5, 2.0)),
+                 "val/attention_chance_correctness": ("chance: uniform α", (6.0, 3.0))}
+CHANCE_PANELS = {"val/attention_accuracy": ("val/attention_chance_location", "val/attention_chance_object"),
+                 "val/attention_correctness": ("val/attention_chance_correctness",)}  # panel -> its chance levels
 MARKED = 30  # a curve of fewer points gets a marker at each (one validation of a one-epoch run is a dot)
 PANELS_PER_ROW = 4
 MARGIN = 0.08  # of a panel's range of values, above and below its curves
@@ -121,7 +124,8 @@ def curves_figure(curves: dict[str, Curves], groups: dict[str, list[str]] | None
     """One panel per logged quantity (the negative log-likelihood, each objective's terms, each validation figure:
     `caption.reports.logs`) but those of one constant value (`constant_curves`), one line per model (with `groups`,
     per group: `panel_lines`), over the optimizer steps of every run on one integer axis from 0, the values' axis
-    fitted to the panel's lines (`fitted_range`), the chance levels on the attention accuracy's panel (`draw_chance`);
+    fitted to the panel's lines (`fitted_range`), the chance levels on the attention accuracy's and correctness'
+    panels (`draw_chance`);
     None when no model has curves."""
     constant = constant_curves(curves)
     names = [name for name in in_order({name for logged in curves.values() for name in logged})
@@ -146,7 +150,7 @@ def curves_figure(curves: dict[str, Curves], groups: dict[str, list[str]] | None
             if line.band is not None:
                 ax.fill_between(line.steps, *line.band, color=drawn[0].get_color(), alpha=0.2, linewidth=0)
         ax.set_ylim(*fitted_range(lines))
-        handles = draw_chance(ax, curves, groups, colours) if name == ACCURACY else []
+        handles = draw_chance(ax, curves, groups, colours, chances=CHANCE_PANELS.get(name, ()))
         ax.set_title(name)
         ax.set_xlabel("step")
         ax.set_ylabel(MEANINGS.get(name, ""))  # what a training term is: hard's reward is no SCST reward
@@ -159,14 +163,16 @@ def curves_figure(curves: dict[str, Curves], groups: dict[str, list[str]] | None
 
 
 def draw_chance(ax: Axes, curves: dict[str, Curves], groups: dict[str, list[str]] | None,
-                colours: dict[str, str]) -> list[Line2D]:
-    """Each run's (or group's) chance levels at its last validation, as horizontal lines across `ax` in the colour
-    of its accuracy curve (`colours`, by label), their dashes interleaved (`interleaved`), each marked with its kind
-    (`Line2D.get_gid`: the logged name); the legend's entries for the kinds drawn, one each, with the levels that lie
-    below or above the axis' range ("chance: random location 0.06 (below)")."""
+                colours: dict[str, str], *, chances: tuple[str, ...]) -> list[Line2D]:
+    """Each run's (or group's) chance levels `chances` (logged names) at its last validation, as horizontal lines
+    across `ax` in the colour of its curve of the panel's figure (`colours`, by label), their dashes interleaved
+    (`interleaved`), each marked with its kind (`Line2D.get_gid`: the logged name); the legend's entries for the
+    kinds drawn, one each, with the levels that lie below or above the axis' range ("chance: random location 0.06
+    (below)")."""
     handles = []
     low, high = ax.get_ylim()
-    for name, (kind, dashes) in CHANCE_LEVELS.items():
+    for name in chances:
+        kind, dashes = CHANCE_LEVELS[name]
         lines = panel_lines(curves, name, groups)
         for index, line in enumerate(lines):
             ax.axhline(line.values[-1], color=colours.get(line.label, "grey"), linewidth=1.2,

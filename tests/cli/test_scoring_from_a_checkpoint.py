@@ -56,6 +56,9 @@ def test_validate_and_test_from_a_run_folder_or_an_export_score_as_evaluate_does
         assert scored["meteor"] is None and evaluated["metrics"]["meteor"] is None, "missing in both"
         assert {name: scored[name] for name in names} == pytest.approx(
             {name: evaluated["metrics"][name] for name in names}, rel=1e-6, abs=1e-9), model  # logged as float32
+        for name in ("attention_correctness", "chair_i", "chair_s"):  # missing in both without object words
+            expected = evaluated["metrics"][name]
+            assert scored[name] == (None if expected is None else pytest.approx(expected, rel=1e-6, abs=1e-9)), name
         if command == "test":  # the beam's test beside greedy decoding's, in the logs as in metrics.json
             greedy = ("bleu4", "cider", "attention_accuracy", "alpha_entropy")
             for name in greedy:  # attention accuracy missing in both when no word names an object

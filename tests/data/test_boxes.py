@@ -270,7 +270,10 @@ def test_evaluate_with_an_instances_file_reports_attention_per_category(tmp_path
     assert {label: found["nouns"] for label, found in report["attention_by_label"].items()} == {
         label: named.count(label) for label in set(named)}
     for found in report["attention_by_label"].values():
-        assert set(found) == {"nouns", "accuracy", "chance_location"} and 0 <= found["accuracy"] <= 1
+        assert set(found) == {"nouns", "accuracy", "chance_location", "nouns_present", "correctness",
+                              "chance_correctness"} and 0 <= found["accuracy"] <= 1
+    assert {label: found["mentions"] for label, found in report["hallucination_by_label"].items()} == {
+        label: named.count(label) for label in set(named)}, "CHAIR's mentions are attention accuracy's object words"
     assert 0 <= report["metrics"]["attention_accuracy"] <= 1 and "attention accuracy" in printed
     assert all(f"  {label} " in printed for label in report["attention_by_label"])
 

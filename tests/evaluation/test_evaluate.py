@@ -24,6 +24,7 @@ from caption.data.synthetic.shapes import KINDS, ShapesSource
 from caption.evaluation import meteor, metrics, ptb_tokenizer
 from caption.evaluation.grid import attention_grid, location_center
 from caption.evaluation.grounding import Localisation, localisation, mean_entropy, step_entropy
+from caption.evaluation.hallucination import Hallucination
 from caption.evaluation.metrics import coco_scores
 from caption.inference import Evaluation, load_trained, write_evaluation
 from caption.model.captions import Caption
@@ -142,7 +143,8 @@ def test_localisation_against_hand_made_attention_and_boxes():
     assert found.chance_location == pytest.approx(4 * 4 / 64 / 5)
     assert found.chance_object == pytest.approx(4 * 0.5 / 5)  # a peak on one of the two objects, at random
     assert set(found.scores()) == {"attention_accuracy", "attention_other_object", "attention_background",
-                                   "attention_absent", "attention_chance_location", "attention_chance_object"}
+                                   "attention_absent", "attention_chance_location", "attention_chance_object",
+                                   "attention_correctness", "attention_chance_correctness"}
     # box edges: x1/y1 are exclusive, so a centre on x1 is outside
     edge = ObjectBox("circle", (0, 0, 12, 12))
     assert localisation([(["circle"], alpha[1:2], (edge,))], image_size=(64, 64), word_labels=kinds).accuracy == 0
@@ -166,17 +168,19 @@ def test_paper_numbers_sit_beside_ours_for_the_same_dataset():
               for kind in ("soft", "hard")]
     scores = dict.fromkeys(metrics.METRICS, 0.5) | {"meteor": float("nan")}
     found = Localisation(nouns=10, accuracy=0.25, other_object=0.5, background=0.25, absent=0.0, chance_location=0.07,
-                         chance_object=0.5)
-    evaluations = [Evaluation("test", 3, scores, {}), Evaluation("test", 3, scores, {}, found, 1.5)]
+                         chance_object=0.5, correctness=0.6, chance_correctness=0.1)
+    named = Hallucination(captions=3, mentions=10, hallucinated_mentions=2, hallucinated_captions=1)
+    evaluations = [Evaluation("test", 3, scores, {}),
+                   Evaluation("test", 3, scores, {}, found, 1.5, hallucination=named)]
     table = results_table(models, evaluations, "coco").splitlines()
     assert table[0].endswith("| attention accuracy | peak on another object | peak on the background "
-                             "| noun of an absent object | random location | random object "
-                             "| α entropy per step (nats) |")
-    assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 |" + " – |" * 7
+                             "| noun of an absent object | random location | random object | attention correctness "
+                             "| uniform α's correctness | CHAIR-i | CHAIR-s | α entropy per step (nats) |")
+    assert table[2] == "| soft (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 |" + " – |" * 11
     assert table[3] == ("| hard (ours) | 50.0 | 50.0 | 50.0 | 50.0 | missing | 50.0 | 50.0 | 25.0 | 50.0 | 25.0 | 0.0 "
-                        "| 7.0 | 50.0 | 1.50 |")
-    assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 |" + " – |" * 9
-    assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 |" + " – |" * 9
+                        "| 7.0 | 50.0 | 60.0 | 10.0 | 20.0 | 33.3 | 1.50 |")
+    assert table[4] == "| soft (paper, Table 1) | 70.7 | 49.2 | 34.4 | 24.3 | 23.90 |" + " – |" * 13
+    assert table[5] == "| hard (paper, Table 1) | 71.8 | 50.4 | 35.7 | 25.0 | 23.04 |" + " – |" * 13
     assert len(results_table(models, evaluations, "shapes").splitlines()) == 4, "no paper numbers for the built-in data"
 
 
@@ -241,6 +245,22 @@ def test_evaluate_writes_pycocoevalcap_scores_of_its_captions(tiny_runs, tmp_pat
     assert nouns == object_words
     accuracy = report["metrics"]["attention_accuracy"]
     assert (accuracy is None) if nouns == 0 else accuracy == pytest.approx(hits / nouns)  # null without object words
+    # CHAIR by hand: a shape word is hallucinated when neither the image's boxes nor its references hold that shape
+    mentions = hallucinated = hallucinating_captions = 0
+    for image_id, caption in candidates.items():
+        truth = {box.label for box in records[image_id].objects} | {
+            word for reference in records[image_id].references for word in re.findall(r"[a-z]+", reference.lower())}
+        wrong = [word for word in caption.split() if word in KINDS and word not in truth]
+        mentions += sum(word in KINDS for word in caption.split())
+        hallucinated, hallucinating_captions = hallucinated + len(wrong), hallucinating_captions + bool(wrong)
+    assert report["metrics"]["chair_s"] == hallucinating_captions / len(candidates)
+    assert report["metrics"]["chair_i"] == (hallucinated / mentions if mentions else None)
+    assert sum(found["hallucinated"] for found in report["hallucination_by_label"].values()) == hallucinated
+    present = sum(found["nouns_present"] for found in report["attention_by_label"].values())
+    for name in ("attention_correctness", "attention_chance_correctness"):
+        assert (report["metrics"][name] is None) if present == 0 else 0 <= report["metrics"][name] <= 1
+    assert "CHAIR-i" in printed and "CHAIR-s" in printed
+    assert ("attention correctness" in printed) == (object_words > 0), "beside attention accuracy, when scored"
 
     coco = COCO()
     coco.dataset = {"images": [{"id": i} for i in records],

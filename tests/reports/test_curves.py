@@ -8,7 +8,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
 
-from caption.reports.figures import CHANCE_LEVELS, constant_curves, curves_figure
+from caption.reports.figures import CHANCE_LEVELS, CHANCE_PANELS, constant_curves, curves_figure
 
 
 def logged(nll: list[float], **terms: list[float]) -> dict[str, list[tuple[int, float]]]:
@@ -45,7 +45,8 @@ def test_soft_and_hard_share_the_likelihood_and_each_objective_keeps_its_own_ter
 def test_chance_levels_are_reference_lines_on_the_accuracy_panel():
     ax = panels(curves_figure({"soft": SOFT, "hard": HARD}))["val/attention_accuracy"]
     colours = {line.get_label(): line.get_color() for line in ax.get_lines() if line.get_gid() is None}
-    for name, (kind, style) in CHANCE_LEVELS.items():
+    for name in CHANCE_PANELS["val/attention_accuracy"]:
+        kind, _ = CHANCE_LEVELS[name]
         lines = [line for line in ax.get_lines() if line.get_gid() == name]
         assert [line.get_color() for line in lines] == [colours["soft"], colours["hard"]], "in each run's colour"
         for line in lines:
@@ -54,6 +55,18 @@ def test_chance_levels_are_reference_lines_on_the_accuracy_panel():
         named = [text.get_text() for text in ax.get_legend().get_texts() if text.get_text().startswith(kind)]
         assert len(named) == 1, "named once in the legend"
     assert "soft" in [text.get_text() for text in ax.get_legend().get_texts()]
+
+
+def test_uniform_alphas_correctness_is_a_reference_line_on_the_correctness_panel_only():
+    correct = {"val/attention_correctness": [(50, 0.3), (100, 0.5)], "val/attention_chance_correctness": [(100, 0.12)]}
+    drawn = panels(curves_figure({"soft": SOFT | correct}))
+    assert "val/attention_chance_correctness" not in drawn, "a chance level is no panel"
+    ax = drawn["val/attention_correctness"]
+    (uniform,) = [line for line in ax.get_lines() if line.get_gid() == "val/attention_chance_correctness"]
+    assert list(uniform.get_ydata()) == [0.12] * 2 and uniform.get_color() == ax.get_lines()[0].get_color()
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["soft", "chance: uniform α 0.12 (below)"]
+    accuracy_levels = {line.get_gid() for line in drawn["val/attention_accuracy"].get_lines()} - {None}
+    assert accuracy_levels == {"val/attention_chance_location", "val/attention_chance_object"}
 
 
 def test_groups_of_seeds_draw_their_chance_level_in_the_groups_colour():

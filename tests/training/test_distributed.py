@@ -20,7 +20,9 @@ from caption.evaluation.report import GREEDY_METRICS
 from caption.inference import load_trained
 
 LOCALISATION = ("attention_accuracy", "attention_other_object", "attention_background", "attention_absent",
-                "attention_chance_location", "attention_chance_object")
+                "attention_chance_location", "attention_chance_object", "attention_correctness",
+                "attention_chance_correctness")
+HALLUCINATION = ("chair_i", "chair_s")  # caption.evaluation.hallucination
 HABITS = ("distinct_captions", "dangling_ending", "repeated_trigram")  # caption.evaluation.degeneration
 DDP = ["--trainer.strategy", "ddp", "--trainer.devices", "2", "--trainer.accelerator", "cpu"]
 SINGLE = ["--trainer.devices", "1", "--trainer.accelerator", "cpu"]
@@ -86,7 +88,7 @@ def test_ddp_fit_keeps_every_rank_identical(ddp_fit):
     validations = [[r["metrics"] for r in records if r["event"] == "validation_end"] for records in ranks]
     assert len(validations[0]) == 2 and validations[0] == validations[1], "checkpointing metrics agree on all ranks"
     assert set(validations[0][0]) == {"val/bleu4", "val/cider", "val/alpha_entropy"} | {
-        f"val/{name}" for name in (*LOCALISATION, *HABITS)  # built-in data has boxes
+        f"val/{name}" for name in (*LOCALISATION, *HALLUCINATION, *HABITS)  # built-in data has boxes
     }
 
     checkpoints = ddp_fit / "checkpoints"
@@ -122,8 +124,10 @@ def test_two_process_evaluation_equals_one_process(ddp_fit, monkeypatch):
         return metrics
 
     single = test_metrics("probe_test1", 0)
-    greedy = {f"test/greedy/{name}" for name in (*GREEDY_METRICS, *LOCALISATION, *HABITS, "alpha_entropy")}
-    assert set(single) == {f"test/{name}" for name in (*METRICS, *LOCALISATION, *HABITS, "alpha_entropy")} | greedy
+    greedy = {f"test/greedy/{name}"
+              for name in (*GREEDY_METRICS, *LOCALISATION, *HALLUCINATION, *HABITS, "alpha_entropy")}
+    assert set(single) == {f"test/{name}"
+                           for name in (*METRICS, *LOCALISATION, *HALLUCINATION, *HABITS, "alpha_entropy")} | greedy
     for probe, rank in [("probe_test2", 0), ("probe_test2", 1), ("probe", 0), ("probe", 1)]:
         assert test_metrics(probe, rank) == single, (probe, rank)
 
