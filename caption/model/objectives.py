@@ -4,10 +4,10 @@ Soft (eq. 14):  loss = -log p(y|a) + λ Σ_i (1 - Σ_t α_ti)²    (`SoftAttenti
 Hard (eq. 12):  a surrogate whose gradient is minus eq. 12's Monte Carlo estimate (`HardAttentionObjective`),
     loss = -log p(y|s̃,a) - λ_r Σ_t (R_t - b_t) log α_{t,s̃_t} - λ_e H[s̃],    H[s̃] = Σ_t H(α_t)
 with the rewards R_t (`credited_rewards`) and a baseline b_t: the paper's moving average, or beyond it leave-one-out
-or learned. Every weight is per caption, and the loss is the mean over captions. Either may add, beyond the paper,
-attention supervised by object boxes (`caption.model.box_supervision`, weight `box_supervision`; 0 by default). The surrogate, the estimators beyond
+or learned. Every weight is per caption, and the loss is the mean over captions. The surrogate, the estimators beyond
 the paper and how the original code's update maps onto these weights: docs/paper.md#the-objectives and
-docs/paper.md#the-original-codes-effective-weights.
+docs/paper.md#the-original-codes-effective-weights. Either objective may add, beyond the paper, attention supervised
+by object boxes (`caption.model.box_supervision`, weight `box_supervision`; 0, the default, adds nothing).
 """
 
 from collections.abc import Callable
