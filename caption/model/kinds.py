@@ -9,9 +9,9 @@ A φ takes annotations (B, L, D), logits e_t (R, L) and the semi-sampled rows, a
 class says with `locates` whether it picks one location per word (hard attention: `location` is set, semi-sampling
 and `model.decoding.hard_eval_context` apply, and it is built with `eval_context`). An objective is built as
 `objective(settings, hidden_dim=n)` and called as `objective(output, targets, mask, box_target)` -> `LossTerms`
-(`box_target`: the batch's targets of attention supervised by boxes, or None; `caption.model.box_supervision`). The name of a kind
-is checked where the model's settings are made (`kind_of`, from `ModelSettings.of`): an unknown one is a ConfigError
-naming the kinds there are.
+(`box_target`: the batch's targets of attention supervised by boxes, or None; `caption.model.box_supervision`).
+The name of a kind is checked where the model's settings are made (`kind_of`, from `ModelSettings.of`): an unknown
+one is a ConfigError naming the kinds there are.
 """
 
 from dataclasses import dataclass
