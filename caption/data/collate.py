@@ -1,5 +1,5 @@
-"""Items into batches: images (or cached annotations) stacked, captions padded, references and boxes kept as lists,
-and the images that failed to load left out and listed.
+"""Items into batches: images (or cached annotations) stacked, captions (and their box targets) padded, references and
+boxes kept as lists, and the images that failed to load left out and listed.
 """
 
 from typing import Any
@@ -34,6 +34,8 @@ def collate(items: list[dict[str, Any]], *, allow_empty: bool = False) -> dict[s
     if "caption" in items[0]:
         captions = [item["caption"] for item in items]
         batch["caption"] = torch.nn.utils.rnn.pad_sequence(captions, batch_first=True, padding_value=Vocabulary.PAD)
+    if "box_target" in items[0]:  # attention supervised by boxes: (B, T, L), padding steps without a target
+        batch["box_target"] = torch.nn.utils.rnn.pad_sequence([item["box_target"] for item in items], batch_first=True)
     if "references" in items[0]:
         batch["references"] = [item["references"] for item in items]
     if any("objects" in item for item in items):  # boxes: on some images only (COCO has unannotated ones)

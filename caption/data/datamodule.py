@@ -16,6 +16,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from caption.data.box_targets import BoxTargets, check_supervisable
 from caption.data.collate import collate
 from caption.data.datasets import CaptionPairs, ImageFiles, Images, LongCaptions
 from caption.data.features import FeatureCache, cache_config
@@ -155,6 +156,7 @@ class CaptionDataModule(L.LightningDataModule):
         self._splits: set[str] = set()  # the splits of the source's records, captioned or not
         self._bad: set[int] | None = None  # ids of images that cannot be used
         self._cache: FeatureCache | None = None
+        self.box_targets: BoxTargets | None = None  # set by `supervise_attention`: training captions carry targets
 
     def records(self) -> list[ImageRecord]:
         """The source's records without captions that have no letter or digit (empty, whitespace,
@@ -202,6 +204,14 @@ class CaptionDataModule(L.LightningDataModule):
         return cache_config(encoder=self.encoder, weights=self.encoder_weights, freeze=self.freeze_encoder,
                             source=self.source, records=self.records(), grid=self.encoder_grid)
 
+    def supervise_attention(self, *, grid: tuple[int, int], key: str) -> None:
+        """Training captions carry where each word should look on a rows × columns attention `grid`
+        (`caption.data.box_targets`); a ConfigError naming `key`, the weight that asks for it, when the training
+        data has no box a caption word names."""
+        check_supervisable(self.split("train"), self.source.word_labels, key=key)
+        self.box_targets = BoxTargets(word_labels=self.source.word_labels, grid=grid,
+                                      image_size=tuple(self.source.image_size))
+
     def usable(self, name: str) -> list[ImageRecord]:
         """The records of split `name` whose images can be used (see `on_bad_image`)."""
         if self._bad is None:  # once: bad images come from the feature cache, or from checking the files
@@ -248,7 +258,8 @@ class CaptionDataModule(L.LightningDataModule):
         records = self.usable("train")
         self.check_vocabulary_from()
         dataset = CaptionPairs(self.source, records, Vocabulary(self.vocabulary), self.max_length,
-                               long_captions=self.long_captions, features=self._cache, skip_bad=self.skip_bad)
+                               long_captions=self.long_captions, features=self._cache, skip_bad=self.skip_bad,
+                               box_targets=self.box_targets)
         touched = dataset.truncated + dataset.dropped
         rank_zero_info(
             f"Training on {len(dataset)} captions of {len(records)} images"

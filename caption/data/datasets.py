@@ -15,8 +15,10 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from caption.data.box_targets import BoxTargets
 from caption.data.features import FeatureCache
 from caption.data.sources.base import CaptionSource
+from caption.data.sources.category_words import named_labels
 from caption.data.sources.image_files import BadImageError, read_rgb
 from caption.data.sources.records import BadImage, ImageRecord
 from caption.model.vocabulary import Vocabulary, tokenize
@@ -47,7 +49,9 @@ class CaptionPairs(Dataset):
     """One item per (image, reference caption) of the given records.
 
     Captions longer than `max_length` words are cut to that length or left out (`long_captions`),
-    counted in `truncated` and `dropped`. `lengths[i]` is item i's length in tokens with <start>/<end>.
+    counted in `truncated` and `dropped`. `lengths[i]` is item i's length in tokens with <start>/<end>. With
+    `box_targets` (attention supervised by boxes) an item also holds "box_target" (n+1, L), where each word should
+    look (`caption.data.box_targets`).
     """
 
     def __init__(
@@ -59,12 +63,15 @@ class CaptionPairs(Dataset):
         long_captions: LongCaptions = "truncate",
         features: FeatureCache | None = None,
         skip_bad: bool = False,
+        box_targets: BoxTargets | None = None,
     ):
         self.source = source
         self.records = records
         self.features = features
         self.skip_bad = skip_bad
+        self.box_targets = box_targets
         self.items: list[tuple[int, list[int]]] = []
+        self.labels: list[list[str | None]] = []  # with box_targets: the label each word of item i names
         self.truncated = self.dropped = 0
         for index, record in enumerate(records):
             for reference in record.references:
@@ -75,6 +82,8 @@ class CaptionPairs(Dataset):
                 self.truncated += len(tokens) > max_length
                 if tokens:
                     self.items.append((index, vocabulary.encode(tokens[:max_length])))
+                    if box_targets is not None:
+                        self.labels.append(named_labels(tokens[:max_length], box_targets.word_labels))
         self.lengths = [len(caption) for _, caption in self.items]
 
     def __len__(self) -> int:
@@ -84,7 +93,11 @@ class CaptionPairs(Dataset):
         record_index, caption = self.items[index]
         record = self.records[record_index]
         item = inputs(self.source, self.features, record, skip_bad=self.skip_bad)  # {"image": (3, H, W)}, ...
-        return {**item, "caption": torch.tensor(caption), "image_id": record.image_id}
+        item = {**item, "caption": torch.tensor(caption), "image_id": record.image_id}
+        if self.box_targets is None:
+            return item
+        target = self.box_targets.caption_target(self.labels[index], self.source.input_boxes(record))  # (n+1, L)
+        return item | {"box_target": target}
 
 
 class Images(Dataset):

@@ -8,9 +8,10 @@
 A φ takes annotations (B, L, D), logits e_t (R, L) and the semi-sampled rows, and returns an `AttentionOutput`; its
 class says with `locates` whether it picks one location per word (hard attention: `location` is set, semi-sampling
 and `model.decoding.hard_eval_context` apply, and it is built with `eval_context`). An objective is built as
-`objective(settings, hidden_dim=n)` and called as `objective(output, targets, mask)` -> `LossTerms`. The name of a kind
-is checked where the model's settings are made (`kind_of`, from `ModelSettings.of`): an unknown one is a ConfigError
-naming the kinds there are.
+`objective(settings, hidden_dim=n)` and called as `objective(output, targets, mask, box_target)` -> `LossTerms`
+(`box_target`: the batch's targets of attention supervised by boxes, or None; `caption.model.box_supervision`).
+The name of a kind is checked where the model's settings are made (`kind_of`, from `ModelSettings.of`): an unknown
+one is a ConfigError naming the kinds there are.
 """
 
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class Kind:
     """One kind of attention: what the decoder attends with, what trains it, and where its settings are."""
 
     attention: type[nn.Module]  # φ: (annotations, logits, semi_sampled) -> AttentionOutput; `locates` on the class
-    objective: type[nn.Module]  # objective(settings, hidden_dim=n); (output, targets, mask) -> LossTerms
+    objective: type[nn.Module]  # objective(settings, hidden_dim=n); (output, targets, mask, box_target) -> LossTerms
     settings: type  # the objective's settings dataclass
     group: ObjectiveGroup  # model.soft or model.hard: where a config sets them
 

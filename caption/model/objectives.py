@@ -6,11 +6,12 @@ Hard (eq. 12):  a surrogate whose gradient is minus eq. 12's Monte Carlo estimat
 with the rewards R_t (`credited_rewards`) and a baseline b_t: the paper's moving average, or beyond it leave-one-out
 or learned. Every weight is per caption, and the loss is the mean over captions. The surrogate, the estimators beyond
 the paper and how the original code's update maps onto these weights: docs/paper.md#the-objectives and
-docs/paper.md#the-original-codes-effective-weights.
+docs/paper.md#the-original-codes-effective-weights. Either objective may add, beyond the paper, attention supervised
+by object boxes (`caption.model.box_supervision`, weight `box_supervision`; 0, the default, adds nothing).
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from caption.errors import ConfigError, check_range
+from caption.model.box_supervision import box_supervision_loss, check_box_target
 from caption.model.decoder import DecoderOutput
 from caption.model.precision import at_least_float32
 
@@ -128,6 +130,7 @@ class LossTerms:
     baseline: Tensor | None = None  # b_t, mean over the sampled captions' steps
     advantage_square: Tensor | None = None  # (R_t - b_t)², mean over sampled steps: what the baseline leaves
     sampled: Tensor | None = None  # boolean (B·N,): captions whose attention was sampled (not semi-sampled)
+    box_supervision: Tensor | None = None  # mean over words naming a boxed label of −log Σ_l α_tl m_tl, before weight
 
     def as_dict(self) -> dict[str, Tensor]:
         return {name: value for name, value in vars(self).items() if value is not None and name != "sampled"}
@@ -199,6 +202,16 @@ def hard_attention_loss(
     )
 
 
+def with_box_supervision(terms: LossTerms, alpha: Tensor, box_target: Tensor | None, *, weight: float,
+                         key: str) -> LossTerms:
+    """`terms` with weight × the box supervision of α (B, T, L) against the batch's targets added to the loss
+    (`caption.model.box_supervision`); weight 0: `terms` as they are, and no targets needed."""
+    if weight == 0:
+        return terms
+    term, _ = box_supervision_loss(alpha, check_box_target(box_target, alpha, key=key))
+    return replace(terms, loss=terms.loss + weight * term, box_supervision=term)
+
+
 SumOverRanks = Callable[[Tensor], Tensor]
 
 
@@ -209,12 +222,16 @@ class SoftObjectiveSettings:
     Args:
         alpha_c: λ of the doubly stochastic regulariser per caption; 0 turns it off (original code: alpha_c·B/L per
             caption; docs/paper.md).
+        box_supervision: beyond the paper, the weight of attention supervised by object boxes
+            (`caption.model.box_supervision`; needs data with boxes); 0: the paper's objective.
     """
 
     alpha_c: float = 1.0  # paper (eq. 14) and original code (COCO: alpha_c=1.0)
+    box_supervision: float = 0.0  # paper: no supervision of α
 
     def __post_init__(self) -> None:
         check_range("soft.alpha_c", self.alpha_c, low=0)
+        check_range("soft.box_supervision", self.box_supervision, low=0)
 
 
 @dataclass(frozen=True)
@@ -235,6 +252,8 @@ class HardObjectiveSettings:
             this in epoch semi_sampling_epochs, then stays; None: constant (paper).
         semi_sampling_epochs: the epochs that schedule takes; None: trainer.max_epochs (which must then be set: under
             early stopping, with max_epochs an upper bound, give the number here).
+        box_supervision: beyond the paper, the weight of attention supervised by object boxes, on α, the distribution
+            s_t is sampled from (`caption.model.box_supervision`; needs data with boxes); 0: the paper's objective.
     """
 
     samples: int = 1  # original code: one Monte Carlo sample per caption
@@ -247,11 +266,12 @@ class HardObjectiveSettings:
     semi_sampling: float = 0.5  # paper: the expected context with probability 0.5 per image
     semi_sampling_final: float | None = None  # paper: a constant semi-sampling probability
     semi_sampling_epochs: int | None = None  # ours: the schedule spans trainer.max_epochs
+    box_supervision: float = 0.0  # paper: no supervision of α
 
     def __post_init__(self) -> None:
         check_range("hard.samples", self.samples, low=1)
         check_range("hard.semi_sampling_epochs", self.semi_sampling_epochs, low=1)
-        for key in ("reinforce_weight", "entropy_weight"):
+        for key in ("reinforce_weight", "entropy_weight", "box_supervision"):
             check_range(f"hard.{key}", getattr(self, key), low=0)
         check_range("hard.baseline_decay", self.baseline_decay, low=0, high=1, below_high=True)  # 1: b never moves
         for key in ("semi_sampling", "semi_sampling_final"):
@@ -262,14 +282,19 @@ class HardObjectiveSettings:
 
 
 class SoftAttentionObjective(nn.Module):
-    """Eq. 14 with its weight: `objective(output, targets, mask)` -> LossTerms."""
+    """Eq. 14 with its weight: `objective(output, targets, mask, box_target=None)` -> LossTerms (`box_target` (B, T, L):
+    the batch's targets of the box supervision, needed when its weight is positive)."""
 
     def __init__(self, settings: SoftObjectiveSettings = SoftObjectiveSettings(), *, hidden_dim: int = 0):
         super().__init__()  # hidden_dim: the LSTM's size, which eq. 14 does not need
         self.alpha_c = settings.alpha_c
+        self.box_supervision = settings.box_supervision
 
-    def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor) -> LossTerms:
-        return soft_attention_loss(output, targets, mask, alpha_c=self.alpha_c)
+    def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor,
+                box_target: Tensor | None = None) -> LossTerms:
+        terms = soft_attention_loss(output, targets, mask, alpha_c=self.alpha_c)
+        return with_box_supervision(terms, output.alpha, box_target, weight=self.box_supervision,
+                                    key="model.soft.box_supervision")
 
     def update(self, terms: LossTerms, sum_over_ranks: SumOverRanks) -> None:
         """After a finite training step: nothing to update for soft attention."""
@@ -289,6 +314,7 @@ class HardAttentionObjective(nn.Module):
         self.entropy_weight = settings.entropy_weight
         self.reward = settings.reward
         self.credit = settings.credit
+        self.box_supervision = settings.box_supervision
         if settings.baseline == "learned" and hidden_dim < 1:
             raise ConfigError("model.hard.baseline learned needs the LSTM's size (hidden_dim) to build b(h_{t-1})")
         builders = {"moving_average": lambda: MovingAverageBaseline(settings.baseline_decay),
@@ -298,11 +324,14 @@ class HardAttentionObjective(nn.Module):
             raise ConfigError(f"model.hard.baseline must be one of {sorted(builders)}, got {settings.baseline!r}")
         self.baseline = builders[settings.baseline]()
 
-    def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor) -> LossTerms:
-        return hard_attention_loss(
+    def forward(self, output: DecoderOutput, targets: Tensor, mask: Tensor,
+                box_target: Tensor | None = None) -> LossTerms:
+        terms = hard_attention_loss(
             output, targets, mask, baseline=self.baseline, reinforce_weight=self.reinforce_weight,
             entropy_weight=self.entropy_weight, reward=self.reward, credit=self.credit,
         )
+        return with_box_supervision(terms, output.alpha, box_target, weight=self.box_supervision,
+                                    key="model.hard.box_supervision")
 
     def update(self, terms: LossTerms, sum_over_ranks: SumOverRanks) -> None:
         """Moving average: b ← 0.9 b + 0.1 r̄, with r̄ the mean reward of the sampled captions over *all* ranks

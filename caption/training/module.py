@@ -19,6 +19,7 @@ from torch import Tensor
 
 from caption.config.keys import dotted
 from caption.errors import CaptionError, CaptionWarning, CheckpointError, ConfigError
+from caption.evaluation.grid import attention_grid
 from caption.evaluation.metrics import TEST_METRICS
 from caption.evaluation.report import GREEDY, GREEDY_METRICS, Evaluation, not_looking
 from caption.evaluation.results import Result, result
@@ -170,10 +171,13 @@ class CaptionModule(L.LightningModule):
             annotations = annotations.repeat_interleave(samples, dim=0)
             captions = captions.repeat_interleave(samples, dim=0)
             images = None if images is None else images.repeat_interleave(samples)
+        box_target = batch.get("box_target")  # (B, T, L): only with a box_supervision weight (`setup`)
+        if samples > 1 and box_target is not None:
+            box_target = box_target.repeat_interleave(samples, dim=0)
         output = self.model.decoder(annotations, captions, images)
         targets = captions[:, 1:]
         mask = (targets != Vocabulary.PAD).float()  # (B·N, T): N samples of each caption (hard attention), else N = 1
-        terms = self.objective(output, targets, mask)
+        terms = self.objective(output, targets, mask, box_target)
         return terms, {"train/beta": (output.beta * mask).sum() / mask.sum()}, captions.shape[0]
 
     def _sum_over_ranks(self, value: Tensor) -> Tensor:
@@ -227,10 +231,15 @@ class CaptionModule(L.LightningModule):
 
     def setup(self, stage: str) -> None:
         """Before training moves the model to its device: a run whose vocabulary needs more memory than the device
-        has free is refused in one line (`caption.training.memory`)."""
+        has free is refused in one line (`caption.training.memory`); with a box_supervision weight, the data's
+        training captions are to carry their box targets on the encoder's grid (refused without boxes)."""
         data = self.trainer.datamodule
         if stage != "fit" or not isinstance(getattr(data, "batch_size", None), int):
             return
+        if self.objective.box_supervision > 0:
+            group = kind_of(self.model.settings.attention.kind).group
+            data.supervise_attention(grid=self.attention_grid(tuple(data.source.image_size)),
+                                     key=f"model.{group}.box_supervision")
         device = self.trainer.strategy.root_device
         hard = self.model.settings.hard
         batch_size = data.batch_size * (hard.samples if hard else 1)
@@ -245,6 +254,17 @@ class CaptionModule(L.LightningModule):
             steps=steps)
         check_training_memory(needed, vocabulary_size=vocabulary_size, batch_size=batch_size, steps=steps,
                               device=device, free_memory=device_free_memory)
+
+    def attention_grid(self, image_size: tuple[int, int]) -> tuple[int, int]:
+        """(rows, columns) of the encoder's annotation grid on (H, W) images: one blank image through it."""
+        encoder = self.model.encoder
+        device = next(encoder.parameters()).device
+        training = encoder.training
+        encoder.eval()
+        with torch.no_grad():
+            locations = encoder(torch.zeros(1, 3, *image_size, device=device)).shape[1]  # (1, L, D)
+        encoder.train(training)
+        return attention_grid(locations, image_size)
 
     def on_fit_start(self) -> None:
         """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its

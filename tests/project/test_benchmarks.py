@@ -223,6 +223,14 @@ def test_decoding(benchmark: Callable[..., str], tmp_path: Path):
     assert "decoding.json" in {path.name for path in (tmp_path / "decoding").iterdir()}
 
 
+@covers("box_supervision")
+def test_box_supervision(benchmark: Callable[..., str], tmp_path: Path):
+    printed = benchmark("box_supervision", "--smoke", "--out", str(tmp_path / "boxes"))
+    assert "| with | 0 | " in printed and "| with | mean | " in printed
+    written = json.loads((tmp_path / "boxes" / "box_supervision.json").read_text())
+    assert written["weight"] == 1.0 and set(written["with"]["0"]) == {"1", "3"}
+
+
 STAND_IN_PORT = '''
 import torch
 from torch import nn
