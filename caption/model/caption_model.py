@@ -79,6 +79,10 @@ class ModelSettings:
                 raise ConfigError(f"model.{group} only applies to model.attention.kind: {kinds} (this run's is "
                                   f"{name}): leave model.{group} unset (null)")
         settings[kind.group] = settings[kind.group] or kind.settings()
+        if settings["self_critical"] is not None and settings[kind.group].box_supervision > 0:
+            raise ConfigError(f"model.{kind.group}.box_supervision weighs a term of the cross-entropy objective, which "
+                              "model.self_critical replaces with CIDEr-D: supervise the attention in the stage before "
+                              f"and leave model.{kind.group}.box_supervision at 0 here")
         return cls(**settings)
 
     def as_dicts(self) -> dict[str, dict[str, Any] | None]:

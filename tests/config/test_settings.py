@@ -29,3 +29,11 @@ def test_a_setting_for_the_other_attention_kind_is_refused_by_name():
     with pytest.raises(ConfigError, match=r"model.decoder has no setting embed_size"):
         CaptionModule(vocabulary=["<pad>", "<start>", "<end>", "<unk>", "a"], encoder={"name": "small_vgg",
                       "weights": "none"}, decoder={"embed_size": 2})
+
+
+@pytest.mark.parametrize("kind", ["soft", "hard"])
+def test_box_supervision_beside_self_critical_training_is_refused_naming_both(kind):
+    with pytest.raises(ConfigError, match=rf"model.{kind}.box_supervision weighs a term of the cross-entropy "
+                                          r"objective, which model.self_critical replaces"):
+        ModelSettings.of(attention={"kind": kind}, **{kind: {"box_supervision": 1.0}}, self_critical={})
+    assert ModelSettings.of(attention={"kind": kind}, **{kind: {"box_supervision": 0.0}}, self_critical={})
