@@ -15,35 +15,48 @@ an all-zero row: no target.
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from caption.data.sources.category_words import named_labels
-from caption.data.sources.records import ImageRecord, ObjectBox
+from caption.data.sources.records import Box, ImageRecord, ObjectBox
 from caption.errors import ConfigError
 from caption.model.vocabulary import tokenize
 
 
-def covered_share(boxes: Tensor, *, grid: tuple[int, int], image_size: tuple[int, int]) -> Tensor:
-    """(L,) share of each cell's area that the union of `boxes` (N, 4: x0, y0, x1, y1 in pixels) covers, the cells of
-    a rows × columns grid over an (H, W) image in row-major order (as the encoder flattens its map). Exact: the plane
-    is cut at every box and cell edge, and each piece is inside a box or not."""
+def cell_coverage(boxes: Sequence[Box], *, grid: tuple[int, int], image_size: tuple[int, int]) -> Tensor:
+    """(L,) share of each cell's area inside the union of `boxes` ((x0, y0, x1, y1) in pixels, cut to the image), the
+    cells of a rows × columns `grid` over an (H, W) image in row-major order (as the encoder flattens its map), in
+    float64, exactly. One box: its overlap with each column times its overlap with each row. Several: the image is
+    cut at every cell edge and box edge into rectangles each wholly inside or outside every box and within one cell,
+    and each cell sums the area of its rectangles inside a box (overlapping boxes count once). Attention correctness
+    (`caption.evaluation.grounding`) weighs α by it; the box targets are it, normalised."""
     (rows, columns), (height, width) = grid, image_size
-    boxes = boxes.double()
-    cell_xs = torch.linspace(0, width, columns + 1, dtype=torch.float64)  # (columns + 1,)
-    cell_ys = torch.linspace(0, height, rows + 1, dtype=torch.float64)  # (rows + 1,)
-    xs = torch.cat([cell_xs, boxes[:, [0, 2]].flatten().clamp(0, width)]).unique()  # (X,) sorted
-    ys = torch.cat([cell_ys, boxes[:, [1, 3]].flatten().clamp(0, height)]).unique()  # (Y,) sorted
-    mid_x, mid_y = (xs[1:] + xs[:-1]) / 2, (ys[1:] + ys[:-1]) / 2  # (X-1,), (Y-1,): each piece's centre
-    inside_x = (boxes[:, None, 0] <= mid_x) & (mid_x < boxes[:, None, 2])  # (N, X-1)
-    inside_y = (boxes[:, None, 1] <= mid_y) & (mid_y < boxes[:, None, 3])  # (N, Y-1)
-    covered = (inside_y[:, :, None] & inside_x[:, None, :]).any(dim=0)  # (Y-1, X-1): the piece is in a box
-    area = (ys[1:] - ys[:-1])[:, None] * (xs[1:] - xs[:-1])[None, :]  # (Y-1, X-1)
-    row = (torch.bucketize(mid_y, cell_ys) - 1).clamp(0, rows - 1)  # (Y-1,): the cell row holding each piece
-    column = (torch.bucketize(mid_x, cell_xs) - 1).clamp(0, columns - 1)  # (X-1,)
-    cell = (row[:, None] * columns + column[None, :]).flatten()  # (P,)
-    inside = torch.zeros(rows * columns, dtype=torch.float64).index_add_(0, cell, (area * covered).flatten())
-    return (inside / (height / rows * width / columns)).float()  # (L,)
+    cell_area = height * width / (rows * columns)
+    column_edges = np.arange(columns + 1) * width / columns  # (columns + 1,)
+    row_edges = np.arange(rows + 1) * height / rows  # (rows + 1,)
+    corners = np.array(boxes, dtype=np.float64).reshape(-1, 4)  # (N, 4)
+    corners[:, 0::2] = corners[:, 0::2].clip(0, width)
+    corners[:, 1::2] = corners[:, 1::2].clip(0, height)
+    corners = corners[(corners[:, 2] > corners[:, 0]) & (corners[:, 3] > corners[:, 1])]
+    if len(corners) <= 1:
+        x0, y0, x1, y1 = corners[0] if len(corners) else (0.0, 0.0, 0.0, 0.0)
+        overlap_x = (np.minimum(column_edges[1:], x1) - np.maximum(column_edges[:-1], x0)).clip(min=0)  # (columns,)
+        overlap_y = (np.minimum(row_edges[1:], y1) - np.maximum(row_edges[:-1], y0)).clip(min=0)  # (rows,)
+        return torch.from_numpy(np.outer(overlap_y, overlap_x).ravel() / cell_area)  # (L,)
+    xs = np.unique(np.concatenate([column_edges, corners[:, 0::2].ravel()]))  # (X + 1,) sorted
+    ys = np.unique(np.concatenate([row_edges, corners[:, 1::2].ravel()]))  # (Y + 1,) sorted
+    middle_x, middle_y = (xs[:-1] + xs[1:]) / 2, (ys[:-1] + ys[1:]) / 2  # (X,), (Y,)
+    within_x = (corners[:, None, 0] <= middle_x) & (middle_x < corners[:, None, 2])  # (N, X)
+    within_y = (corners[:, None, 1] <= middle_y) & (middle_y < corners[:, None, 3])  # (N, Y)
+    covered = (within_y[:, :, None] & within_x[:, None, :]).any(0)  # (Y, X)
+    area = np.diff(ys)[:, None] * np.diff(xs)[None, :] * covered  # (Y, X)
+    column = np.minimum((middle_x * columns / width).astype(np.int64), columns - 1)  # (X,)
+    row = np.minimum((middle_y * rows / height).astype(np.int64), rows - 1)  # (Y,)
+    cell = row[:, None] * columns + column[None, :]  # (Y, X)
+    inside = np.bincount(cell.ravel(), weights=area.ravel(), minlength=rows * columns)  # (L,)
+    return torch.from_numpy(inside / cell_area)
 
 
 @dataclass(frozen=True)
@@ -66,8 +79,8 @@ class BoxTargets:
 
     def label_map(self, boxes: Sequence[ObjectBox], label: str) -> Tensor:
         """(L,) the cells' shares inside the boxes of `label`, normalised to sum 1; all zero when they cover none."""
-        named = torch.tensor([box.box for box in boxes if box.label == label], dtype=torch.float32).reshape(-1, 4)
-        share = covered_share(named, grid=self.grid, image_size=self.image_size)  # (L,)
+        named = [box.box for box in boxes if box.label == label]
+        share = cell_coverage(named, grid=self.grid, image_size=self.image_size).float()  # (L,)
         total = share.sum()
         return share / total if total > 0 else share
 

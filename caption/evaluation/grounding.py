@@ -9,7 +9,7 @@ such object at all (a miss), beside two chance levels: a uniformly random locati
 chosen object of the image (0.5 on two-object scenes: what a model that looks at *an* object, not the named one,
 scores); and the accuracy per label. Beside it, the *attention correctness* of Liu et al. (AAAI 2017, "Attention
 Correctness in Neural Image Captioning"): the α mass inside the boxes of the named label, each cell's α spread evenly
-over the cell (`caption.evaluation.grid.cell_coverage`), averaged over the words whose label the image holds, with
+over the cell (`caption.data.box_targets.cell_coverage`), averaged over the words whose label the image holds, with
 its chance level, the boxes' share of the image (the mass uniform α puts there). `mean_entropy` of α says how sharp
 it is, on any data. Whether the words name what the image holds at all is CHAIR (`caption.evaluation.hallucination`).
 """
@@ -22,7 +22,8 @@ import torch
 
 from caption.data.sources.category_words import named_labels
 from caption.data.sources.records import ObjectBox
-from caption.evaluation.grid import cell_centres, cell_coverage, inside
+from caption.data.box_targets import cell_coverage
+from caption.evaluation.grid import attention_grid, cell_centres, inside
 
 
 
@@ -143,7 +144,8 @@ def localisation(captions: Captions, *, image_size: tuple[int, int], word_labels
                 counts["background"] += 1
             if label not in regions:
                 regions[label] = (sum(any(inside(box, centre) for box in named) for centre in centres) / len(centres),
-                                  cell_coverage(named, alpha.shape[-1], image_size))
+                                  cell_coverage(named, grid=attention_grid(alpha.shape[-1], image_size),
+                                                image_size=image_size))
             location, coverage = regions[label]
             chance_location += location
             chance_object += len(named) / len(boxes)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from caption.data.box_targets import BoxTargets, check_supervisable, covered_share
+from caption.data.box_targets import BoxTargets, check_supervisable, cell_coverage
 from caption.data.collate import collate
 from caption.data.datasets import CaptionPairs
 from caption.data.sources.records import ObjectBox
@@ -18,18 +18,7 @@ from caption.model.vocabulary import Vocabulary, tokenize
 WORDS = {"circle": "circle", "circles": "circle", "square": "square", "squares": "square"}
 
 
-def test_covered_share_on_a_2x2_grid_by_hand():
-    # a 4×4 image, cells of 2×2 pixels (area 4): [0, 2)×[0, 2) top left, then top right, bottom left, bottom right
-    one = covered_share(torch.tensor([[0.0, 0.0, 3.0, 2.0]]), grid=(2, 2), image_size=(4, 4))
-    assert one.tolist() == [1.0, 0.5, 0.0, 0.0]  # the box holds the top left cell and half the top right one
-    # a second box (1, 1)-(4, 3) overlaps the first on [2, 3)×[1, 2): that pixel counts once
-    two = covered_share(torch.tensor([[0.0, 0.0, 3.0, 2.0], [1.0, 1.0, 4.0, 3.0]]), grid=(2, 2), image_size=(4, 4))
-    assert two.tolist() == [1.0, 0.75, 0.25, 0.5]  # top right: 2 + 2 - 1 of its 4 pixels
-    half_pixels = covered_share(torch.tensor([[0.5, 0.0, 1.5, 4.0]]), grid=(2, 2), image_size=(4, 4))
-    assert half_pixels.tolist() == [0.5, 0.0, 0.5, 0.0]  # not whole pixels: areas, not pixel centres
-
-
-def test_covered_share_matches_pixel_counting_on_every_box_and_many_pairs():
+def test_cell_coverage_matches_pixel_counting_on_every_box_and_many_pairs():
     """Every whole-pixel box of a 6×4 image (H 4, W 6) under a 2×3 grid, and every pair of every fifth of them: the
     share equals the count of covered pixels in each cell over the cell's 4 pixels."""
     height, width, grid = 4, 6, (2, 3)
@@ -42,7 +31,7 @@ def test_covered_share_matches_pixel_counting_on_every_box_and_many_pairs():
         for x0, y0, x1, y1 in (first, second):
             pixels[y0:y1, x0:x1] = 1
         counted = pixels.reshape(2, 2, 3, 2).sum(dim=(1, 3)).flatten() / 4  # (L,): covered pixels per cell
-        share = covered_share(torch.tensor([first, second], dtype=torch.float32), grid=grid, image_size=(height, width))
+        share = cell_coverage([first, second], grid=grid, image_size=(height, width)).float()
         torch.testing.assert_close(share, counted)
         checked += 1
     assert checked == 210 + 42 * 41 // 2

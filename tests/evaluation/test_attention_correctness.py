@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from caption.data.sources.records import ObjectBox
-from caption.evaluation.grid import attention_grid, cell_coverage
+from caption.data.box_targets import cell_coverage
+from caption.evaluation.grid import attention_grid
 from caption.evaluation.grounding import CaptionAttention, localisation
 from caption.evaluation.hallucination import hallucination
 from caption.evaluation.report import Evaluation
@@ -21,7 +22,7 @@ KINDS = {kind: kind for kind in ("circle", "square", "triangle")}  # each names 
 
 def test_a_box_over_one_cell_and_half_of_another_holds_their_mass_by_hand():
     """2x2 grid on 64x64 (cells of 32x32); the box (0, 0, 48, 32) covers cell 0 and the left half of cell 1."""
-    assert cell_coverage([(0, 0, 48, 32)], 4, (64, 64)).tolist() == [1.0, 0.5, 0.0, 0.0]
+    assert cell_coverage([(0, 0, 48, 32)], grid=(2, 2), image_size=(64, 64)).tolist() == [1.0, 0.5, 0.0, 0.0]
     alpha = torch.tensor([[0.1, 0.4, 0.2, 0.3]])  # (T=1, L=4)
     found = localisation([(["circle"], alpha, (ObjectBox("circle", (0, 0, 48, 32)),))], image_size=(64, 64),
                          word_labels=KINDS)
@@ -32,11 +33,12 @@ def test_a_box_over_one_cell_and_half_of_another_holds_their_mass_by_hand():
 
 def test_overlapping_boxes_count_once_and_boxes_are_cut_to_the_image():
     # cell 0 (x, y in 0..32): the two boxes cover 0..16 x 0..32 and 8..24 x 0..16, together 16*32 + 8*16 of 32*32
-    coverage = cell_coverage([(0, 0, 16, 32), (8, 0, 24, 16)], 4, (64, 64))
+    coverage = cell_coverage([(0, 0, 16, 32), (8, 0, 24, 16)], grid=(2, 2), image_size=(64, 64))
     assert coverage.tolist() == [(16 * 32 + 8 * 16) / (32 * 32), 0.0, 0.0, 0.0]
-    assert cell_coverage([(-10, -10, 100, 100)], 4, (64, 64)).tolist() == [1.0] * 4
-    assert cell_coverage([(70, 0, 90, 10)], 4, (64, 64)).tolist() == [0.0] * 4, "wholly outside: nothing"
-    assert cell_coverage([], 4, (64, 64)).tolist() == [0.0] * 4
+    assert cell_coverage([(-10, -10, 100, 100)], grid=(2, 2), image_size=(64, 64)).tolist() == [1.0] * 4
+    outside = cell_coverage([(70, 0, 90, 10)], grid=(2, 2), image_size=(64, 64))
+    assert outside.tolist() == [0.0] * 4, "wholly outside: nothing"
+    assert cell_coverage([], grid=(2, 2), image_size=(64, 64)).tolist() == [0.0] * 4
 
 
 def rasterised(boxes: list[tuple[float, float, float, float]], locations: int, image_size: tuple[int, int],
@@ -66,7 +68,8 @@ def test_cell_coverage_equals_counting_sub_pixels(locations, image_size):
             y0, y1 = sorted(rng.randint(-2, 2 * height + 2) / 2 for _ in range(2))
             boxes.append((x0, y0, x1, y1))
         expected = rasterised(boxes, locations, image_size, step=0.5)
-        assert cell_coverage(boxes, locations, image_size).tolist() == pytest.approx(expected, abs=1e-12), boxes
+        coverage = cell_coverage(boxes, grid=attention_grid(locations, image_size), image_size=image_size)
+        assert coverage.tolist() == pytest.approx(expected, abs=1e-12), boxes
 
 
 def test_the_chance_level_is_the_mass_uniform_attention_puts_on_the_named_boxes():
