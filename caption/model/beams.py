@@ -1,5 +1,6 @@
 """What the searches share (`caption.model.search`, `caption.model.diverse_search`): one decoder step's log p(y_t),
-and the hypotheses a beam search keeps, R = B·k rows reordered after each step by the row each new beam extends.
+the k rows of each image a beam search starts from, and the hypotheses it keeps, R = B·k rows reordered after each
+step by the row each new beam extends.
 
 Notation: B images, k beams, t words so far, L locations, V words.
 """
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from caption.model.captions import Decoded
+from caption.model.constraints import WordConstraints
 from caption.model.decoder import Decoder, DecoderState, StepOutput
 from caption.model.vocabulary import Vocabulary
 
@@ -28,6 +30,45 @@ def next_log_probs(
     log_probs = F.log_softmax(logits.float(), dim=-1)
     log_probs[:, [Vocabulary.PAD, Vocabulary.START]] = float("-inf")
     return log_probs, out
+
+
+def beam_log_probs(decoder: Decoder, words: Tensor, state: DecoderState, annotations: Tensor, projected: Tensor, *,
+                   kept: "Hypotheses", finished: Tensor, constraints: WordConstraints,
+                   last_step: bool) -> tuple[Tensor, StepOutput]:
+    """`next_log_probs` of the beams (R, V), without the words `constraints` forbid after each beam's words so far, a
+    finished beam (`finished`, (R,)) extended by <pad> at no cost and by nothing else, so that finished and unfinished
+    beams compete on equal terms."""
+    log_probs, out = next_log_probs(decoder, words, state, annotations, projected)  # (R, V)
+    if constraints.active:
+        log_probs = constraints.apply(log_probs, kept.tokens, last_step=last_step)
+    log_probs[finished] = float("-inf")
+    log_probs[finished, Vocabulary.PAD] = 0.0
+    return log_probs, out
+
+
+@dataclass
+class Beams:
+    """Where a beam search of k beams per image starts: every row of an image (k rows, R = B·k) at <start>, in the
+    LSTM state the image's annotations give, with no word and not finished."""
+
+    projected: Tensor  # (B, L, A): the annotations' projection, shared by the image's k rows, never copied
+    state: DecoderState  # (R, n) each
+    words: Tensor  # (R,): the last word of each row
+    finished: Tensor  # (R,) bool
+    kept: "Hypotheses"
+    row_offset: Tensor  # (B, 1): the first row of each image
+
+    @classmethod
+    def start(cls, decoder: Decoder, annotations: Tensor, *, beams: int) -> "Beams":
+        """k = `beams` rows per image of annotations (B, L, D)."""
+        B, k, device = annotations.shape[0], beams, annotations.device
+        state = decoder.init_state(annotations)
+        return cls(projected=decoder.project_annotations(annotations),
+                   state=DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0)),
+                   words=torch.full((B * k,), Vocabulary.START, dtype=torch.long, device=device),
+                   finished=torch.zeros(B * k, dtype=torch.bool, device=device),
+                   kept=Hypotheses.empty(B * k, annotations, hard=decoder.is_hard),
+                   row_offset=(torch.arange(B, device=device) * k)[:, None])
 
 
 @dataclass

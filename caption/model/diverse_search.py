@@ -18,7 +18,7 @@ Notation: B images, k beams, G groups of k' beams, V words.
 import torch
 from torch import Tensor
 
-from caption.model.beams import Hypotheses, next_log_probs
+from caption.model.beams import Beams, beam_log_probs
 from caption.model.captions import Decoded
 from caption.model.constraints import WordConstraints
 from caption.model.decoder import Decoder, DecoderState
@@ -64,25 +64,16 @@ def diverse_beam_search(
     check_decoding(beam_size=beam_size, max_caption_length=max_length, num_captions=num_best, beam_groups=beam_groups)
     B, k, G, device = annotations.shape[0], beam_size, beam_groups, annotations.device
     width = k // G
-    projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
-    state = decoder.init_state(annotations)
-    state = DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0))  # (B·k, n)
-
+    beams = Beams.start(decoder, annotations, beams=k)
+    state, words, finished, kept, row_offset = beams.state, beams.words, beams.finished, beams.kept, beams.row_offset
     scores = torch.full((B, G, width), float("-inf"), device=device)
     scores[:, :, 0] = 0.0  # a group's beams start identical: expand only its first
     log_prob = torch.zeros(B * k, device=device)  # the model's log p of each beam (B·k,)
-    words = torch.full((B * k,), Vocabulary.START, dtype=torch.long, device=device)
-    finished = torch.zeros(B * k, dtype=torch.bool, device=device)
-    kept = Hypotheses.empty(B * k, annotations, hard=decoder.is_hard)
-    row_offset = (torch.arange(B, device=device) * k)[:, None]  # (B, 1)
 
     for step in range(max_length):
-        log_probs, out = next_log_probs(decoder, words, state, annotations, projected)  # (B·k, V)
-        if constraints.active:
-            log_probs = constraints.apply(log_probs, kept.tokens, last_step=step == max_length - 1)
+        log_probs, out = beam_log_probs(decoder, words, state, annotations, beams.projected, kept=kept,
+                                        finished=finished, constraints=constraints, last_step=step == max_length - 1)
         V = log_probs.shape[1]
-        log_probs[finished] = float("-inf")
-        log_probs[finished, Vocabulary.PAD] = 0.0
         scores, parents, chosen = grouped_choice(scores, log_probs.view(B, G, width, V),
                                                  diversity_strength=diversity_strength)
         rows = (row_offset + parents).view(-1)  # parent row of each new beam (B·k,)

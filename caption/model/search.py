@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from caption.errors import ConfigError, size_text
-from caption.model.beams import Hypotheses, next_log_probs
+from caption.model.beams import Beams, beam_log_probs, next_log_probs
 from caption.model.captions import Decoded
 from caption.model.constraints import WordConstraints, truncated_logits
 from caption.model.decoder import Decoder, DecoderState
@@ -128,24 +128,15 @@ def beam_search(
                             attention_dim=decoder.attention_dim, vocabulary_size=decoder.output_words.out_features,
                             max_length=max_length, device=annotations.device, free_memory=free_memory)
     B, k, device = annotations.shape[0], beam_size, annotations.device
-    projected = decoder.project_annotations(annotations)  # (B, L, A): shared by the image's k rows, never copied
-    state = decoder.init_state(annotations)
-    state = DecoderState(state.h.repeat_interleave(k, dim=0), state.c.repeat_interleave(k, dim=0))  # (B·k, n)
-
+    beams = Beams.start(decoder, annotations, beams=k)
+    state, words, finished, kept, row_offset = beams.state, beams.words, beams.finished, beams.kept, beams.row_offset
     scores = torch.full((B, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
-    words = torch.full((B * k,), Vocabulary.START, dtype=torch.long, device=device)
-    finished = torch.zeros(B * k, dtype=torch.bool, device=device)
-    kept = Hypotheses.empty(B * k, annotations, hard=decoder.is_hard)
-    row_offset = (torch.arange(B, device=device) * k)[:, None]  # (B, 1)
 
     for step in range(max_length):
-        log_probs, out = next_log_probs(decoder, words, state, annotations, projected)  # (B·k, V)
-        if constraints.active:
-            log_probs = constraints.apply(log_probs, kept.tokens, last_step=step == max_length - 1)
+        log_probs, out = beam_log_probs(decoder, words, state, annotations, beams.projected, kept=kept,
+                                        finished=finished, constraints=constraints, last_step=step == max_length - 1)
         V = log_probs.shape[1]
-        log_probs[finished] = float("-inf")
-        log_probs[finished, Vocabulary.PAD] = 0.0
         candidates = (scores.reshape(-1, 1) + log_probs).view(B, k * V)  # (B, k·V)
         scores, flat = candidates.topk(k, dim=-1)  # (B, k)
         rows = (row_offset + flat.div(V, rounding_mode="floor")).view(-1)  # parent row of each new beam (B·k,)
