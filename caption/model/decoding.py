@@ -47,14 +47,14 @@ class DecodingSettings:
     length_penalty: float = 0.0                       # original code: generate_caps.py normalize=False
     hard_eval_context: HardEvalContext = "expected"   # original code: decodes with the expected context
     beam_groups: int = 1                              # ours: plain beam search, as the original code
-    diversity_strength: float = 0.5                   # self-critical.pytorch: diversity_lambda 0.5
+    diversity_strength: float = 0.5                   # ours: self-critical.pytorch's diversity_lambda 0.5
     no_repeat_ngram_size: int = 0                     # ours: off, as the original code
-    no_immediate_repeat: bool = False                 # self-critical.pytorch: decoding_constraint 0
-    block_bad_endings: bool = False                   # self-critical.pytorch: remove_bad_endings 0
-    suppress_unknown: bool = False                    # self-critical.pytorch: suppress_UNK 0 at test time
+    no_immediate_repeat: bool = False                 # original code: no rule (self-critical.pytorch: off too)
+    block_bad_endings: bool = False                   # original code: no rule (self-critical.pytorch: off too)
+    suppress_unknown: bool = False                    # original code: <unk> may be generated
     top_k: int = 0                                    # ours: the whole distribution, as self-critical.pytorch
     top_p: float = 1.0                                # ours: the whole distribution, as self-critical.pytorch
-    temperature: float = 1.0                          # self-critical.pytorch: temperature 1.0
+    temperature: float = 1.0                          # ours: the model's distribution, as self-critical.pytorch
 
     def __post_init__(self) -> None:
         check_decoding(beam_size=self.beam_size, max_caption_length=self.max_caption_length,
