@@ -36,6 +36,7 @@ from caption.data.sources.image_source import ImageFileSource
 from caption.data.sources.records import BadImage, ImageRecord
 from caption.errors import CaptionError, EncoderWeightsError
 from caption.io.checkpoints import sha256_of
+from caption.io.lock_holders import holder_text
 from caption.io.outputs import cannot_write, writable_folder, write_json
 from caption.model.encoder import TORCHVISION_ENCODERS, annotation_grid, imagenet_weights
 
@@ -196,15 +197,13 @@ def start(folder: Path, *, encoder: nn.Module, config: dict[str, Any], source: I
 def building(folder: Path) -> Iterator[None]:
     """One build of the cache in `folder` at a time: an operating-system lock on `folder/building.lock` (`filelock`),
     released by the system when its process ends in any way, so no stale lock is ever left; a second build refuses,
-    naming the live one (host and process id, from `builder.json`)."""
+    naming the live one (host and process id, from `builder.json`, read as untrusted: `caption.io.lock_holders`)."""
     lock = FileLock(folder / LOCK, timeout=0)
     try:
         lock.acquire()
     except Timeout:
-        builder = read_json_or_none(folder / BUILDER) or {}
-        holder = f"process {builder.get('pid')} on {builder.get('host')}" if builder else "a process that is starting"
         raise FeatureCacheError(f"the feature cache in {folder} is being built by another `caption features` "
-                                f"({holder}): wait for it to finish") from None
+                                f"({holder_text(folder / BUILDER)}): wait for it to finish") from None
     except OSError as error:
         raise cannot_write(folder / LOCK, error) from None
     try:

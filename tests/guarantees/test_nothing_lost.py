@@ -399,6 +399,30 @@ def run_folder(folder: Path):
     return FitFolder("trainer.default_root_dir", folder, lock_files(folder, checkpoints=False))
 
 
+def test_a_feature_cache_builders_lying_record_is_described_safely(tmp_path):
+    """builder.json is read as the fit lock's record is (`caption.io.lock_holders`): an absurd pid left out, the
+    host's terminal escapes shown escaped, a link planted there never followed."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        (tmp_path / BUILDER).write_text('{"host": "lab\\u001b[2J-pc", "pid": 1e999}')
+        with pytest.raises(FeatureCacheError) as refused:
+            with building(tmp_path):
+                pass
+        assert "by another `caption features` (a process on lab\\x1b[2J-pc): wait" in str(refused.value)
+        (tmp_path / BUILDER).unlink()
+        (tmp_path / "secret.json").write_text('{"host": "secret", "pid": 7}')
+        (tmp_path / BUILDER).symlink_to(tmp_path / "secret.json")
+        with pytest.raises(FeatureCacheError) as refused:
+            with building(tmp_path):
+                pass
+        assert "(a process its builder.json does not name)" in str(refused.value), str(refused.value)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_holder_record_with_an_absurd_pid_and_escapes_in_its_host_is_one_safe_line(tmp_path):
     run = tmp_path / "run"
     with held_by_a_live_fit(run, '{"host": "lab\\u001b[2J\\u001b]0;owned\\u0007-pc", "pid": 1e999}'):

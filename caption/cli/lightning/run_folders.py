@@ -7,7 +7,6 @@ for the run's life (`claim_run_folders`): a second `fit` writing there at once w
 
 import contextlib
 import itertools
-import json
 import os
 import socket
 import stat
@@ -18,14 +17,13 @@ from typing import Any, NamedTuple
 from filelock import FileLock, Timeout
 
 from caption.cli.lightning.given import given_on_command_line
-from caption.errors import ConfigError, shown_text
+from caption.errors import ConfigError
+from caption.io.lock_holders import holder_text
 from caption.io.outputs import OutputError, writable_folder, write_json
 
 # in a run folder: the lock of a `fit` and who holds it (a checkpoint folder's lie beside it: `lock_files`)
 RUN_LOCK, RUN_HOLDER = ".caption-fit.lock", ".caption-fit.json"
 LOCK_PREFIX = ".caption-fit."  # a checkpoint folder's lock file: this, its name, .lock
-HOLDER_BYTES = 4096  # the most of a holder record read: the host name and process id fit in far less
-MAX_PID = 2**31 - 1  # the largest process id any system gives
 OPTIONS = ("trainer.default_root_dir", "checkpoint.dirpath")  # the settings a refused run can change
 CLAIMED: list[FileLock] = []  # the locks this process holds, released by `releasing_run_folders`
 
@@ -115,42 +113,6 @@ def fit_folders(config: Any, *, trainer: Any) -> list[FitFolder]:
             folders.setdefault(os.path.realpath(folder),
                                FitFolder(what, Path(folder), lock_files(folder, checkpoints=True)))
     return list(folders.values())
-
-
-def read_holder(path: Path) -> dict[str, Any] | None:
-    """The record of who holds a lock (`holder_file`), read without following a link, from a plain file only and at
-    most HOLDER_BYTES of it: None when it is absent, or anything but a JSON object."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return None
-        data = os.read(descriptor, HOLDER_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(descriptor)
-    try:
-        record = json.loads(data.decode("utf-8")) if len(data) <= HOLDER_BYTES else None
-    except (ValueError, RecursionError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def holder_text(path: Path) -> str:
-    """Who holds a run folder, as its record at `path` says, for a message: "process 4242 on lab-pc"; a process id
-    that is not a whole number in the system's range is left out, and the host is shown with its control characters
-    escaped (`shown_text`)."""
-    if not path.exists() and not path.is_symlink():
-        return "a process that is starting"  # it writes its record once it holds the lock
-    record = read_holder(path) or {}
-    pid, host = record.get("pid"), record.get("host")
-    process = f"process {pid}" if type(pid) is int and 0 < pid <= MAX_PID else "a process"
-    if isinstance(host, str) and host:
-        return f"{process} on {shown_text(host)}"
-    return process if process != "a process" else f"a process its {path.name} does not name"
 
 
 def planted_kind(place: Path) -> str | None:
