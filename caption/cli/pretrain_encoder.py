@@ -100,7 +100,6 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
              num_workers: int, accelerator: str, devices: Any, precision: str, command: str) -> None:
     """Train, then write OUT/encoder.pt and OUT/encoder.json and print the summary (see the module's docstring)."""
     import lightning as L
-    import torch
     from lightning.pytorch.utilities.exceptions import SIGTERMException
     from torch.utils.data import DataLoader
 
@@ -108,7 +107,7 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     from caption.evaluation.grid import attention_grid
     from caption.inference.evaluate import build_data
     from caption.io.device import resolved_precision
-    from caption.model.encoder import EncoderSettings, build_encoder
+    from caption.model.encoder import EncoderSettings, annotation_shape, build_encoder
     from caption.training.encoder_pretraining import EncoderClassifier, confusion_table
     from caption.training.progress import ProgressBar
 
@@ -133,10 +132,7 @@ def pretrain(config: dict[str, Any], settings: Any, *, out: Path, images: Path |
     categories = object_categories(splits["train"])
     L.seed_everything(config.get("seed_everything", 0) if seed is None else seed, verbose=False)
     encoder = build_encoder(encoder_settings)
-    with torch.no_grad():  # the annotation grid of these images
-        locations = encoder.eval()(torch.zeros(1, 3, *image_size)).shape[1]
-    encoder.train()
-    grid = attention_grid(locations, image_size)
+    grid = attention_grid(annotation_shape(encoder, image_size)[0], image_size)  # the annotation grid of these images
     shift = round(settings.max_shift * image_size[0] / grid[0])
     loaders = {split: DataLoader(LabelledObjects(labelled, records, categories=categories, grid=grid,
                                                  max_shift=shift if split == "train" else 0),

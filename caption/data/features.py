@@ -38,7 +38,7 @@ from caption.errors import CaptionError, EncoderWeightsError
 from caption.io.checkpoints import sha256_of
 from caption.io.lock_holders import holder_text
 from caption.io.outputs import cannot_write, writable_folder, write_json
-from caption.model.encoder import TORCHVISION_ENCODERS, annotation_grid, imagenet_weights
+from caption.model.encoder import TORCHVISION_ENCODERS, annotation_grid, annotation_shape, imagenet_weights
 
 VERSION = 1  # bump when the file layout changes
 MANIFEST, ARRAY, PROGRESS = "manifest.json", "annotations.npy", "progress.json"
@@ -177,13 +177,12 @@ class DecodedImages(Dataset):
 
 
 def start(folder: Path, *, encoder: nn.Module, config: dict[str, Any], source: ImageFileSource,
-          records: list[ImageRecord], on_bad_image: str, device: torch.device) -> dict[str, Any]:
+          records: list[ImageRecord], on_bad_image: str) -> dict[str, Any]:
     """Begin a build: check every header (fast, so bad files stop the build at once), allocate the array."""
     bad = source.check(records, decode=False)
     report_bad_images(bad, total=len(records), on_bad_image=on_bad_image)
     (side,) = config["transform"]["crop_size"]
-    with torch.inference_mode():
-        _, locations, dim = encoder(torch.zeros(1, 3, side, side, device=device)).shape  # (1, L, D)
+    locations, dim = annotation_shape(encoder, (side, side))  # (L, D)
     shape = [len(records), locations, dim]
     (folder / ARRAY).unlink(missing_ok=True)  # a new file: never written through a link left at its name
     np.lib.format.open_memmap(folder / ARRAY, mode="w+", dtype=np.float16, shape=tuple(shape)).flush()
@@ -252,7 +251,7 @@ def build_cache(
         if manifest:
             rank_zero_info(f"Rebuilding the feature cache in {path}: {problem or 'unfinished, without progress'}.")
         progress = start(path, encoder=encoder, config=config, source=source, records=records,
-                         on_bad_image=on_bad_image, device=device)
+                         on_bad_image=on_bad_image)
     else:
         rank_zero_info(f"Resuming the feature cache in {path} at image {progress['done']} of {len(records)}.")
     skipped = [BadImage.from_dict(entry) for entry in progress["skipped"]]

@@ -352,3 +352,16 @@ def build_encoder(settings: EncoderSettings, *, reader: WeightsReader | None = N
         return TorchvisionResNet(name=name, weights=weights, freeze=freeze, grid=annotation_grid(name, grid),
                                  reader=reader)
     raise ConfigError(f"model.encoder.name must be one of {', '.join(TORCHVISION_ENCODERS)}, small_vgg; got {name!r}")
+
+
+@torch.no_grad()
+def annotation_shape(encoder: nn.Module, image_size: tuple[int, int]) -> tuple[int, int]:
+    """(L, D) of the annotations `encoder` gives an (H, W) image: one blank image through it, in eval mode, on its
+    device; its training mode is left as it was."""
+    device = next(encoder.parameters(), torch.empty(0)).device  # one without parameters: the CPU
+    training = encoder.training
+    encoder.eval()
+    _, locations, dim = encoder(torch.zeros(1, 3, *image_size, device=device)).shape  # (1, L, D)
+    encoder.train(training)
+    return locations, dim
+

@@ -39,7 +39,7 @@ from caption.model.caption_model import (
 from caption.model.captions import Caption
 from caption.model.decoder import DecoderSettings
 from caption.model.decoding import DecodingSettings
-from caption.model.encoder import TORCHVISION_ENCODERS, EncoderSettings
+from caption.model.encoder import TORCHVISION_ENCODERS, EncoderSettings, annotation_shape
 from caption.model.kinds import kind_of
 from caption.model.objectives import (
     HardObjectiveSettings,
@@ -238,7 +238,9 @@ class CaptionModule(L.LightningModule):
             return
         if self.objective.box_supervision > 0:
             group = kind_of(self.model.settings.attention.kind).group
-            data.supervise_attention(grid=self.attention_grid(tuple(data.source.image_size)),
+            image_size = tuple(data.source.image_size)
+            locations, _ = annotation_shape(self.model.encoder, image_size)
+            data.supervise_attention(grid=attention_grid(locations, image_size),
                                      key=f"model.{group}.box_supervision")
         device = self.trainer.strategy.root_device
         hard = self.model.settings.hard
@@ -254,17 +256,6 @@ class CaptionModule(L.LightningModule):
             steps=steps)
         check_training_memory(needed, vocabulary_size=vocabulary_size, batch_size=batch_size, steps=steps,
                               device=device, free_memory=device_free_memory)
-
-    def attention_grid(self, image_size: tuple[int, int]) -> tuple[int, int]:
-        """(rows, columns) of the encoder's annotation grid on (H, W) images: one blank image through it."""
-        encoder = self.model.encoder
-        device = next(encoder.parameters()).device
-        training = encoder.training
-        encoder.eval()
-        with torch.no_grad():
-            locations = encoder(torch.zeros(1, 3, *image_size, device=device)).shape[1]  # (1, L, D)
-        encoder.train(training)
-        return attention_grid(locations, image_size)
 
     def on_fit_start(self) -> None:
         """A new run with model.optimization.init_from starts from that checkpoint's weights (a resumed one has its
