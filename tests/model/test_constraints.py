@@ -170,3 +170,12 @@ def test_a_bad_setting_is_refused_in_one_line_naming_it(field, value):
     with pytest.raises(ConfigError) as error:
         DecodingSettings(beam_size=5, **{field: value})
     assert str(error.value).startswith(f"model.decoding.{field} ") and "\n" not in str(error.value)
+
+
+def test_the_bad_endings_are_self_critical_pytorchs_list():
+    # ruotianluo/self-critical.pytorch, captioning/utils/misc.py, transcribed whole:
+    # bad_endings = ['a','an','the','in','for','at','of','with','before','after','on','upon','near','to','is',
+    #                'are','am']
+    theirs = ['a', 'an', 'the', 'in', 'for', 'at', 'of', 'with', 'before', 'after', 'on', 'upon', 'near', 'to', 'is',
+              'are', 'am']
+    assert list(BAD_ENDINGS) == theirs
