@@ -13,20 +13,7 @@ box_supervision), kept when already trained; then `caption evaluate --split val 
 SEEDS/hard_seedN (the same stage without the supervision), when there. Prints a table per seed and the means, and
 writes OUT/box_supervision.json.
 
-Measured 2026-12-07, 2-core AMD EPYC VM shared with three other jobs (load 5–6), one thread per process, weight 1.0;
-the runs without supervision are benchmarks/seeds.py's of 2026-12-04 (the same recipe: weight 0 is the paper's loss
-bit for bit). Attention accuracy on the validation split, greedy / beam 3 (BLEU-4 at beam 3):
-
-    shapes_generic   without: seed 0 0.982 / 0.572 (1.000), seed 1 0.978 / 0.882 (1.000), seed 2 0.908 / 0.775 (1.000);
-                              mean 0.956 / 0.743: beam 3 0.213 below greedy
-                     with:    seed 0 0.965 / 1.000 (1.000), seed 1 0.958 / 1.000 (1.000), seed 2 0.965 / 1.000 (1.000);
-                              mean 0.962 / 1.000: beam 3 0.038 above greedy
-    positions        seed 2 only (without: positions-fp32-check's hard_seed2, which never looked)
-                     without: 0.000 / 0.000 (0.443); with: 0.973 / 0.990 (0.976)
-
-Stage 2 with the supervision took 1,015–1,088 s per shapes_generic seed (three at once) and 1,300 s on positions on
-that machine; the targets cost about 0.7 ms per caption in the loader. docs/measurements.md#attention-supervised-by-
-boxes-under-beam-search says what it shows.
+What it measured, with the machine and date: docs/measurements.md#attention-supervised-by-boxes-under-beam-search.
 """
 
 import argparse
